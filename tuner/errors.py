@@ -1,0 +1,25 @@
+"""User-facing errors: each carries one line that names the problem and the fix.
+
+The CLI prints ``str(error)`` and exits non-zero; anything that is not an ``OctuneError``
+is a bug in octune and keeps its traceback.
+"""
+
+
+class OctuneError(Exception):
+    """A mistake in the user's input or environment, explained in one line."""
+
+
+class SpaceError(OctuneError):
+    """A search-space YAML that cannot be used (syntax, unknown names, no legal config)."""
+
+
+class DeviceError(OctuneError):
+    """No OpenCL platform, or no device matching the user's choice."""
+
+
+class StoreError(OctuneError):
+    """The database cannot be opened, migrated or written."""
+
+
+class WorkloadError(OctuneError):
+    """A problem shape that the kernel cannot accept (for example M < 1)."""

@@ -1,0 +1,61 @@
+"""The outcome of measuring one candidate config: what the store records and strategies learn from."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+Config = Mapping[str, int]
+
+
+def config_key(config: Config) -> str:
+    """A canonical text form of a config, so the same config is always stored and found the same way."""
+    return json.dumps({name: int(config[name]) for name in sorted(config)}, separators=(",", ":"))
+
+
+class Status(StrEnum):
+    OK = "ok"
+    BUILD_ERROR = "build_error"
+    LAUNCH_ERROR = "launch_error"
+    WRONG_RESULT = "wrong_result"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One candidate's result. Failed candidates are kept too: they are data, not noise."""
+
+    config: dict[str, int]
+    status: Status
+    times_s: tuple[float, ...] = ()
+    flops: int = 0
+    max_error: float | None = None  # largest |error| / tolerance seen in verification (< 1 passes)
+    message: str = ""
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    @property
+    def median_s(self) -> float | None:
+        return statistics.median(self.times_s) if self.times_s else None
+
+    @property
+    def spread_s(self) -> float | None:
+        """Interquartile range of the repeats: robust to the odd slow run."""
+        if len(self.times_s) < 2:
+            return 0.0 if self.times_s else None
+        q1, _, q3 = statistics.quantiles(self.times_s, n=4, method="inclusive")
+        return q3 - q1
+
+    @property
+    def gflops(self) -> float | None:
+        median = self.median_s
+        if not self.ok or not median:
+            return None
+        return self.flops / median / 1e9
