@@ -1,4 +1,4 @@
-"""OpenCL device discovery, selection by index or name, and the fingerprint that identifies a device.
+"""OpenCL device discovery, selection by index or name, and the fingerprint of a device.
 
 A fingerprint covers the platform, the vendor, the device name, the driver version and the
 compute units: a driver update is a new fingerprint, because tuned results may not carry over.

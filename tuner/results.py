@@ -1,4 +1,4 @@
-"""The outcome of measuring one candidate config: what the store records and strategies learn from."""
+"""The outcome of measuring one candidate: what the store records and strategies learn from."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ Config = Mapping[str, int]
 
 
 def config_key(config: Config) -> str:
-    """A canonical text form of a config, so the same config is always stored and found the same way."""
+    """The canonical text of a config, so a config is always stored and found the same way."""
     return json.dumps({name: int(config[name]) for name in sorted(config)}, separators=(",", ":"))
 
 

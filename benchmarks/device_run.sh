@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set up octune on the lent GPU machine (no network there: wheels travel in .whl/), then run
+# the command given as arguments with the GPU's OpenCL platform visible.
+#   benchmarks/device_run.sh python3 benchmarks/gemm_device.py --out "$OUT/gemm.json"
+set -euo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
+    --target /tmp/site . >/dev/null
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+cd /tmp
+"$@"

@@ -1,0 +1,154 @@
+"""The tuning database schema. Migrations in ``migrations/versions`` must create exactly this.
+
+Rows are only ever added: a measurement is evidence, and the best config is a query over all
+of them, not a value kept up to date.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    Double,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# Deterministic constraint names: alembic needs names to alter constraints (SQLite batch
+# mode recreates tables), and PostgreSQL and SQLite then agree on them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+MESSAGE_MAX_CHARS = 2000
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timestamp that always reads back timezone-aware in UTC.
+
+    SQLite has no time zone type and returns naive datetimes; without this, results read
+    from SQLite and from PostgreSQL would compare and print differently.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: store timezone-aware UTC times")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Device(Base):
+    """One OpenCL device as its driver reports it; a driver update is a new row."""
+
+    __tablename__ = "devices"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(16), unique=True)
+    platform_name: Mapped[str] = mapped_column(String(255))
+    platform_version: Mapped[str] = mapped_column(String(255))
+    vendor: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str] = mapped_column(String(255))
+    driver_version: Mapped[str] = mapped_column(String(255))
+    compute_units: Mapped[int] = mapped_column(Integer)
+    max_work_group_size: Mapped[int] = mapped_column(BigInteger)
+    local_mem_size: Mapped[int] = mapped_column(BigInteger)
+    global_mem_size: Mapped[int] = mapped_column(BigInteger)
+    device_type: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class KernelVersion(Base):
+    """A kernel template and its search space, identified by content: an edit is a new version."""
+
+    __tablename__ = "kernel_versions"
+    __table_args__ = (UniqueConstraint("name", "sha256"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    sha256: Mapped[str] = mapped_column(String(64))
+    template_source: Mapped[str] = mapped_column(Text)
+    space_source: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class Workload(Base):
+    """A problem shape; ``key`` is its canonical text so lookups need not compare JSON."""
+
+    __tablename__ = "workloads"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    problem: Mapped[str] = mapped_column(String(64))
+    key: Mapped[str] = mapped_column(String(512), unique=True)
+    shape: Mapped[dict[str, int]] = mapped_column(JSON)
+    dtype: Mapped[str] = mapped_column(String(32))
+
+
+class TuningSession(Base):
+    """One run of a strategy; kept so results can be traced to how they were found."""
+
+    __tablename__ = "tuning_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"), index=True)
+    kernel_version_id: Mapped[int] = mapped_column(ForeignKey("kernel_versions.id"), index=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), index=True)
+    strategy: Mapped[str] = mapped_column(String(64))
+    seed: Mapped[int | None] = mapped_column(BigInteger)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    octune_version: Mapped[str] = mapped_column(String(64))
+
+
+class MeasurementRow(Base):
+    """One measured candidate, failed ones included: they tell the next run what not to try."""
+
+    __tablename__ = "measurements"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("tuning_sessions.id"), index=True)
+    config: Mapped[dict[str, int]] = mapped_column(JSON)
+    config_key: Mapped[str] = mapped_column(String(1024), index=True)
+    status: Mapped[str] = mapped_column(String(32))
+    median_s: Mapped[float | None] = mapped_column(Double)
+    spread_s: Mapped[float | None] = mapped_column(Double)
+    times_s: Mapped[list[float]] = mapped_column(JSON)
+    flops: Mapped[int] = mapped_column(BigInteger)
+    gflops: Mapped[float | None] = mapped_column(Double)
+    max_error: Mapped[float | None] = mapped_column(Double)
+    message: Mapped[str] = mapped_column(Text)
+    extra: Mapped[dict[str, float]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)

@@ -1,0 +1,400 @@
+"""The only way octune reads and writes its database, so every caller gets a migrated schema
+and one-line errors instead of SQLAlchemy tracebacks.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+import platformdirs
+from alembic import command
+from alembic.config import Config
+from alembic.util.exc import CommandError
+from sqlalchemy import Connection, case, create_engine, event, func, select
+from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from octune.db.models import (
+    MESSAGE_MAX_CHARS,
+    Device,
+    KernelVersion,
+    MeasurementRow,
+    TuningSession,
+    Workload,
+    utcnow,
+)
+from octune.tuner.errors import StoreError
+from octune.tuner.results import Measurement, Status, config_key
+
+if TYPE_CHECKING:  # importing it would load pyopencl, which the server does not need
+    from octune.tuner.device import DeviceInfo
+
+ENV_VAR = "OCTUNE_DATABASE_URL"
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+SESSION_END_STATUSES = frozenset({"completed", "interrupted", "failed"})
+_WHERE = f"pass a writable path or another URL with --db or {ENV_VAR}"
+
+_Row = TypeVar("_Row", Device, KernelVersion, Workload)
+
+
+@dataclass(frozen=True)
+class BestResult:
+    """The fastest passing config, with enough provenance to judge how much to trust it."""
+
+    config: dict[str, int]
+    median_s: float
+    spread_s: float
+    gflops: float | None
+    measurement_id: int
+    session_id: int
+    kernel_name: str
+    kernel_sha256: str
+    device_fingerprint: str
+    workload_key: str
+    measured_at: datetime
+    measured: int  # measurement rows for this device, kernel version and workload
+    failed: int  # of those, the ones whose status is not "ok"
+
+
+def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
+    """An alembic config without alembic.ini, also for writing new revisions:
+    ``command.revision(alembic_config(url="sqlite:///dev.db"), autogenerate=True, message=...)``.
+    """
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    config.attributes["connection"] = connection
+    return config
+
+
+class Store:
+    """A migrated database; each write is its own committed transaction, so a run that is
+    killed keeps everything measured before it died.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = _mask(url)
+        try:
+            self._engine = create_engine(url)
+        except ImportError as error:
+            raise StoreError(
+                f"cannot open database {self.url}: missing driver ({error}); install it "
+                f"or pass another URL with --db or {ENV_VAR}"
+            ) from error
+        except (SQLAlchemyError, ValueError) as error:
+            raise StoreError(
+                f"cannot open database {self.url}: not a valid database URL ({_reason(error)}); "
+                f"pass one like sqlite:////path/to/octune.db with --db or {ENV_VAR}"
+            ) from error
+        self.url = self._engine.url.render_as_string(hide_password=True)
+        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        try:
+            if self._engine.dialect.name == "sqlite":
+                self._prepare_sqlite()
+            with self._engine.begin() as connection:
+                command.upgrade(alembic_config(connection), "head")
+        except CommandError as error:
+            self._engine.dispose()
+            raise StoreError(
+                f"cannot migrate database {self.url}: {_reason(error)}; it was probably written "
+                "by a newer octune: upgrade octune or pass another database"
+            ) from error
+        except (SQLAlchemyError, OSError) as error:
+            self._engine.dispose()
+            fix = _WHERE
+            if self._engine.dialect.name != "sqlite":
+                fix = f"check that the server is up and the credentials are right, or {fix}"
+            raise StoreError(f"cannot open database {self.url}: {_reason(error)}; {fix}") from error
+
+    def _prepare_sqlite(self) -> None:
+        """WAL lets the server read while a tuning run writes; SQLite enforces foreign keys
+        only when asked, per connection.
+        """
+        database = self._engine.url.database
+        if database and database != ":memory:" and not self._engine.url.query.get("uri"):
+            parent = Path(database).expanduser().parent
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError:  # Python's words for "a file is in the way" mislead
+                raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(parent)) from None
+
+        @event.listens_for(self._engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.close()
+
+    @staticmethod
+    def default_url() -> str:
+        """The user's own database, unless the environment points at a shared one."""
+        if url := os.environ.get(ENV_VAR):
+            return url
+        path = Path(platformdirs.user_data_dir("octune")) / "octune.db"
+        return f"sqlite:///{path.as_posix()}"
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _session(self) -> Iterator[Session]:
+        """One committed transaction; database failures become a one-line StoreError."""
+        try:
+            with self._sessions.begin() as session:
+                yield session
+        except SQLAlchemyError as error:
+            raise StoreError(
+                f"cannot use database {self.url}: {_reason(error)}; check that it is reachable, "
+                f"writable and not full, or pass another with --db or {ENV_VAR}"
+            ) from error
+
+    def _get_or_create(self, model: type[_Row], lookup: Mapping[str, Any], **values: Any) -> int:
+        """Select, else insert; a concurrent insert of the same row loses the race and selects."""
+        query = select(model.id).filter_by(**lookup)
+        with self._session() as session:
+            found = session.scalar(query)
+            if found is not None:
+                return found
+        try:
+            with self._session() as session:
+                row = model(**lookup, **values)
+                session.add(row)
+                session.flush()
+                return row.id
+        except StoreError as error:
+            if not isinstance(error.__cause__, IntegrityError):
+                raise
+        with self._session() as session:
+            return session.execute(query).scalar_one()
+
+    def device_id(self, info: DeviceInfo) -> int:
+        return self._get_or_create(
+            Device,
+            {"fingerprint": info.fingerprint},
+            platform_name=info.platform_name,
+            platform_version=info.platform_version,
+            vendor=info.vendor,
+            name=info.name,
+            driver_version=info.driver_version,
+            compute_units=info.compute_units,
+            max_work_group_size=info.max_work_group_size,
+            local_mem_size=info.local_mem_size,
+            global_mem_size=info.global_mem_size,
+            device_type=info.device_type,
+        )
+
+    def kernel_version_id(
+        self, name: str, sha256: str, template_source: str, space_source: str
+    ) -> int:
+        return self._get_or_create(
+            KernelVersion,
+            {"name": name, "sha256": sha256},
+            template_source=template_source,
+            space_source=space_source,
+        )
+
+    def workload_id(self, problem: str, key: str, shape: dict[str, int], dtype: str) -> int:
+        return self._get_or_create(
+            Workload,
+            {"key": key},
+            problem=problem,
+            shape={name: int(size) for name, size in shape.items()},
+            dtype=dtype,
+        )
+
+    def start_session(
+        self,
+        device_id: int,
+        kernel_version_id: int,
+        workload_id: int,
+        strategy: str,
+        seed: int | None,
+        settings: dict[str, Any],
+    ) -> int:
+        with self._session() as session:
+            row = TuningSession(
+                device_id=device_id,
+                kernel_version_id=kernel_version_id,
+                workload_id=workload_id,
+                strategy=strategy,
+                seed=seed,
+                settings=dict(settings),
+                status="running",
+                octune_version=_octune_version(),
+            )
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def finish_session(self, session_id: int, status: str) -> None:
+        if status not in SESSION_END_STATUSES:
+            raise ValueError(f"session status must be one of {sorted(SESSION_END_STATUSES)}")
+        with self._session() as session:
+            row = session.get(TuningSession, session_id)
+            if row is None:
+                raise ValueError(f"no tuning session {session_id}")
+            row.status = status
+            row.finished_at = utcnow()
+
+    def add_measurement(self, session_id: int, m: Measurement) -> None:
+        with self._session() as session:
+            session.add(
+                MeasurementRow(
+                    session_id=session_id,
+                    config={name: int(value) for name, value in m.config.items()},
+                    config_key=config_key(m.config),
+                    status=Status(m.status).value,
+                    median_s=m.median_s,
+                    spread_s=m.spread_s,
+                    times_s=[float(t) for t in m.times_s],
+                    flops=int(m.flops),
+                    gflops=m.gflops,
+                    max_error=m.max_error,
+                    message=m.message[:MESSAGE_MAX_CHARS],
+                    extra=dict(m.extra),
+                )
+            )
+
+    def measured_config_keys(
+        self, device_id: int, kernel_version_id: int, workload_id: int
+    ) -> set[str]:
+        """Every config tried in any session, failed ones too: a resumed run skips them all."""
+        query = (
+            select(MeasurementRow.config_key)
+            .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
+            .where(
+                TuningSession.device_id == device_id,
+                TuningSession.kernel_version_id == kernel_version_id,
+                TuningSession.workload_id == workload_id,
+            )
+            .distinct()
+        )
+        with self._session() as session:
+            return set(session.scalars(query))
+
+    def session_measurements(self, session_id: int) -> list[Measurement]:
+        query = (
+            select(MeasurementRow)
+            .where(MeasurementRow.session_id == session_id)
+            .order_by(MeasurementRow.id)
+        )
+        with self._session() as session:
+            rows = session.scalars(query).all()
+        return [
+            Measurement(
+                config=dict(row.config),
+                status=Status(row.status),
+                times_s=tuple(row.times_s),
+                flops=row.flops,
+                max_error=row.max_error,
+                message=row.message,
+                extra=dict(row.extra),
+            )
+            for row in rows
+        ]
+
+    def best(
+        self,
+        device_fingerprint: str,
+        kernel_name: str,
+        workload_key: str,
+        kernel_sha256: str | None = None,
+    ) -> BestResult | None:
+        """The fastest passing config. Without a sha256, the kernel version last tuned on this
+        device and workload is meant: that is the source the caller most likely ships.
+        """
+        with self._session() as session:
+            device = session.scalar(select(Device).filter_by(fingerprint=device_fingerprint))
+            workload = session.scalar(select(Workload).filter_by(key=workload_key))
+            if device is None or workload is None:
+                return None
+            versions = select(KernelVersion).where(KernelVersion.name == kernel_name)
+            if kernel_sha256 is None:
+                versions = (
+                    versions.join(
+                        TuningSession, TuningSession.kernel_version_id == KernelVersion.id
+                    )
+                    .where(
+                        TuningSession.device_id == device.id,
+                        TuningSession.workload_id == workload.id,
+                    )
+                    .order_by(TuningSession.started_at.desc(), TuningSession.id.desc())
+                    .limit(1)
+                )
+            else:
+                versions = versions.where(KernelVersion.sha256 == kernel_sha256)
+            kernel = session.scalar(versions)
+            if kernel is None:
+                return None
+            rows = (
+                select(MeasurementRow)
+                .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
+                .where(
+                    TuningSession.device_id == device.id,
+                    TuningSession.kernel_version_id == kernel.id,
+                    TuningSession.workload_id == workload.id,
+                )
+            )
+            fastest = session.scalar(
+                rows.where(MeasurementRow.status == Status.OK.value)
+                .where(MeasurementRow.median_s.is_not(None))
+                .order_by(MeasurementRow.median_s, MeasurementRow.id)
+                .limit(1)
+            )
+            if fastest is None or fastest.median_s is None:
+                return None
+            counted = rows.with_only_columns(
+                func.count(), func.count(case((MeasurementRow.status != Status.OK.value, 1)))
+            )
+            measured, failed = session.execute(counted).one()
+        return BestResult(
+            config=dict(fastest.config),
+            median_s=fastest.median_s,
+            spread_s=fastest.spread_s or 0.0,
+            gflops=fastest.gflops,
+            measurement_id=fastest.id,
+            session_id=fastest.session_id,
+            kernel_name=kernel.name,
+            kernel_sha256=kernel.sha256,
+            device_fingerprint=device.fingerprint,
+            workload_key=workload.key,
+            measured_at=fastest.created_at,
+            measured=measured,
+            failed=failed,
+        )
+
+
+def _reason(error: BaseException) -> str:
+    """The driver's own words on one line, without SQLAlchemy's SQL echo and doc links."""
+    if isinstance(error, DBAPIError) and error.orig is not None:
+        error = error.orig
+    text = " ".join(str(error).split()) or type(error).__name__
+    return re.sub(r"\(Background on this error at: [^)]*\)", "", text).strip()
+
+
+def _mask(url: str) -> str:
+    """Hide a password even in a URL that SQLAlchemy cannot parse."""
+    return re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+def _octune_version() -> str:
+    try:
+        return version("octune")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,94 @@
+"""Measurement classifies every candidate: ok, build_error, wrong_result, never a crash."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pyopencl as cl
+import pytest
+
+from octune.tuner.kernels import KernelSpec
+from octune.tuner.measure import DeviceRunner
+from octune.tuner.results import Status
+from octune.tuner.space import ConfigTable
+from octune.tuner.workloads import GemmWorkload
+
+WORKLOAD = GemmWorkload(45, 37, 29)
+
+
+def small_config(table: ConfigTable, **fixed: int) -> dict[str, int]:
+    """The first legal config with the given values: small tiles build fast on a CPU."""
+    for config in table.configs():
+        if all(config[name] == value for name, value in fixed.items()):
+            return config
+    raise AssertionError(f"no legal config with {fixed}")
+
+
+def variant(kernel: KernelSpec, old: str, new: str) -> KernelSpec:
+    """A test-only copy of the template with one deliberate change."""
+    assert old in kernel.source
+    return dataclasses.replace(kernel, source=kernel.source.replace(old, new))
+
+
+def test_correct_config_is_ok_with_timings(
+    cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    runner = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=1, repeats=4)
+    result = runner.measure(small_config(gemm_table, MWG=16, NWG=16, SA=1, SB=1))
+    assert result.status is Status.OK, result.message
+    assert len(result.times_s) >= 3 and all(t > 0 for t in result.times_s)
+    assert result.gflops is not None and result.gflops > 0
+    assert result.max_error is not None and result.max_error < 1
+
+
+def test_config_that_cannot_build_is_a_build_error(
+    cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    broken = variant(
+        gemm_kernel, "#define MWI", "#if MWG == 16\n#error unsupported tile\n#endif\n#define MWI"
+    )
+    runner = DeviceRunner(cl_device, broken, WORKLOAD, seed=1)
+    result = runner.measure(small_config(gemm_table, MWG=16))
+    assert result.status is Status.BUILD_ERROR
+    assert "unsupported tile" in result.message
+    assert runner.measure(small_config(gemm_table, MWG=32, NWG=16)).status is Status.OK
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "what"),
+    [
+        # Off by a hair in every element: caught by the tolerance, not only by NaN.
+        (
+            "acc[i][j] = mad(a[i], b[j], acc[i][j]);",
+            "acc[i][j] = mad(a[i], b[j], acc[i][j]) * 1.001f;",
+            "scaled",
+        ),
+        # One column at the matrix edge left unwritten: caught by the NaN poison.
+        ("if (n < n_left) {", "if (n < n_left - 1) {", "unwritten"),
+        # The last K element ignored.
+        ("const int k_left = K - k0;", "const int k_left = K - k0 - 1;", "short K"),
+    ],
+)
+def test_wrong_kernel_variant_is_rejected(
+    cl_device: cl.Device,
+    gemm_kernel: KernelSpec,
+    gemm_table: ConfigTable,
+    old: str,
+    new: str,
+    what: str,
+) -> None:
+    wrong = variant(gemm_kernel, old, new)
+    runner = DeviceRunner(cl_device, wrong, WORKLOAD, seed=2)
+    result = runner.measure(small_config(gemm_table, MWG=16, NWG=16, SA=0, SB=0))
+    assert result.status is Status.WRONG_RESULT, what
+    assert result.max_error is not None and result.max_error >= 1
+    assert result.gflops is None
+
+
+def test_same_config_is_built_once(
+    cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    runner = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=3, repeats=3)
+    config = small_config(gemm_table, MWG=16, NWG=16)
+    options = gemm_kernel.build_options(config, WORKLOAD)
+    assert runner.build(options) is runner.build(options)

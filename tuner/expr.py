@@ -1,0 +1,607 @@
+"""A small, safe expression language for search-space constraints, derived values and launch sizes.
+
+Expressions come from user YAML, so they are never handed to eval/exec/compile: the text is
+parsed with ``ast.parse`` and every node is checked against a whitelist, then turned into a
+tree of Python closures. The same tree evaluates one config (plain ints, Python semantics) or
+a whole column of candidate configs at once (numpy arrays), which is what makes enumerating
+tens of millions of candidates affordable.
+
+Division by zero never raises during evaluation: each evaluation returns a *bad* mask that
+marks the rows where the expression could not be computed, following Python's short-circuit
+rules (``y != 0 and x % y == 0`` is fine where ``y == 0``). Constraints treat bad rows as not
+satisfied; launch sizes turn them into a ``SpaceError``.
+
+Integers are 64-bit, as in the kernels: arithmetic that overflows wraps around in both the
+scalar and the vectorised path, so a config is judged the same way by both.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import operator
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeAlias
+
+import numpy as np
+from numpy.typing import NDArray
+
+from octune.tuner.errors import SpaceError
+
+Scalar: TypeAlias = int | float | bool
+Value: TypeAlias = Scalar | NDArray[Any]
+Mask: TypeAlias = bool | NDArray[np.bool_]
+_Node: TypeAlias = Callable[[Mapping[str, Value]], tuple[Value, Mask]]
+
+#: Functions an expression may call, with their (minimum, maximum) argument counts.
+FUNCTIONS: dict[str, tuple[int, int | None]] = {
+    "ceil_div": (2, 2),
+    "max": (2, None),
+    "min": (2, None),
+    "round_up": (2, 2),
+}
+MAX_EXPONENT = 16
+MAX_LENGTH = 2000
+MAX_DEPTH = 100
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_ALLOWED = (
+    "use numbers, names, + - * / // % **, comparisons, and/or/not, 'x if c else y' "
+    "and the functions " + ", ".join(sorted(FUNCTIONS))
+)
+
+
+class Expression:
+    """One parsed expression; evaluating it never executes user text."""
+
+    __slots__ = ("_root", "kind", "names", "text")
+
+    def __init__(
+        self, text: str, known_names: Collection[str], *, kind: str = "expression"
+    ) -> None:
+        """Parse and check ``text`` now, so a bad space fails at load time, not mid-tuning.
+
+        ``kind`` says where the expression comes from ("constraint", "derived MWI", ...)
+        and appears in every message.
+        """
+        self.kind = kind
+        self.text = " ".join(str(text).split())  # YAML may fold long expressions over lines
+        if not self.text:
+            raise SpaceError(f"empty {kind}; write an expression such as 'MWG % MDIMC == 0'")
+        if len(self.text) > MAX_LENGTH:
+            raise SpaceError(
+                f"{kind} is too long ({len(self.text)} characters, at most {MAX_LENGTH}); "
+                "split it into derived values"
+            )
+        try:
+            tree = ast.parse(self.text, mode="eval")
+        except SyntaxError as error:
+            column = f" at column {error.offset}" if error.offset else ""
+            raise SpaceError(
+                f"syntax error in {kind} '{self.text}'{column}: {error.msg}; {_ALLOWED}"
+            ) from None
+        except (ValueError, RecursionError, MemoryError):
+            raise SpaceError(f"cannot parse {kind} '{self.text}'; {_ALLOWED}") from None
+        compiler = _Compiler(self.text, kind)
+        try:
+            self._root = compiler.compile(tree.body, 0)
+        except RecursionError:
+            raise SpaceError(
+                f"{kind} '{self.text}' is nested too deeply; split it into derived values"
+            ) from None
+        self.names: frozenset[str] = frozenset(compiler.names)
+        unknown = [name for name in compiler.names if name not in known_names]
+        if unknown:
+            raise SpaceError(_unknown_name_message(unknown[0], self.text, kind, known_names))
+
+    def __repr__(self) -> str:
+        return f"Expression({self.text!r})"
+
+    def evaluate_masked(self, env: Mapping[str, Value]) -> tuple[Value, Mask]:
+        """Evaluate and also return where evaluation failed, so callers choose what that means.
+
+        ``env`` maps each name to an int/float/bool or a numpy array (one entry per candidate);
+        arrays broadcast against scalars. The mask is ``False``, ``True`` or a bool array.
+        """
+        missing = self.names - env.keys()
+        if missing:
+            raise SpaceError(
+                f"no value for {', '.join(sorted(missing))} when evaluating "
+                f"{self.kind} '{self.text}'"
+            )
+        with np.errstate(all="ignore"):
+            return self._root(env)
+
+    def evaluate(self, env: Mapping[str, Value]) -> Value:
+        """Evaluate where a failure is the user's to fix (e.g. a launch size dividing by zero)."""
+        value, bad = self.evaluate_masked(env)
+        if _any(bad):
+            if isinstance(bad, np.ndarray):
+                where = f"in {int(np.count_nonzero(bad))} of {bad.size} rows"
+            elif _is_array(*(env[name] for name in self.names)):
+                where = "in every row"
+            else:
+                where = "with " + _describe_env(self.names, env)
+            raise SpaceError(
+                f"{self.kind} '{self.text}' divides by zero {where}; "
+                "guard the divisor, e.g. 'x // y if y else 0', or add a constraint"
+            )
+        return value
+
+    def holds(self, env: Mapping[str, Value]) -> bool | NDArray[np.bool_]:
+        """Truth per row, with rows that cannot be evaluated counted as not holding."""
+        value, bad = self.evaluate_masked(env)
+        truth = _truth(value)
+        if bad is False:
+            return truth
+        if isinstance(truth, bool) and isinstance(bad, bool):
+            return truth and not bad
+        return np.logical_and(truth, np.logical_not(bad))
+
+
+def _unknown_name_message(name: str, text: str, kind: str, known_names: Collection[str]) -> str:
+    known = sorted(known_names)
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    listed = ", ".join(known[:40]) + (", ..." if len(known) > 40 else "")
+    return f"unknown name '{name}' in {kind} '{text}'{hint}; known: {listed or '(none)'}"
+
+
+def _describe_env(names: Collection[str], env: Mapping[str, Value]) -> str:
+    return ", ".join(f"{name}={env[name]}" for name in sorted(names) if name in env)
+
+
+class _Compiler:
+    """Turns a whitelisted AST into closures; anything off the whitelist is a SpaceError."""
+
+    def __init__(self, text: str, kind: str) -> None:
+        self.text = text
+        self.kind = kind
+        self.names: dict[str, None] = {}  # ordered set: report the first unknown name first
+
+    def reject(self, node: ast.AST, problem: str, fix: str = _ALLOWED) -> SpaceError:
+        segment = ast.get_source_segment(self.text, node) or type(node).__name__
+        return SpaceError(
+            f"{problem.replace('{segment}', segment)} is not allowed in {self.kind} '{self.text}'; "
+            + fix
+        )
+
+    def compile(self, node: ast.AST, depth: int) -> _Node:
+        if depth > MAX_DEPTH:
+            raise SpaceError(
+                f"{self.kind} '{self.text}' is nested too deeply; split it into derived values"
+            )
+        depth += 1
+        match node:
+            case ast.Constant(value=value):
+                return self._constant(node, value)
+            case ast.Name(id=name):
+                if name.startswith("__"):
+                    raise self.reject(node, "dunder name '{segment}'")
+                self.names[name] = None
+                return _name_node(name)
+            case ast.BinOp(left=left, op=op, right=right):
+                return self._binop(node, left, op, right, depth)
+            case ast.UnaryOp(op=ast.Not(), operand=operand):
+                return _not_node(self.compile(operand, depth))
+            case ast.UnaryOp(op=ast.USub(), operand=operand):
+                return _unary_node(_neg, self.compile(operand, depth))
+            case ast.UnaryOp(op=ast.UAdd(), operand=operand):
+                return _unary_node(_pos, self.compile(operand, depth))
+            case ast.UnaryOp(op=ast.Invert()):
+                raise self.reject(node, "bitwise '~' in '{segment}'", "use 'not' for logic")
+            case ast.BoolOp(op=op, values=values):
+                operands = [self.compile(value, depth) for value in values]
+                return _boolop_node(isinstance(op, ast.And), operands)
+            case ast.Compare(left=left, ops=ops, comparators=comparators):
+                return self._compare(node, left, ops, comparators, depth)
+            case ast.IfExp(test=test, body=body, orelse=orelse):
+                return _ifexp_node(
+                    self.compile(test, depth),
+                    self.compile(body, depth),
+                    self.compile(orelse, depth),
+                )
+            case ast.Call():
+                return self._call(node, depth)
+            case ast.Attribute():
+                raise self.reject(node, "attribute access '{segment}'")
+            case ast.Subscript():
+                raise self.reject(node, "subscript '{segment}'")
+            case ast.Lambda():
+                raise self.reject(node, "lambda '{segment}'")
+            case ast.ListComp() | ast.SetComp() | ast.DictComp() | ast.GeneratorExp():
+                raise self.reject(node, "comprehension '{segment}'")
+            case ast.JoinedStr():
+                raise self.reject(node, "string {segment}", "only numbers are values")
+            case ast.Tuple() | ast.List() | ast.Set() | ast.Dict():
+                raise self.reject(node, "literal '{segment}'")
+            case ast.NamedExpr():
+                raise self.reject(node, "assignment '{segment}'")
+            case ast.Starred():
+                raise self.reject(node, "unpacking '{segment}'")
+            case _:
+                raise self.reject(node, "'{segment}'")
+
+    def _constant(self, node: ast.AST, value: object) -> _Node:
+        if isinstance(value, str | bytes):
+            raise self.reject(node, "string {segment}", "only numbers are values")
+        if isinstance(value, bool):
+            return _constant_node(value)
+        if isinstance(value, int):
+            if not _INT64_MIN <= value <= _INT64_MAX:
+                raise self.reject(node, "integer {segment}", "integers must fit in 64 bits")
+            return _constant_node(value)
+        if isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                raise self.reject(node, "non-finite number {segment}", "use a finite number")
+            return _constant_node(value)
+        raise self.reject(node, "constant '{segment}'", "only numbers are values")
+
+    def _binop(
+        self, node: ast.AST, left: ast.expr, op: ast.operator, right: ast.expr, depth: int
+    ) -> _Node:
+        if isinstance(op, ast.Pow):
+            exponent = right.value if isinstance(right, ast.Constant) else None
+            if type(exponent) is not int or not 0 <= exponent <= MAX_EXPONENT:
+                raise self.reject(
+                    node,
+                    "exponent in '{segment}'",
+                    f"an exponent must be an integer constant from 0 to {MAX_EXPONENT}",
+                )
+            return _pow_node(self.compile(left, depth), exponent)
+        function = _BINARY.get(type(op))
+        if function is None:
+            symbol = _SYMBOLS.get(type(op), type(op).__name__)
+            raise self.reject(node, f"operator '{symbol}' in '{{segment}}'", _ALLOWED)
+        return _binop_node(function, self.compile(left, depth), self.compile(right, depth))
+
+    def _compare(
+        self,
+        node: ast.AST,
+        left: ast.expr,
+        ops: list[ast.cmpop],
+        comparators: list[ast.expr],
+        depth: int,
+    ) -> _Node:
+        functions = []
+        for op in ops:
+            function = _COMPARISONS.get(type(op))
+            if function is None:
+                symbol = _SYMBOLS.get(type(op), type(op).__name__)
+                raise self.reject(node, f"operator '{symbol}' in '{{segment}}'", _ALLOWED)
+            functions.append(function)
+        operands = [self.compile(left, depth)] + [self.compile(c, depth) for c in comparators]
+        return _compare_node(functions, operands)
+
+    def _call(self, node: ast.Call, depth: int) -> _Node:
+        name = node.func.id if isinstance(node.func, ast.Name) else None
+        if name not in FUNCTIONS:
+            function = ast.get_source_segment(self.text, node.func) or "?"
+            raise self.reject(
+                node,
+                f"call to '{function}'",
+                "the only functions are " + ", ".join(sorted(FUNCTIONS)),
+            )
+        if node.keywords:
+            raise self.reject(
+                node, "keyword argument in '{segment}'", f"pass {name}'s arguments by position"
+            )
+        for arg in node.args:
+            if isinstance(arg, ast.Starred):
+                raise self.reject(arg, "unpacking '{segment}'", "pass each argument explicitly")
+        low, high = FUNCTIONS[name]
+        if len(node.args) < low or (high is not None and len(node.args) > high):
+            count = f"{low}" if low == high else f"at least {low}"
+            raise SpaceError(
+                f"{name} takes {count} arguments, not {len(node.args)}, "
+                f"in {self.kind} '{self.text}'; fix the call"
+            )
+        args = [self.compile(arg, depth) for arg in node.args]
+        if name == "min":
+            return _reduce_node(np.minimum, min, args)
+        if name == "max":
+            return _reduce_node(np.maximum, max, args)
+        return _binop_node(_ceil_div if name == "ceil_div" else _round_up, args[0], args[1])
+
+
+# --- values -------------------------------------------------------------------------------
+
+
+def _is_array(*values: Value) -> bool:
+    return any(isinstance(value, np.ndarray) for value in values)
+
+
+def _operand(value: object) -> Value:
+    """Accept ints, floats, bools and numpy arrays/scalars; numpy scalars become Python ones."""
+    if isinstance(value, np.ndarray | bool | int | float):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"expression values must be numbers or numpy arrays, not {type(value)}")
+
+
+def _num(value: Value) -> Value:
+    """Bools become ints before numpy arithmetic, so it follows Python (True + True == 2)."""
+    if isinstance(value, np.ndarray) and value.dtype == np.bool_:
+        return value.astype(np.int64)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _wrap(value: Scalar) -> Scalar:
+    """Wrap a Python int to int64, as numpy does, so scalar and array paths agree."""
+    if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
+        return (value - _INT64_MIN) % 2**64 + _INT64_MIN
+    return value
+
+
+def _truth(value: Value) -> bool | NDArray[np.bool_]:
+    if isinstance(value, np.ndarray):
+        return value if value.dtype == np.bool_ else value != 0
+    return bool(value)
+
+
+def _is_boolish(value: Value) -> bool:
+    return isinstance(value, bool) or (isinstance(value, np.ndarray) and value.dtype == np.bool_)
+
+
+def _any(mask: Mask) -> bool:
+    return bool(mask.any()) if isinstance(mask, np.ndarray) else bool(mask)
+
+
+def _mask_or(a: Mask, b: Mask) -> Mask:
+    if a is False:
+        return b
+    if b is False:
+        return a
+    if _is_array(a, b):
+        return np.logical_or(a, b)
+    return bool(a or b)
+
+
+def _mask_where(condition: bool | NDArray[np.bool_], bad: Mask) -> Mask:
+    """``bad`` restricted to the rows where ``condition`` made Python evaluate that operand."""
+    if bad is False or condition is False:
+        return False
+    if condition is True:
+        return bad
+    if _is_array(condition, bad):
+        return np.logical_and(condition, bad)
+    return bool(condition and bad)
+
+
+def _invert(condition: bool | NDArray[np.bool_]) -> bool | NDArray[np.bool_]:
+    if isinstance(condition, np.ndarray):
+        return np.logical_not(condition)
+    return not condition
+
+
+def _select(condition: bool | NDArray[np.bool_], if_true: Value, if_false: Value) -> Value:
+    if isinstance(condition, np.ndarray):
+        return np.where(condition, if_true, if_false)
+    return if_true if condition else if_false
+
+
+# --- operations: each returns (value, bad) ------------------------------------------------
+
+
+def _safe_divisor(divisor: Value) -> tuple[Value, Mask]:
+    """Replace zero divisors by 1 and report where they were, instead of raising or warning."""
+    if isinstance(divisor, np.ndarray):
+        zero = divisor == 0
+        if not zero.any():
+            return divisor, False
+        return np.where(zero, 1, divisor), zero
+    if divisor == 0:
+        return (1.0 if isinstance(divisor, float) else 1), True
+    return divisor, False
+
+
+def _arith(
+    array_op: Callable[[Any, Any], Any], scalar_op: Callable[[Any, Any], Any]
+) -> Callable[[Value, Value], tuple[Value, Mask]]:
+    def apply(a: Value, b: Value) -> tuple[Value, Mask]:
+        if _is_array(a, b):
+            return array_op(_num(a), _num(b)), False
+        return _wrap(scalar_op(a, b)), False
+
+    return apply
+
+
+def _division(
+    array_op: Callable[[Any, Any], Any], scalar_op: Callable[[Any, Any], Any]
+) -> Callable[[Value, Value], tuple[Value, Mask]]:
+    def apply(a: Value, b: Value) -> tuple[Value, Mask]:
+        b, bad = _safe_divisor(b)
+        if _is_array(a, b):
+            return array_op(_num(a), _num(b)), bad
+        return _wrap(scalar_op(a, b)), bad
+
+    return apply
+
+
+def _ceil_div_values(a: Value, b: Value) -> Value:
+    if _is_array(a, b):
+        return np.negative(np.floor_divide(np.negative(_num(a)), _num(b)))
+    return _wrap(-(_wrap(-a) // b))
+
+
+def _ceil_div(a: Value, b: Value) -> tuple[Value, Mask]:
+    b, bad = _safe_divisor(b)
+    return _ceil_div_values(a, b), bad
+
+
+def _round_up(a: Value, multiple: Value) -> tuple[Value, Mask]:
+    multiple, bad = _safe_divisor(multiple)
+    blocks = _ceil_div_values(a, multiple)
+    if _is_array(blocks, multiple):
+        return np.multiply(blocks, _num(multiple)), bad
+    return _wrap(blocks * multiple), bad
+
+
+def _neg(value: Value) -> Value:
+    return np.negative(_num(value)) if isinstance(value, np.ndarray) else _wrap(-value)
+
+
+def _pos(value: Value) -> Value:
+    return _num(value) if isinstance(value, np.ndarray) else +value
+
+
+def _power(value: Value, exponent: int) -> Value:
+    if isinstance(value, np.ndarray):
+        return np.power(_num(value), exponent)
+    try:
+        return _wrap(value**exponent)
+    except OverflowError:  # a float too large; numpy gives inf
+        return float("inf") if value > 0 or exponent % 2 == 0 else float("-inf")
+
+
+_BINARY: dict[type[ast.operator], Callable[[Value, Value], tuple[Value, Mask]]] = {
+    ast.Add: _arith(np.add, operator.add),
+    ast.Sub: _arith(np.subtract, operator.sub),
+    ast.Mult: _arith(np.multiply, operator.mul),
+    ast.Div: _division(np.true_divide, operator.truediv),
+    ast.FloorDiv: _division(np.floor_divide, operator.floordiv),
+    ast.Mod: _division(np.remainder, operator.mod),
+}
+_COMPARISONS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+_SYMBOLS: dict[type[ast.AST], str] = {
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.MatMult: "@",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.In: "in",
+    ast.NotIn: "not in",
+}
+
+
+# --- nodes: closures over child nodes ----------------------------------------------------
+
+
+def _constant_node(value: Scalar) -> _Node:
+    result: tuple[Value, Mask] = (value, False)
+    return lambda env: result
+
+
+def _name_node(name: str) -> _Node:
+    return lambda env: (_operand(env[name]), False)
+
+
+def _binop_node(
+    function: Callable[[Value, Value], tuple[Value, Mask]], left: _Node, right: _Node
+) -> _Node:
+    def evaluate(env: Mapping[str, Value]) -> tuple[Value, Mask]:
+        a, bad_a = left(env)
+        b, bad_b = right(env)
+        value, bad = function(a, b)
+        return value, _mask_or(_mask_or(bad_a, bad_b), bad)
+
+    return evaluate
+
+
+def _pow_node(base: _Node, exponent: int) -> _Node:
+    def evaluate(env: Mapping[str, Value]) -> tuple[Value, Mask]:
+        value, bad = base(env)
+        return _power(value, exponent), bad
+
+    return evaluate
+
+
+def _unary_node(function: Callable[[Value], Value], operand: _Node) -> _Node:
+    def evaluate(env: Mapping[str, Value]) -> tuple[Value, Mask]:
+        value, bad = operand(env)
+        return function(value), bad
+
+    return evaluate
+
+
+def _not_node(operand: _Node) -> _Node:
+    def evaluate(env: Mapping[str, Value]) -> tuple[Value, Mask]:
+        value, bad = operand(env)
+        return _invert(_truth(value)), bad
+
+    return evaluate
+
+
+def _boolop_node(is_and: bool, operands: list[_Node]) -> _Node:
+    """Python's ``and``/``or``: the value of the deciding operand, per row."""
+    first, rest = operands[0], operands[1:]
+
+    def evaluate(env: Mapping[str, Value]) -> tuple[Value, Mask]:
+        value, bad = first(env)
+        for operand in rest:
+            truth = _truth(value)
+            goes_on = truth if is_and else _invert(truth)  # rows where Python evaluates `operand`
+            following, bad_following = operand(env)
+            bad = _mask_or(bad, _mask_where(goes_on, bad_following))
+            if _is_array(value, following) and _is_boolish(value) and _is_boolish(following):
+                value = (np.logical_and if is_and else np.logical_or)(value, following)
+            elif is_and:
+                value = _select(truth, following, value)
+            else:
+                value = _select(truth, value, following)
+        return value, bad
+
+    return evaluate
+
+
+def _compare_node(functions: list[Callable[[Any, Any], Any]], operands: list[_Node]) -> _Node:
+    """Chained comparisons: ``a < b <= c`` is ``a < b and b <= c`` with ``b`` evaluated once."""
+    first, rest = operands[0], operands[1:]
+
+    def evaluate(env: Mapping[str, Value]) -> tuple[Value, Mask]:
+        left, bad = first(env)
+        result: bool | NDArray[np.bool_] = True
+        for function, operand in zip(functions, rest, strict=True):
+            right, bad_right = operand(env)
+            bad = _mask_or(bad, _mask_where(result, bad_right))
+            holds = function(left, right)
+            if isinstance(holds, np.ndarray) or isinstance(result, np.ndarray):
+                result = np.logical_and(result, holds)
+            else:
+                result = bool(result and holds)
+            left = right
+        return result, bad
+
+    return evaluate
+
+
+def _ifexp_node(test: _Node, body: _Node, orelse: _Node) -> _Node:
+    def evaluate(env: Mapping[str, Value]) -> tuple[Value, Mask]:
+        condition, bad = test(env)
+        truth = _truth(condition)
+        if_true, bad_true = body(env)
+        if_false, bad_false = orelse(env)
+        bad = _mask_or(bad, _mask_where(truth, bad_true))
+        bad = _mask_or(bad, _mask_where(_invert(truth), bad_false))
+        return _select(truth, if_true, if_false), bad
+
+    return evaluate
+
+
+def _reduce_node(
+    array_op: Callable[[Any, Any], Any], scalar_op: Callable[..., Any], args: list[_Node]
+) -> _Node:
+    def evaluate(env: Mapping[str, Value]) -> tuple[Value, Mask]:
+        results = [arg(env) for arg in args]
+        values = [value for value, _ in results]
+        bad = functools.reduce(_mask_or, (mask for _, mask in results), False)
+        if _is_array(*values):
+            return functools.reduce(array_op, (_num(v) for v in values)), bad
+        return scalar_op(values), bad
+
+    return evaluate

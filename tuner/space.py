@@ -1,0 +1,822 @@
+"""The search space of one kernel: tunable parameters, the rules a legal config obeys, launch sizes.
+
+A space is written in YAML (see ``search_spaces/``) and checked in full when it is loaded, so a
+typo fails in a second with one line that says where, instead of after a night of tuning.
+Enumeration is vectorised and progressive: the cartesian product is built one parameter at a
+time as numpy columns, and every rule is applied as soon as its names are bound, so illegal
+partial configs never multiply.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import math
+import re
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import yaml
+from numpy.typing import NDArray
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from octune.tuner.errors import SpaceError
+from octune.tuner.expr import FUNCTIONS, Expression, Mask, Value
+
+#: The device limits a space may name; must match ``DeviceInfo.limits`` (not imported here so
+#: that loading a space does not need an OpenCL driver).
+LIMIT_NAMES: tuple[str, ...] = (
+    "max_work_group_size",
+    "max_work_item_size_0",
+    "max_work_item_size_1",
+    "max_work_item_size_2",
+    "local_mem_size",
+    "compute_units",
+)
+#: Enumeration refuses to hold more candidate rows than this at any point, rather than
+#: exhausting memory on an under-constrained space.
+MAX_CANDIDATES = 20_000_000
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_FILE_STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+_QUOTE_HINT = (
+    " (YAML splits [a, b] lists at commas: quote expressions that contain one, "
+    'e.g. ["ceil_div(N, NWG)"])'
+)
+
+
+# --- schema -------------------------------------------------------------------------------
+
+
+def _int_value(value: object) -> int:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise ValueError(f"{value} does not fit in 64 bits")
+        return value
+    raise ValueError(f"must be an integer (or true/false), not {value!r}")
+
+
+def _expression_text(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"must be an expression (a string or a number), not {value!r}")
+    return str(value)
+
+
+def _none_to(empty: Any) -> BeforeValidator:
+    """Let a key with nothing under it (e.g. all constraints commented out) mean 'none'."""
+    return BeforeValidator(lambda value: empty() if value is None else value)
+
+
+def _file_stem(value: object) -> object:
+    if isinstance(value, str) and not _FILE_STEM.fullmatch(value):
+        raise ValueError(f"'{value}' must be a bare name like 'gemm' (letters, digits, _ and -)")
+    return value
+
+
+def _identifier(value: object) -> object:
+    if isinstance(value, str) and not _IDENTIFIER.fullmatch(value):
+        raise ValueError(f"'{value}' must be a C identifier like 'gemm'")
+    return value
+
+
+_IntValue = Annotated[int, BeforeValidator(_int_value)]
+_ExpressionText = Annotated[str, BeforeValidator(_expression_text)]
+
+
+class _ParameterModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    values: list[_IntValue]
+    help: Annotated[str, _none_to(str)] = ""
+
+
+class _LaunchModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    local: list[_ExpressionText]
+    global_: list[_ExpressionText] = Field(alias="global")
+
+
+class _SpaceModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kernel: Annotated[str, BeforeValidator(_file_stem)]
+    problem: Annotated[str, BeforeValidator(_file_stem)]
+    entry: Annotated[str, BeforeValidator(_identifier)]
+    description: Annotated[str, _none_to(str)] = ""
+    parameters: dict[str, _ParameterModel]
+    derived: Annotated[dict[str, _ExpressionText], _none_to(dict)] = Field(default_factory=dict)
+    constraints: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)
+    launch: _LaunchModel
+
+
+def _keys(model: type[BaseModel]) -> list[str]:
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
+def _allowed_keys(location: tuple[int | str, ...]) -> list[str]:
+    if not location:
+        return _keys(_SpaceModel)
+    if location == ("launch",):
+        return _keys(_LaunchModel)
+    if location[0] == "parameters" and len(location) == 2:
+        return _keys(_ParameterModel)
+    return []
+
+
+def _condense(error: ValidationError) -> str:
+    """Pydantic's multi-line report as one line: path and message of each problem."""
+    parts = []
+    for item in error.errors():
+        location = tuple(item["loc"])
+        path = ".".join(str(part) for part in location)
+        parent = ".".join(str(part) for part in location[:-1])
+        where = f" in {parent}" if parent else ""
+        if item["type"] == "extra_forbidden":
+            allowed = ", ".join(_allowed_keys(location[:-1]))
+            parts.append(f"unknown key '{location[-1]}'{where} (allowed: {allowed})")
+        elif item["type"] == "missing":
+            parts.append(f"missing key '{location[-1]}'{where}")
+        else:
+            message = item["msg"].removeprefix("Value error, ")
+            message = re.sub(r" or instance of _\w+", "", message)
+            if location[:1] == ("parameters",) and len(location) == 2:
+                message += " (write NAME: {values: [...], help: ...})"
+            parts.append(f"{path or 'top level'}: {message}")
+    shown = "; ".join(parts[:3])
+    if len(parts) > 3:
+        shown += f"; and {len(parts) - 3} more"
+    return " ".join(shown.split())
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys; a duplicated parameter must be an error."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[object] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key: construct_mapping reports it
+            continue
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key '{key}'", key_node.start_mark
+            )
+    return loader.construct_mapping(node, deep=True)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,  # type: ignore[arg-type]
+)
+
+
+def _load_yaml(text: str, origin: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = " ".join(str(error.problem or error.context or "invalid YAML").split())
+        raise SpaceError(f"search space {origin}: YAML error{where}: {problem}") from None
+    except yaml.YAMLError as error:
+        problem = " ".join(str(error).split())
+        raise SpaceError(f"search space {origin}: YAML error: {problem}") from None
+
+
+# --- the space ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One tunable parameter: a -D define for the kernel and the values worth trying."""
+
+    name: str
+    values: tuple[int, ...]
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What enumeration does after binding one more parameter (or before any, for step 0)."""
+
+    parameter: Parameter | None
+    column: bool  # whether any rule reads the parameter's value, or only its place in the key
+    derived: tuple[tuple[str, Expression], ...]
+    constraints: tuple[Expression, ...]
+    needed_later: frozenset[str]  # columns that later steps read: the rest are dropped
+
+
+class SearchSpace:
+    """A loaded, fully checked search space; build it with ``from_yaml`` or ``from_file``."""
+
+    def __init__(
+        self, model: _SpaceModel, origin: str, shape_names: Collection[str], text: str
+    ) -> None:
+        self.origin = origin
+        self.kernel = model.kernel
+        self.problem = model.problem
+        self.entry = model.entry
+        self.description = model.description.strip()
+        self.source_text = text
+        self.shape_names: frozenset[str] = frozenset(shape_names)
+
+        self.parameters: tuple[Parameter, ...] = tuple(
+            self._parameter(name, spec) for name, spec in model.parameters.items()
+        )
+        if not self.parameters:
+            raise self._error("defines no parameters; add at least one under 'parameters'")
+        self.parameter_names: tuple[str, ...] = tuple(p.name for p in self.parameters)
+        self._parameters = {p.name: p for p in self.parameters}
+
+        self.derived: tuple[tuple[str, Expression], ...] = self._derived(model.derived)
+        self.derived_names: tuple[str, ...] = tuple(name for name, _ in self.derived)
+        every_name = {*self.parameter_names, *self.derived_names, *LIMIT_NAMES, *self.shape_names}
+        self.constraints: tuple[Expression, ...] = tuple(
+            self._constraint(text, every_name) for text in model.constraints
+        )
+        self.launch_global, self.launch_local = self._launch(model.launch, every_name)
+
+        self._steps = self._plan()
+        self._limit_names = frozenset(
+            name
+            for expression in self._expressions()
+            for name in expression.names
+            if name in LIMIT_NAMES
+        )
+
+    # -- loading ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_yaml(cls, text: str, origin: str, shape_names: Collection[str]) -> SearchSpace:
+        """Load and check a space; ``shape_names`` are the problem's variables (M, N, K ...)."""
+        data = _load_yaml(text, origin)
+        if data is None:
+            raise SpaceError(
+                f"search space {origin} is empty; "
+                "it needs kernel, problem, entry, parameters and launch"
+            )
+        if not isinstance(data, dict):
+            raise SpaceError(
+                f"search space {origin} must be a YAML mapping with "
+                f"kernel, problem, entry, parameters and launch, not a {type(data).__name__}"
+            )
+        try:
+            model = _SpaceModel.model_validate(data)
+        except ValidationError as error:
+            raise SpaceError(f"search space {origin}: {_condense(error)}") from None
+        return cls(model, origin, shape_names, text)
+
+    @classmethod
+    def from_file(cls, path: str | Path, shape_names: Collection[str]) -> SearchSpace:
+        """Load a space from disk, naming the file in every message."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise SpaceError(f"cannot read search space {path}: {error}") from None
+        return cls.from_yaml(text, path.name, shape_names)
+
+    def _error(self, message: str) -> SpaceError:
+        return SpaceError(f"search space {self.origin}: {message}")
+
+    def _check_name(self, name: str, what: str) -> None:
+        if not _IDENTIFIER.fullmatch(name) or keyword.iskeyword(name) or name.startswith("__"):
+            raise self._error(
+                f"{what} name '{name}' is not usable as a C define; use letters, digits and _"
+            )
+        for taken, owner in (
+            (FUNCTIONS, "a function"),
+            (LIMIT_NAMES, "a device limit"),
+            (self.shape_names, "a problem shape variable"),
+        ):
+            if name in taken:
+                raise self._error(f"{what} name '{name}' is also {owner}; rename the {what}")
+
+    def _parameter(self, name: str, spec: _ParameterModel) -> Parameter:
+        self._check_name(name, "parameter")
+        if not spec.values:
+            raise self._error(f"parameter {name} has no values; list at least one")
+        duplicates = sorted({v for v in spec.values if spec.values.count(v) > 1})
+        if duplicates:
+            listed = ", ".join(map(str, duplicates))
+            raise self._error(
+                f"parameter {name} lists {listed} more than once (true/false count as 1/0); "
+                "list each value once"
+            )
+        return Parameter(name, tuple(spec.values), spec.help)
+
+    def _expression(self, text: str, known: Collection[str], kind: str) -> Expression:
+        try:
+            return Expression(text, known, kind=kind)
+        except SpaceError as error:
+            message = str(error)
+            if message.startswith("syntax error") and text.count("(") != text.count(")"):
+                message += _QUOTE_HINT
+            raise self._error(message) from None
+
+    def _derived(self, specs: Mapping[str, str]) -> tuple[tuple[str, Expression], ...]:
+        names = list(specs)
+        known = {*self.parameter_names, *LIMIT_NAMES, *self.shape_names, *names}
+        derived = []
+        for index, (name, text) in enumerate(specs.items()):
+            self._check_name(name, "derived")
+            if name in self._parameters:
+                raise self._error(f"derived name '{name}' is also a parameter; rename one of them")
+            kind = f"derived {name}"
+            expression = self._expression(text, known, kind)
+            self._no_shape(expression, kind, "derived values")
+            later = sorted(expression.names & set(names[index:]), key=names.index)
+            if later:
+                raise self._error(
+                    f"{kind} = '{expression.text}' uses '{later[0]}', which is not defined "
+                    "above it; a derived value may only use earlier ones, so reorder them"
+                )
+            derived.append((name, expression))
+        return tuple(derived)
+
+    def _no_shape(self, expression: Expression, kind: str, what: str) -> None:
+        shape = sorted(expression.names & self.shape_names)
+        if shape:
+            raise self._error(
+                f"{kind} '{expression.text}' uses shape variable {', '.join(shape)}; "
+                f"{what} must not depend on the problem shape (only launch sizes may)"
+            )
+
+    def _constraint(self, text: str, known: Collection[str]) -> Expression:
+        expression = self._expression(text, known, "constraint")
+        self._no_shape(expression, "constraint", "constraints")
+        return expression
+
+    def _launch(
+        self, launch: _LaunchModel, known: Collection[str]
+    ) -> tuple[tuple[Expression, ...], tuple[Expression, ...]]:
+        if len(launch.global_) != len(launch.local):
+            raise self._error(
+                f"launch has {len(launch.global_)} global and {len(launch.local)} local sizes; "
+                "give both the same number of dimensions" + _QUOTE_HINT
+            )
+        if not 1 <= len(launch.local) <= 3:
+            raise self._error(f"launch has {len(launch.local)} dimensions; OpenCL allows 1 to 3")
+        return (
+            tuple(
+                self._expression(text, known, f"launch global[{i}]")
+                for i, text in enumerate(launch.global_)
+            ),
+            tuple(
+                self._expression(text, known, f"launch local[{i}]")
+                for i, text in enumerate(launch.local)
+            ),
+        )
+
+    def _expressions(self) -> Iterator[Expression]:
+        yield from (expression for _, expression in self.derived)
+        yield from self.constraints
+        yield from self.launch_global
+        yield from self.launch_local
+
+    # -- planning --------------------------------------------------------------------------
+
+    def _plan(self) -> tuple[_Step, ...]:
+        """Choose the order that binds parameters so rules apply, and prune, as early as can be."""
+        parameters = set(self.parameter_names)
+        depends: dict[str, frozenset[str]] = {}  # derived name -> parameters it needs
+        for name, expression in self.derived:
+            needs = set(expression.names & parameters)
+            for other in expression.names & depends.keys():
+                needs |= depends[other]
+            depends[name] = frozenset(needs)
+
+        def needs_of(expression: Expression) -> frozenset[str]:
+            needs = set(expression.names & parameters)
+            for name in expression.names & depends.keys():
+                needs |= depends[name]
+            return frozenset(needs)
+
+        rules = [needs_of(c) for c in self.constraints]
+        order: list[Parameter] = []
+        bound: set[str] = set()
+        while len(order) < len(self.parameters):
+
+            def score(parameter: Parameter) -> tuple[int, int, int, int]:
+                with_it = bound | {parameter.name}
+                completes = sum(1 for r in rules if r <= with_it and not r <= bound)
+                mentions = sum(1 for r in rules if parameter.name in r and not r <= bound)
+                index = self.parameter_names.index(parameter.name)
+                return (completes, mentions, -len(parameter.values), -index)
+
+            best = max((p for p in self.parameters if p.name not in bound), key=score)
+            order.append(best)
+            bound.add(best.name)
+
+        step_of = {parameter.name: i + 1 for i, parameter in enumerate(order)}
+
+        def ready_at(needs: frozenset[str]) -> int:
+            return max((step_of[name] for name in needs), default=0)
+
+        plans = []
+        for step in range(len(order) + 1):
+            derived = tuple(
+                (name, expression)
+                for name, expression in self.derived
+                if ready_at(depends[name]) == step
+            )
+            constraints = tuple(
+                c
+                for c, needs in zip(self.constraints, rules, strict=True)
+                if ready_at(needs) == step
+            )
+            names = {n for _, e in derived for n in e.names} | {
+                n for c in constraints for n in c.names
+            }
+            plans.append((derived, constraints, names - set(LIMIT_NAMES)))
+        steps = []
+        for step, (derived, constraints, names) in enumerate(plans):
+            later = {name for _, _, names in plans[step + 1 :] for name in names}
+            parameter = order[step - 1] if step else None
+            column = parameter is not None and parameter.name in names | later
+            steps.append(_Step(parameter, column, derived, constraints, frozenset(later)))
+        return tuple(steps)
+
+    # -- using the space -------------------------------------------------------------------
+
+    @property
+    def raw_size(self) -> int:
+        """Size of the cartesian product before any constraint: what enumeration avoids building."""
+        return math.prod(len(p.values) for p in self.parameters)
+
+    def _limits(self, limits: Mapping[str, int]) -> dict[str, int]:
+        missing = sorted(self._limit_names - limits.keys())
+        if missing:
+            raise self._error(
+                f"device limits lack {', '.join(missing)}; pass DeviceInfo.limits of the device"
+            )
+        try:
+            return {name: int(limits[name]) for name in self._limit_names}
+        except (TypeError, ValueError):
+            raise self._error("device limits must be integers") from None
+
+    def enumerate(self, limits: Mapping[str, int]) -> ConfigTable:
+        """Every legal config on a device with these limits, in itertools.product order.
+
+        Each candidate is carried as one int64 key (its position in the product, mixed radix
+        over the value lists); a parameter's column exists only while a pending rule needs it,
+        so unconstrained parameters cost one multiply-add per candidate.
+        """
+        if self.raw_size >= 2**63:
+            raise self._error(
+                f"has {self.raw_size:.3g} parameter combinations, more than can be enumerated; "
+                "split it into several spaces or list fewer values"
+            )
+        env_limits: dict[str, Value] = dict(self._limits(limits))
+        strides = self._strides()
+        key = np.zeros(1, dtype=np.int64)
+        columns: dict[str, NDArray[Any]] = {}  # per-row values that rules still need
+        scalars: dict[str, Value] = {}  # derived values that are the same for every row
+        for step in self._steps:
+            parameter = step.parameter
+            if parameter is not None:
+                values = np.asarray(parameter.values, dtype=np.int64)
+                rows, count = len(key), len(values)
+                if rows * count > MAX_CANDIDATES:
+                    raise self._error(
+                        f"too large to enumerate: {rows * count:,} candidates after adding "
+                        f"{parameter.name} (at most {MAX_CANDIDATES:,}); add constraints on "
+                        f"{parameter.name} or list fewer values"
+                    )
+                offsets = np.arange(count, dtype=np.int64) * strides[parameter.name]
+                key = np.add.outer(key, offsets).ravel()
+                columns = {name: np.repeat(column, count) for name, column in columns.items()}
+                if step.column:
+                    columns[parameter.name] = np.tile(values, rows)
+            if step.derived or step.constraints:
+                env: dict[str, Value] = {**env_limits, **scalars, **columns}
+                checks: list[tuple[str, Expression, Mask]] = []
+                for name, expression in step.derived:
+                    value, bad = expression.evaluate_masked(env)
+                    env[name] = value
+                    if isinstance(value, np.ndarray):
+                        columns[name] = value
+                    else:
+                        scalars[name] = value
+                    if bad is not False:
+                        checks.append((f"derived {name}", expression, _invert(bad)))
+                for expression in step.constraints:
+                    checks.append(("constraint", expression, expression.holds(env)))
+                keep = self._keep(checks, len(key), env_limits)
+            else:
+                keep = True
+            columns = {name: c for name, c in columns.items() if name in step.needed_later}
+            if keep is not True:
+                indices = np.flatnonzero(keep)
+                key = key[indices]
+                columns = {name: column[indices] for name, column in columns.items()}
+        key.sort()
+        return self._finish(key, env_limits)
+
+    def _strides(self) -> dict[str, int]:
+        strides, stride = {}, 1
+        for parameter in reversed(self.parameters):
+            strides[parameter.name] = stride
+            stride *= len(parameter.values)
+        return strides
+
+    def _keep(
+        self, checks: list[tuple[str, Expression, Mask]], rows: int, limits: Mapping[str, int]
+    ) -> bool | NDArray[np.bool_]:
+        """Rows that pass every check: True for all, or a bool array; none left is an error."""
+        keep: bool | NDArray[np.bool_] = True
+        for _, _, mask in checks:
+            keep = np.logical_and(keep, mask) if _is_array(keep, mask) else keep and mask
+        if not _any(keep):
+            raise self._empty(checks, rows, limits)
+        if isinstance(keep, np.ndarray) and keep.all():
+            return True
+        return keep
+
+    def _finish(self, key: NDArray[np.int64], limits: Mapping[str, int]) -> ConfigTable:
+        """Decode the sorted keys into one column per parameter."""
+        values = np.empty((len(key), len(self.parameters)), dtype=np.int64, order="F")
+        quotient, position = key.copy(), np.empty_like(key)  # in place: fresh pages are slow
+        for i in reversed(range(len(self.parameters))):
+            choices = np.asarray(self.parameters[i].values, dtype=np.int64)
+            np.divmod(quotient, len(choices), out=(quotient, position))
+            np.take(choices, position, out=values[:, i])
+        return ConfigTable(self, key, values, limits)
+
+    def _empty(
+        self, checks: list[tuple[str, Expression, Mask]], rows: int, limits: Mapping[str, int]
+    ) -> SpaceError:
+        """Name the rule that removed the last candidates: that is the one to relax."""
+        alive: bool | NDArray[np.bool_] = True
+        for what, expression, mask in checks:
+            before = int(np.count_nonzero(np.broadcast_to(alive, (rows,))))
+            alive = np.logical_and(alive, mask) if _is_array(alive, mask) else alive and mask
+            if _any(alive):
+                continue
+            in_play = sorted(self._limits_behind(expression) & limits.keys())
+            device = ", ".join(f"{name}={limits[name]}" for name in in_play)
+            if what.startswith("derived"):
+                return SpaceError(
+                    f"search space {self.origin} has no legal config: {what} = "
+                    f"'{expression.text}' divides by zero in the last {before} candidates; "
+                    "guard the divisor or drop the zero values"
+                )
+            if device:
+                return SpaceError(
+                    f"search space {self.origin} has no legal config on this device: constraint "
+                    f"'{expression.text}' removed the last {before} candidates ({device}); "
+                    "relax it or add smaller values"
+                )
+            return SpaceError(
+                f"search space {self.origin} has no legal config: constraint "
+                f"'{expression.text}' removed the last {before} candidates; it contradicts the "
+                "parameter values or the constraints before it, so relax it or add values"
+            )
+        raise AssertionError("_empty called while candidates remain")
+
+    def _limits_behind(self, expression: Expression) -> set[str]:
+        derived = dict(self.derived)
+        names, pending, seen = set(), list(expression.names), set()
+        while pending:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in LIMIT_NAMES:
+                names.add(name)
+            elif name in derived:
+                pending.extend(derived[name].names)
+        return names
+
+    def _config_env(self, config: Mapping[str, int], limits: Mapping[str, int]) -> dict[str, Value]:
+        """Check a config's names and values and return it with limits and derived values bound."""
+        unknown = sorted(set(config) - self._parameters.keys())
+        if unknown:
+            raise self._error(
+                f"config has unknown parameter {', '.join(unknown)}; "
+                f"known: {', '.join(self.parameter_names)}"
+            )
+        missing = [name for name in self.parameter_names if name not in config]
+        if missing:
+            raise self._error(f"config lacks parameter {', '.join(missing)}; give every parameter")
+        env: dict[str, Value] = dict(self._limits(limits))
+        for parameter in self.parameters:
+            value = config[parameter.name]
+            if isinstance(value, np.integer):
+                value = int(value)
+            if not isinstance(value, int) or value not in parameter.values:
+                allowed = ", ".join(map(str, parameter.values))
+                raise self._error(
+                    f"config has {parameter.name}={value!r}, which is not one of its values "
+                    f"({allowed}); pick one of them"
+                )
+            env[parameter.name] = int(value)
+        for name, expression in self.derived:
+            value, bad = expression.evaluate_masked(env)
+            if bad:
+                raise self._error(
+                    f"config makes derived {name} = '{expression.text}' divide by zero "
+                    f"({_describe(expression, env)}); it is not a legal config"
+                )
+            env[name] = value
+        return env
+
+    def check(self, config: Mapping[str, int], limits: Mapping[str, int]) -> None:
+        """Raise SpaceError unless ``config`` is one that ``enumerate`` would list."""
+        self._checked_env(config, limits)
+
+    def _checked_env(
+        self, config: Mapping[str, int], limits: Mapping[str, int]
+    ) -> dict[str, Value]:
+        env = self._config_env(config, limits)
+        for expression in self.constraints:
+            if not expression.holds(env):
+                raise self._error(
+                    f"config breaks constraint '{expression.text}' "
+                    f"({_describe(expression, env)}); pick values that satisfy it"
+                )
+        return env
+
+    def launch(
+        self, config: Mapping[str, int], shape: Mapping[str, int], limits: Mapping[str, int]
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(global, local) work sizes of a legal config for one problem shape."""
+        env = self._checked_env(config, limits)
+        needed = {n for e in (*self.launch_global, *self.launch_local) for n in e.names}
+        missing = sorted(needed & self.shape_names - shape.keys())
+        if missing:
+            raise self._error(f"shape lacks {', '.join(missing)}, needed for the launch sizes")
+        for name in needed & self.shape_names:
+            value = shape[name]
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise self._error(f"shape {name}={value!r} must be an integer")
+            env[name] = int(value)
+        global_size = tuple(self._size(e, env) for e in self.launch_global)
+        local_size = tuple(self._size(e, env) for e in self.launch_local)
+        for i, (global_, local) in enumerate(zip(global_size, local_size, strict=True)):
+            if global_ % local:
+                raise self._error(
+                    f"launch global[{i}]={global_} is not a multiple of local[{i}]={local} "
+                    f"({_describe(self.launch_global[i], env)}); round it up, "
+                    f"e.g. 'round_up(..., {self.launch_local[i].text})'"
+                )
+            limit = limits.get(f"max_work_item_size_{i}")
+            if limit is not None and local > limit:
+                raise self._error(
+                    f"launch local[{i}]={local} exceeds max_work_item_size_{i}={limit}; "
+                    f"add the constraint '{self.launch_local[i].text} <= max_work_item_size_{i}'"
+                )
+        group = math.prod(local_size)
+        limit = limits.get("max_work_group_size")
+        if limit is not None and group > limit:
+            product = " * ".join(
+                e.text if _IDENTIFIER.fullmatch(e.text) else f"({e.text})"
+                for e in self.launch_local
+            )
+            raise self._error(
+                f"launch local size {local_size} has {group} work-items, more than "
+                f"max_work_group_size={limit}; add the constraint "
+                f"'{product} <= max_work_group_size'"
+            )
+        return global_size, local_size
+
+    def _size(self, expression: Expression, env: Mapping[str, Value]) -> int:
+        try:
+            value = expression.evaluate(env)
+        except SpaceError as error:
+            raise self._error(str(error)) from None
+        if isinstance(value, float):
+            raise self._error(
+                f"{expression.kind} '{expression.text}' gave {value} "
+                f"({_describe(expression, env)}), not an integer; use // or ceil_div"
+            )
+        size = int(value)
+        if size < 1:
+            raise self._error(
+                f"{expression.kind} '{expression.text}' gave {size} "
+                f"({_describe(expression, env)}); work sizes must be at least 1"
+            )
+        return size
+
+    def defines(self, config: Mapping[str, int]) -> dict[str, int]:
+        """The -D defines that specialise the kernel source, in parameter order."""
+        missing = [name for name in self.parameter_names if name not in config]
+        if missing:
+            raise self._error(f"config lacks parameter {', '.join(missing)}; give every parameter")
+        return {name: int(config[name]) for name in self.parameter_names}
+
+
+def _describe(expression: Expression, env: Mapping[str, Value]) -> str:
+    return ", ".join(f"{name}={env[name]}" for name in sorted(expression.names) if name in env)
+
+
+def _is_array(*values: object) -> bool:
+    return any(isinstance(value, np.ndarray) for value in values)
+
+
+def _any(mask: Mask) -> bool:
+    return bool(mask.any()) if isinstance(mask, np.ndarray) else bool(mask)
+
+
+def _invert(mask: Mask) -> Mask:
+    return np.logical_not(mask) if isinstance(mask, np.ndarray) else not mask
+
+
+class ConfigTable:
+    """All legal configs of a space on one device as an int64 matrix, one row per config and
+    one column per parameter (column-major: cost models read columns), in product order.
+
+    Derived values are computed per column on first use, so tables that only serve configs
+    never pay for them.
+    """
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        keys: NDArray[np.int64],
+        values: NDArray[np.int64],
+        limits: Mapping[str, int],
+    ) -> None:
+        """Built by ``SearchSpace.enumerate``; ``keys`` are the sorted product positions."""
+        self.space = space
+        self.names: tuple[str, ...] = space.parameter_names
+        self.values = values
+        self.values.flags.writeable = False  # index() relies on values matching keys
+        self._keys = keys
+        self._keys.flags.writeable = False
+        self._limits = dict(limits)
+        self._strides = space._strides()
+        self._positions = [
+            {value: position for position, value in enumerate(p.values)} for p in space.parameters
+        ]
+        self._derived: dict[str, NDArray[Any]] = {}
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __repr__(self) -> str:
+        return f"ConfigTable({len(self)} configs of {self.space.origin})"
+
+    def config(self, i: int) -> dict[str, int]:
+        return dict(zip(self.names, self.values[i].tolist(), strict=True))
+
+    def configs(self) -> Iterator[dict[str, int]]:
+        for start in range(0, len(self), 4096):  # chunks: tolist() of millions of rows is slow
+            for row in self.values[start : start + 4096].tolist():
+                yield dict(zip(self.names, row, strict=True))
+
+    def column(self, name: str) -> NDArray[np.int64]:
+        """One parameter's value in every row."""
+        return self.values[:, self.names.index(name)]
+
+    @property
+    def derived_names(self) -> tuple[str, ...]:
+        return self.space.derived_names
+
+    def derived(self, name: str) -> NDArray[Any]:
+        """A derived value for every row, aligned with ``values``."""
+        if name not in self.space.derived_names:
+            known = ", ".join(self.space.derived_names) or "(none)"
+            raise KeyError(f"no derived value '{name}' in {self.space.origin}; known: {known}")
+        if name not in self._derived:
+            env: dict[str, Value] = {**self._limits, **self._derived}
+            env.update((n, self.values[:, i]) for i, n in enumerate(self.names))
+            for other, expression in self.space.derived:
+                if other not in self._derived:
+                    value, _ = expression.evaluate_masked(env)  # bad rows were never kept
+                    column = np.broadcast_to(value, (len(self),)) if np.ndim(value) == 0 else value
+                    column.flags.writeable = False
+                    self._derived[other] = env[other] = column
+                if other == name:
+                    break
+        return self._derived[name]
+
+    def index(self, config: Mapping[str, int]) -> int | None:
+        """Row of ``config``, or None when it is not a legal config of this table."""
+        if len(config) != len(self.names):
+            return None
+        key = 0
+        try:
+            for name, positions in zip(self.names, self._positions, strict=True):
+                key += positions[int(config[name])] * self._strides[name]
+        except (KeyError, TypeError, ValueError):
+            return None
+        row = int(np.searchsorted(self._keys, key))
+        return row if row < len(self._keys) and self._keys[row] == key else None
+
+    def index_json(self, text: str) -> int | None:
+        """Row of a config stored as JSON (``results.config_key``), or None if not in the table."""
+        try:
+            config = json.loads(text)
+        except ValueError:
+            return None
+        return self.index(config) if isinstance(config, dict) else None

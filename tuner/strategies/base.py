@@ -1,0 +1,76 @@
+"""The interface every search strategy implements, and how strategies are found by name.
+
+A strategy sees the legal configs as rows of a ConfigTable and proposes row indices; it is
+told each result so it can learn. Adding a strategy is adding one module to this package
+that defines a `Strategy` subclass and names it in `STRATEGY`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from abc import ABC, abstractmethod
+from collections.abc import Collection
+from typing import ClassVar
+
+import numpy as np
+
+from octune.tuner.errors import OctuneError
+from octune.tuner.results import Measurement
+from octune.tuner.space import ConfigTable
+
+
+class Strategy(ABC):
+    name: ClassVar[str]
+
+    def __init__(
+        self, table: ConfigTable, *, seed: int | None = None, skip: Collection[int] = ()
+    ) -> None:
+        """`skip` holds rows already measured (an earlier session): never proposed again."""
+        self.table = table
+        self.seed = seed
+        self.skip = frozenset(skip)
+
+    @abstractmethod
+    def propose(self, count: int) -> list[int]:
+        """Up to `count` rows not proposed before; an empty list means the space is exhausted."""
+
+    def observe(self, row: int, measurement: Measurement) -> None:  # noqa: B027
+        """Learn from a result. Blind strategies ignore it."""
+
+
+def available_strategies() -> list[str]:
+    package = importlib.import_module(__package__ or "octune.tuner.strategies")
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if m.name != "base")
+
+
+def get_strategy(name: str) -> type[Strategy]:
+    known = available_strategies()
+    if name not in known:
+        raise OctuneError(f"unknown strategy '{name}': choose one of {', '.join(known)}")
+    module = importlib.import_module(f"{__package__}.{name}")
+    return module.STRATEGY
+
+
+class FixedOrder(Strategy):
+    """A strategy that decides its whole visiting order up front and never learns."""
+
+    def __init__(
+        self, table: ConfigTable, *, seed: int | None = None, skip: Collection[int] = ()
+    ) -> None:
+        super().__init__(table, seed=seed, skip=skip)
+        self._order = self.order()
+        self._next = 0
+
+    @abstractmethod
+    def order(self) -> np.ndarray:
+        """Every row of the table, in the order to measure them."""
+
+    def propose(self, count: int) -> list[int]:
+        rows: list[int] = []
+        while len(rows) < count and self._next < len(self._order):
+            row = int(self._order[self._next])
+            self._next += 1
+            if row not in self.skip:
+                rows.append(row)
+        return rows
