@@ -5,8 +5,11 @@
 set -euo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade \
     --target /tmp/site . >/dev/null
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-cd /tmp
+# The ICD loader inside the pyopencl wheel reads a vendors folder, not OCL_ICD_FILENAMES.
+mkdir -p /tmp/icd
+echo libnvidia-opencl.so.1 >/tmp/icd/nvidia.icd
+echo libpocl.so.2 >/tmp/icd/pocl.icd
+export OCL_ICD_VENDORS=/tmp/icd PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 "$@"
