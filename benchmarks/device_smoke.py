@@ -21,7 +21,7 @@ table = kernel.space.enumerate(info.limits)
 Store("sqlite:////tmp/smoke.db")
 hand = {"MWG": 128, "NWG": 128, "KWG": 16, "MDIMC": 16, "NDIMC": 16, "VWM": 4, "VWN": 4,
         "VWA": 4, "VWB": 4, "SA": 1, "SB": 1, "KUNROLL": 4, "STRM": 1, "STRN": 1}  # fmt: skip
-for size in (1024, 4096, 1000):
+for size in (1024, 4096, 1000, 77):
     started = time.perf_counter()
     runner = DeviceRunner(device, kernel, GemmWorkload(size, size, size), seed=0)
     print(f"{size}: bind {time.perf_counter() - started:.1f} s", flush=True)

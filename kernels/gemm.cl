@@ -132,11 +132,12 @@ void gemm(const int M, const int N, const int K, const float alpha, const float 
     const int m_left = M - m0;
     const int n_left = N - n0;
 
+    // Aligned for the widest vector access: local arrays of float are only 4-byte aligned.
 #if SA
-    __local float Als[KWG * MWG];  // [k][m]
+    __local float Als[KWG * MWG] __attribute__((aligned(32)));  // [k][m]
 #endif
 #if SB
-    __local float Bls[KWG * NWG];  // [k][n]
+    __local float Bls[KWG * NWG] __attribute__((aligned(32)));  // [k][n]
 #endif
 
     int m_of[MWI];

@@ -57,11 +57,16 @@ class DeviceRunner:
         self.repeats = repeats
         self.min_repeats = min_repeats
         self.max_seconds = max_seconds
-        self.context = cl.Context([device])
+        self.seed = seed
+        self._open()
+
+    def _open(self) -> None:
+        """A fresh context: after a failed launch some drivers refuse all further work in it."""
+        self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
-        self.data = workload.bind(self.context, self.queue, np.random.default_rng(seed))
+        self.data = self.workload.bind(self.context, self.queue, np.random.default_rng(self.seed))
         self._programs: dict[tuple[str, str, tuple[str, ...]], cl.Program] = {}
 
     def build(self, options: list[str]) -> cl.Program:
@@ -108,6 +113,7 @@ class DeviceRunner:
             run(0)
             error_ratio = self.data.error_ratio()
         except cl.Error as error:
+            self._open()
             return failed(Status.LAUNCH_ERROR, str(error))
         if not error_ratio < 1.0:
             return Measurement(
@@ -125,6 +131,7 @@ class DeviceRunner:
                 if len(times) >= self.min_repeats and sum(times) >= self.max_seconds:
                     break
         except cl.Error as error:
+            self._open()
             return failed(Status.LAUNCH_ERROR, str(error))
         return Measurement(
             config, Status.OK, times_s=tuple(times), flops=flops, max_error=error_ratio
