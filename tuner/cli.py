@@ -225,9 +225,16 @@ def best(
     store = _open_store(db)
     found = store.best(info.fingerprint, kernel.name, workload.key, kernel_sha256=kernel.sha256)
     if found is None:
+        older = store.best(info.fingerprint, kernel.name, workload.key)
+        what = (
+            f"only configs of an older {kernel.name} version ({older.kernel_sha256[:12]}) are "
+            f"stored for {workload} on {info.name}, and a config is only valid for the source "
+            "it was tuned with"
+            if older is not None
+            else f"no verified config stored for {kernel.name} {workload} on {info.name}"
+        )
         raise OctuneError(
-            f"no verified config stored for {kernel.name} {workload} on {info.name} "
-            f"in {store.url}: run `octune tune {kernel.name} --m {m} --n {n} --k {k}` first"
+            f"{what} in {store.url}: run `octune tune {kernel.name} --m {m} --n {n} --k {k}` first"
         )
     payload = _best_payload(found, kernel, workload, info)
     if as_json:

@@ -39,7 +39,13 @@ class KernelSpec:
         return {**workload.defines(), **self.space.defines(config)}
 
     def build_options(self, config: Mapping[str, int], workload: Workload) -> list[str]:
-        return [f"-D{name}={int(value)}" for name, value in self.defines(config, workload).items()]
+        """The defines, plus -w: compilers' remarks (e.g. PoCL's "loop not unrolled") would
+        otherwise land on the user's terminal once per candidate; errors still fail the build.
+        """
+        defines = [
+            f"-D{name}={int(value)}" for name, value in self.defines(config, workload).items()
+        ]
+        return [*defines, "-w"]
 
 
 def available_kernels() -> list[str]:
