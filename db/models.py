@@ -152,3 +152,29 @@ class MeasurementRow(Base):
     message: Mapped[str] = mapped_column(Text)
     extra: Mapped[dict[str, float]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class ApiToken(Base):
+    """A server access token. Only its SHA-256 is kept: a leaked database leaks no token."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    scope: Mapped[str] = mapped_column(String(16))
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class SessionUpload(Base):
+    """Ties a tuning session to the identifier its uploader chose, so that sending the same
+    session again (in full, or resuming part way) adds only what the server lacks.
+    """
+
+    __tablename__ = "session_uploads"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uid: Mapped[str] = mapped_column(String(64), unique=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("tuning_sessions.id"), unique=True)
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
