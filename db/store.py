@@ -254,22 +254,59 @@ class Store:
 
     def add_measurement(self, session_id: int, m: Measurement) -> None:
         with self._session() as session:
-            session.add(
-                MeasurementRow(
-                    session_id=session_id,
-                    config={name: int(value) for name, value in m.config.items()},
-                    config_key=config_key(m.config),
-                    status=Status(m.status).value,
-                    median_s=m.median_s,
-                    spread_s=m.spread_s,
-                    times_s=[float(t) for t in m.times_s],
-                    flops=int(m.flops),
-                    gflops=m.gflops,
-                    max_error=m.max_error,
-                    message=m.message[:MESSAGE_MAX_CHARS],
-                    extra=dict(m.extra),
-                )
-            )
+            session.add(measurement_row(session_id, m))
+
+    def session_record(self, session_id: int) -> dict[str, Any] | None:
+        """A session with its device, kernel, workload and measurements as plain data: what
+        a tuning machine uploads to a config server.
+        """
+        with self._session() as session:
+            found = session.execute(
+                select(TuningSession, Device, KernelVersion, Workload)
+                .join(Device, TuningSession.device_id == Device.id)
+                .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
+                .join(Workload, TuningSession.workload_id == Workload.id)
+                .where(TuningSession.id == session_id)
+            ).one_or_none()
+            if found is None:
+                return None
+            row, device, kernel, workload = found
+            measurements = session.scalars(
+                select(MeasurementRow)
+                .where(MeasurementRow.session_id == session_id)
+                .order_by(MeasurementRow.id)
+            ).all()
+            device_fields = ("platform_name", "platform_version", "vendor", "name",
+                             "driver_version", "compute_units", "max_work_group_size",
+                             "local_mem_size", "global_mem_size", "device_type")  # fmt: skip
+            measurement_fields = ("config", "status", "times_s", "flops", "max_error",
+                                  "message", "extra")  # fmt: skip
+            return {
+                "device": {name: getattr(device, name) for name in device_fields},
+                "kernel": {
+                    "name": kernel.name,
+                    "sha256": kernel.sha256,
+                    "template_source": kernel.template_source,
+                    "space_source": kernel.space_source,
+                },
+                "workload": {
+                    "problem": workload.problem,
+                    "dtype": workload.dtype,
+                    **workload.shape,
+                },
+                "session": {
+                    "id": row.id,
+                    "strategy": row.strategy,
+                    "seed": row.seed,
+                    "settings": row.settings,
+                    "status": row.status,
+                    "started_at": row.started_at.isoformat(),
+                    "octune_version": row.octune_version,
+                },
+                "measurements": [
+                    {name: getattr(m, name) for name in measurement_fields} for m in measurements
+                ],
+            }
 
     def measured_config_keys(
         self, device_id: int, kernel_version_id: int, workload_id: int
@@ -378,6 +415,23 @@ class Store:
             measured=measured,
             failed=failed,
         )
+
+
+def measurement_row(session_id: int, m: Measurement) -> MeasurementRow:
+    return MeasurementRow(
+        session_id=session_id,
+        config={name: int(value) for name, value in m.config.items()},
+        config_key=config_key(m.config),
+        status=Status(m.status).value,
+        median_s=m.median_s,
+        spread_s=m.spread_s,
+        times_s=[float(t) for t in m.times_s],
+        flops=int(m.flops),
+        gflops=m.gflops,
+        max_error=m.max_error,
+        message=m.message[:MESSAGE_MAX_CHARS],
+        extra=dict(m.extra),
+    )
 
 
 def _reason(error: BaseException) -> str:

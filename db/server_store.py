@@ -1,0 +1,313 @@
+"""The queries only the config service needs: tokens, uploads, listings and the dashboard.
+
+Kept beside ``store.py`` rather than in it so the tuner's store stays small; a ``ServerStore``
+is a ``Store`` (same migrated database, same one-line errors) with these methods added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import func, select
+
+from octune.db.models import (
+    ApiToken,
+    Device,
+    KernelVersion,
+    MeasurementRow,
+    SessionUpload,
+    TuningSession,
+    Workload,
+    utcnow,
+)
+from octune.db.store import SESSION_END_STATUSES, Store, measurement_row
+from octune.tuner.errors import StoreError
+from octune.tuner.results import Measurement, Status
+
+if TYPE_CHECKING:
+    from octune.tuner.device import DeviceInfo
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    id: int
+    name: str
+    scope: str
+
+
+@dataclass(frozen=True)
+class TunedKernel:
+    name: str
+    sha256: str
+    workloads: int
+
+
+@dataclass(frozen=True)
+class DeviceSummary:
+    fingerprint: str
+    name: str
+    platform: str
+    driver_version: str
+    compute_units: int
+    device_type: str
+    kernels: tuple[TunedKernel, ...]
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    name: str
+    sha256: str
+    template_source: str
+    space_source: str
+
+
+@dataclass(frozen=True)
+class TunedWorkload:
+    device_name: str
+    device_fingerprint: str
+    kernel: str
+    workload: str
+    best_gflops: float
+    measured: int
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """Best-so-far GFLOP/s after each candidate of one session (None until one passes)."""
+
+    session_id: int
+    device_name: str
+    kernel: str
+    workload: str
+    strategy: str
+    started_at: datetime
+    best_so_far: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class UploadOutcome:
+    session_id: int
+    added: int
+    already_stored: int
+
+
+class UploadConflictError(StoreError):
+    """An upload identifier already names a session of another device, kernel or workload."""
+
+
+class ServerStore(Store):
+    def add_token(self, name: str, scope: str, sha256: str) -> int:
+        with self._session() as session:
+            row = ApiToken(name=name, scope=scope, sha256=sha256)
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def token(self, sha256: str) -> TokenRecord | None:
+        with self._session() as session:
+            row = session.scalar(select(ApiToken).filter_by(sha256=sha256))
+            return None if row is None else TokenRecord(row.id, row.name, row.scope)
+
+    def devices(self) -> list[DeviceSummary]:
+        """Every device with the kernel versions tuned on it; sessions are few, so this is cheap."""
+        tuned = (
+            select(
+                TuningSession.device_id,
+                KernelVersion.name,
+                KernelVersion.sha256,
+                func.count(func.distinct(TuningSession.workload_id)),
+            )
+            .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
+            .group_by(TuningSession.device_id, KernelVersion.name, KernelVersion.sha256)
+            .order_by(KernelVersion.name, KernelVersion.sha256)
+        )
+        with self._session() as session:
+            kernels: dict[int, list[TunedKernel]] = {}
+            for device_id, name, sha256, workloads in session.execute(tuned):
+                kernels.setdefault(device_id, []).append(TunedKernel(name, sha256, workloads))
+            rows = session.scalars(select(Device).order_by(Device.name, Device.id)).all()
+        return [
+            DeviceSummary(
+                fingerprint=row.fingerprint,
+                name=row.name,
+                platform=f"{row.platform_name} {row.platform_version}",
+                driver_version=row.driver_version,
+                compute_units=row.compute_units,
+                device_type=row.device_type,
+                kernels=tuple(kernels.get(row.id, ())),
+            )
+            for row in rows
+        ]
+
+    def kernel_names(self) -> list[str]:
+        with self._session() as session:
+            return list(session.scalars(select(KernelVersion.name).distinct()))
+
+    def kernel_source(self, sha256: str) -> KernelSource | None:
+        with self._session() as session:
+            row = session.scalar(
+                select(KernelVersion).filter_by(sha256=sha256).order_by(KernelVersion.id)
+            )
+            if row is None:
+                return None
+            return KernelSource(row.name, row.sha256, row.template_source, row.space_source)
+
+    def data_version(self) -> int:
+        """Grows whenever a measurement is added: caches compare it to know they are stale."""
+        with self._session() as session:
+            return session.scalar(select(func.max(MeasurementRow.id))) or 0
+
+    def tuned_workloads(self, limit: int) -> list[TunedWorkload]:
+        query = (
+            select(
+                Device.name,
+                Device.fingerprint,
+                KernelVersion.name,
+                Workload.key,
+                func.max(MeasurementRow.gflops),
+                func.count(MeasurementRow.id),
+            )
+            .select_from(MeasurementRow)
+            .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
+            .join(Device, TuningSession.device_id == Device.id)
+            .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
+            .join(Workload, TuningSession.workload_id == Workload.id)
+            .where(MeasurementRow.status == Status.OK.value)
+            .group_by(Device.name, Device.fingerprint, KernelVersion.name, Workload.key)
+            .order_by(Device.name, KernelVersion.name, Workload.key)
+            .limit(limit)
+        )
+        with self._session() as session:
+            return [TunedWorkload(*row) for row in session.execute(query)]
+
+    def convergence(self, sessions: int) -> list[Convergence]:
+        """The latest sessions' best-so-far curves, for the dashboard's charts."""
+        latest = (
+            select(TuningSession, Device.name, KernelVersion.name, Workload.key)
+            .join(Device, TuningSession.device_id == Device.id)
+            .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
+            .join(Workload, TuningSession.workload_id == Workload.id)
+            .order_by(TuningSession.started_at.desc(), TuningSession.id.desc())
+            .limit(sessions)
+        )
+        with self._session() as session:
+            found = session.execute(latest).all()
+            ids = [row[0].id for row in found]
+            series: dict[int, list[float | None]] = {session_id: [] for session_id in ids}
+            points = (
+                select(MeasurementRow.session_id, MeasurementRow.gflops)
+                .where(MeasurementRow.session_id.in_(ids))
+                .order_by(MeasurementRow.session_id, MeasurementRow.id)
+            )
+            for session_id, gflops in session.execute(points):
+                curve = series[session_id]
+                previous = curve[-1] if curve else None
+                best = max((g for g in (previous, gflops) if g is not None), default=None)
+                curve.append(best)
+        return [
+            Convergence(
+                session_id=row.id,
+                device_name=device_name,
+                kernel=kernel,
+                workload=workload,
+                strategy=row.strategy,
+                started_at=row.started_at,
+                best_so_far=tuple(series[row.id]),
+            )
+            for row, device_name, kernel, workload in found
+        ]
+
+    def upload(
+        self,
+        *,
+        uid: str,
+        token_id: int,
+        device: DeviceInfo,
+        kernel: KernelSource,
+        problem: str,
+        workload_key: str,
+        shape: dict[str, int],
+        dtype: str,
+        strategy: str,
+        seed: int | None,
+        settings: dict[str, Any],
+        status: str,
+        octune_version: str,
+        measurements: Iterable[Measurement],
+    ) -> UploadOutcome:
+        """Store a session sent by a tuning machine. The uploader's ``uid`` names the session:
+        sending it again, whole or resumed, adds only the configs the server lacks.
+        """
+        device_id = self.device_id(device)
+        kernel_id = self.kernel_version_id(
+            kernel.name, kernel.sha256, kernel.template_source, kernel.space_source
+        )
+        workload_id = self.workload_id(problem, workload_key, shape, dtype)
+        identity = (device_id, kernel_id, workload_id)
+        session_id = self._uploaded_session(uid, identity)
+        if session_id is None:
+            try:
+                with self._session() as session:
+                    row = TuningSession(
+                        device_id=device_id,
+                        kernel_version_id=kernel_id,
+                        workload_id=workload_id,
+                        strategy=strategy,
+                        seed=seed,
+                        settings=dict(settings),
+                        status="running",
+                        octune_version=octune_version,
+                    )
+                    session.add(row)
+                    session.flush()
+                    session.add(SessionUpload(uid=uid, session_id=row.id, token_id=token_id))
+            except StoreError:  # a concurrent upload of the same uid won: use its session
+                session_id = self._uploaded_session(uid, identity)
+                if session_id is None:
+                    raise
+            else:
+                session_id = row.id
+        with self._session() as session:
+            known = set(
+                session.scalars(
+                    select(MeasurementRow.config_key).where(MeasurementRow.session_id == session_id)
+                )
+            )
+            added = skipped = 0
+            for measurement in measurements:
+                row = measurement_row(session_id, measurement)
+                if row.config_key in known:
+                    skipped += 1
+                    continue
+                known.add(row.config_key)
+                session.add(row)
+                added += 1
+            stored = session.get(TuningSession, session_id)
+            if stored is not None and status in SESSION_END_STATUSES and stored.status != status:
+                stored.status = status
+                stored.finished_at = utcnow()
+        return UploadOutcome(session_id, added, skipped)
+
+    def _uploaded_session(self, uid: str, identity: tuple[int, int, int]) -> int | None:
+        with self._session() as session:
+            found = session.execute(
+                select(
+                    TuningSession.id,
+                    TuningSession.device_id,
+                    TuningSession.kernel_version_id,
+                    TuningSession.workload_id,
+                )
+                .join(SessionUpload, SessionUpload.session_id == TuningSession.id)
+                .where(SessionUpload.uid == uid)
+            ).one_or_none()
+        if found is None:
+            return None
+        if tuple(found[1:]) != identity:
+            raise UploadConflictError(
+                f"upload id '{uid}' already names a session of another device, kernel or "
+                "workload: give each session its own id"
+            )
+        return found[0]
