@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # importing it would load pyopencl, which the server does not
 
 ENV_VAR = "OCTUNE_DATABASE_URL"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+# Sessions of this strategy re-measure the top configs of a search: their rows rank first.
+CONFIRM_STRATEGY = "confirm"
 SESSION_END_STATUSES = frozenset({"completed", "interrupted", "failed"})
 _WHERE = f"pass a writable path or another URL with --db or {ENV_VAR}"
 
@@ -416,6 +418,110 @@ class Store:
             failed=failed,
         )
 
+    # -- lookup tables: what the config service answers from and `octune export` ships ------
+
+    def stored_devices(self) -> list[StoredDevice]:
+        """Every device in the database, for resolving a fingerprint or a name."""
+        with self._session() as session:
+            rows = session.scalars(select(Device).order_by(Device.id)).all()
+        return [StoredDevice.from_row(row) for row in rows]
+
+    def lookup_kernel(
+        self, device_fingerprint: str, kernel_name: str, kernel_sha256: str | None = None
+    ) -> StoredKernel | None:
+        """The pinned kernel version, or without a sha256 the one last tuned on this device:
+        one version per lookup table, because a config is only valid for its own source.
+        """
+        query = select(KernelVersion).where(KernelVersion.name == kernel_name)
+        if kernel_sha256 is not None:
+            query = query.where(KernelVersion.sha256 == kernel_sha256)
+        else:
+            query = (
+                query.join(TuningSession, TuningSession.kernel_version_id == KernelVersion.id)
+                .join(Device, TuningSession.device_id == Device.id)
+                .where(Device.fingerprint == device_fingerprint)
+                .order_by(TuningSession.started_at.desc(), TuningSession.id.desc())
+                .limit(1)
+            )
+        with self._session() as session:
+            row = session.scalar(query)
+            if row is None:
+                return None
+            return StoredKernel(row.name, row.sha256, row.template_source, row.space_source)
+
+    def tuned_kernel_names(self, device_fingerprint: str) -> list[str]:
+        query = (
+            select(KernelVersion.name)
+            .join(TuningSession, TuningSession.kernel_version_id == KernelVersion.id)
+            .join(Device, TuningSession.device_id == Device.id)
+            .where(Device.fingerprint == device_fingerprint)
+            .distinct()
+            .order_by(KernelVersion.name)
+        )
+        with self._session() as session:
+            return list(session.scalars(query))
+
+    def best_per_workload(
+        self, device_fingerprint: str, kernel_name: str, kernel_sha256: str
+    ) -> list[TunedWorkload]:
+        """The best verified measurement of every workload tuned on a device with one kernel
+        version, in one query: ranked as ``best`` ranks for time (confirmed first, then the
+        fastest median, then the earliest row).
+        """
+        unconfirmed = case((TuningSession.strategy == CONFIRM_STRATEGY, 0), else_=1)
+        rank = (
+            func.row_number()
+            .over(
+                partition_by=TuningSession.workload_id,
+                order_by=(unconfirmed, MeasurementRow.median_s, MeasurementRow.id),
+            )
+            .label("rank")
+        )
+        ranked = (
+            select(MeasurementRow.id.label("measurement_id"), rank)
+            .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
+            .join(Device, TuningSession.device_id == Device.id)
+            .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
+            .where(
+                Device.fingerprint == device_fingerprint,
+                KernelVersion.name == kernel_name,
+                KernelVersion.sha256 == kernel_sha256,
+                MeasurementRow.status == Status.OK.value,
+                MeasurementRow.median_s.is_not(None),
+                MeasurementRow.gflops.is_not(None),
+            )
+            .subquery()
+        )
+        query = (
+            select(MeasurementRow, Workload)
+            .join(ranked, ranked.c.measurement_id == MeasurementRow.id)
+            .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
+            .join(Workload, TuningSession.workload_id == Workload.id)
+            .where(ranked.c.rank == 1)
+            .order_by(Workload.key)
+        )
+        with self._session() as session:
+            rows = session.execute(query).all()
+        return [
+            TunedWorkload(
+                workload_key=workload.key,
+                problem=workload.problem,
+                shape=dict(workload.shape),
+                dtype=workload.dtype,
+                config=dict(row.config),
+                median_s=float(row.median_s),
+                spread_s=float(row.spread_s or 0.0),
+                gflops=float(row.gflops),
+                measurement_id=row.id,
+            )
+            for row, workload in rows
+        ]
+
+    def measurement_stamp(self) -> int:
+        """The newest measurement id: a cheap check of whether cached lookup tables are stale."""
+        with self._session() as session:
+            return session.scalar(select(func.max(MeasurementRow.id))) or 0
+
 
 def measurement_row(session_id: int, m: Measurement) -> MeasurementRow:
     return MeasurementRow(
@@ -452,3 +558,47 @@ def _octune_version() -> str:
         return version("octune")
     except PackageNotFoundError:
         return "unknown"
+
+
+@dataclass(frozen=True)
+class StoredDevice:
+    """A device as the database knows it (limits included), without an OpenCL driver."""
+
+    fingerprint: str
+    name: str
+    platform_name: str
+    platform_version: str
+    vendor: str
+    driver_version: str
+    compute_units: int
+    max_work_group_size: int
+    local_mem_size: int
+    global_mem_size: int
+    device_type: str
+
+    @classmethod
+    def from_row(cls, row: Device) -> StoredDevice:
+        return cls(**{name: getattr(row, name) for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class StoredKernel:
+    name: str
+    sha256: str
+    template_source: str
+    space_source: str
+
+
+@dataclass(frozen=True)
+class TunedWorkload:
+    """One workload's best verified measurement on a device, for a lookup table."""
+
+    workload_key: str
+    problem: str
+    shape: dict[str, int]
+    dtype: str
+    config: dict[str, int]
+    median_s: float
+    spread_s: float
+    gflops: float
+    measurement_id: int

@@ -1,0 +1,248 @@
+"""Lookup tables built from the database: the one source of ``KernelTable`` for the config
+service (``StoreLookup``) and for ``octune export`` bundles, so both answer identically.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from octune.db.store import Store, StoredDevice, StoredKernel
+from octune.tuner.errors import SpaceError
+from octune.tuner.lookup import (
+    Answer,
+    Entry,
+    KernelIndex,
+    KernelTable,
+    Predictor,
+    Problem,
+    Query,
+    QueryError,
+)
+
+if TYPE_CHECKING:
+    from octune.tuner.space import SearchSpace
+
+#: How many configs, in the space's value order, to try before enumerating for the default.
+DEFAULT_SEARCH_LIMIT = 20_000
+
+
+def problem_spec(name: str) -> Problem:
+    """What the lookup must know of a problem family, read off its workload class."""
+    from octune.tuner.kernels import PROBLEMS
+    from octune.tuner.workloads import MAX_DIM
+
+    workload_class = PROBLEMS[name]
+    sizes = tuple(var.lower() for var in workload_class.shape_names)
+    sample = workload_class(*(1 for _ in sizes))
+    flags = tuple(key for key in sample.shape if key not in sizes)
+    return Problem(
+        name=name,
+        sizes=sizes,
+        flags=flags,
+        shape_vars={var: var.lower() for var in workload_class.shape_names},
+        flag_defines={define: define.lower() for define in sample.defines()},
+        dtypes=(sample.dtype,),
+        max_size=MAX_DIM,
+        flops_per_point=sample.flops,
+    )
+
+
+def device_limits(device: StoredDevice) -> dict[str, int]:
+    """The limits a space may name. The database keeps no per-dimension work-item sizes; the
+    work-group size bounds them, and tuned configs have run on the device anyway.
+    """
+    return {
+        "max_work_group_size": device.max_work_group_size,
+        "max_work_item_size_0": device.max_work_group_size,
+        "max_work_item_size_1": device.max_work_group_size,
+        "max_work_item_size_2": device.max_work_group_size,
+        "local_mem_size": device.local_mem_size,
+        "compute_units": device.compute_units,
+    }
+
+
+def resolve_device(store: Store, choice: str) -> StoredDevice:
+    """A stored device by fingerprint, fingerprint prefix or name substring (tuned elsewhere,
+    so not necessarily present on this machine).
+    """
+    devices = store.stored_devices()
+    exact = [d for d in devices if d.fingerprint == choice]
+    if exact:
+        return exact[0]
+    needle = choice.lower()
+    matches = [d for d in devices if d.fingerprint.startswith(needle) or needle in d.name.lower()]
+    if len(matches) == 1:
+        return matches[0]
+    listed = ", ".join(f"{d.fingerprint} ({d.name})" for d in matches or devices) or "none"
+    if matches:
+        raise QueryError(
+            f"device '{choice}' matches several stored devices: {listed}; pass a fingerprint"
+        )
+    raise QueryError(
+        f"no device '{choice}' in database {store.url} (stored: {listed}); "
+        "pass a fingerprint or name from that list, or tune the device first"
+    )
+
+
+def _space(kernel: StoredKernel) -> SearchSpace:
+    from octune.tuner.kernels import PROBLEMS
+    from octune.tuner.space import SearchSpace
+
+    shape_names = {name for cls in PROBLEMS.values() for name in cls.shape_names}
+    return SearchSpace.from_yaml(kernel.space_source, f"{kernel.name}.yaml", shape_names)
+
+
+def _inline_derived(space: SearchSpace, text: str) -> str:
+    """A launch expression with derived names replaced by their definitions, so the lookup
+    needs only parameters, shape variables and limits.
+    """
+    definitions = {name: ast.parse(e.text, mode="eval").body for name, e in space.derived}
+
+    class Inline(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if node.id in definitions:
+                return self.visit(ast.parse(ast.unparse(definitions[node.id]), mode="eval").body)
+            return node
+
+    return ast.unparse(Inline().visit(ast.parse(text, mode="eval")))
+
+
+def default_config(space: SearchSpace, limits: Mapping[str, int]) -> tuple[int, ...]:
+    """The first legal config in the space's value order, without enumerating millions."""
+    candidates = itertools.product(*(p.values for p in space.parameters))
+    for values in itertools.islice(candidates, DEFAULT_SEARCH_LIMIT):
+        try:
+            space.check(dict(zip(space.parameter_names, values, strict=True)), limits)
+        except SpaceError:
+            continue
+        return values
+    table = space.enumerate(limits)  # raises SpaceError naming the rule when none is legal
+    return tuple(int(v) for v in table.values[0])
+
+
+def build_table(
+    store: Store,
+    device: StoredDevice,
+    kernel_name: str,
+    kernel_sha256: str | None = None,
+    predictions: Iterable[Entry] = (),
+) -> KernelTable:
+    """One device's table for one kernel version: the pinned one, else the version last tuned
+    on the device, else the installed kernel (then only the default can answer).
+    """
+    from octune.tuner.kernels import KernelSpec, load_kernel
+
+    stored = store.lookup_kernel(device.fingerprint, kernel_name, kernel_sha256)
+    if stored is None:
+        installed = load_kernel(kernel_name)  # unknown names: one line with the closest match
+        if kernel_sha256 not in (None, installed.sha256):
+            raise QueryError(
+                f"no {kernel_name} kernel version {kernel_sha256} in database {store.url}; "
+                "omit the hash to use the latest"
+            )
+        stored = StoredKernel(
+            installed.name, installed.sha256, installed.source, installed.space.source_text
+        )
+    space = _space(stored)
+    spec = KernelSpec(stored.name, stored.template_source, space)
+    problem = problem_spec(space.problem)
+    limits = device_limits(device)
+    default = default_config(space, limits)
+    sample = problem_sample(problem)
+    defines = spec.defines(dict(zip(space.parameter_names, default, strict=True)), sample)
+    options = spec.build_options(dict(zip(space.parameter_names, default, strict=True)), sample)
+    entries = []
+    for row in store.best_per_workload(device.fingerprint, stored.name, stored.sha256):
+        if row.problem != problem.name:
+            continue
+        try:
+            space.check(row.config, limits)
+        except SpaceError:
+            continue  # cannot be launched as the space stands (e.g. a parameter was dropped)
+        entries.append(
+            Entry(
+                shape=tuple(int(row.shape[key]) for key in problem.keys),
+                dtype=row.dtype,
+                config=tuple(int(row.config[name]) for name in space.parameter_names),
+                time_s=row.median_s,
+                spread_s=row.spread_s,
+                gflops=row.gflops,
+                workload_key=row.workload_key,
+            )
+        )
+    dims = len(space.launch_local)
+    named_limits = {
+        "max_work_group_size",
+        *(f"max_work_item_size_{i}" for i in range(dims)),
+        *(n for e in (*space.launch_global, *space.launch_local) for n in e.names if n in limits),
+    }
+    return KernelTable(
+        kernel=stored.name,
+        sha256=stored.sha256,
+        entry=space.entry,
+        device_fingerprint=device.fingerprint,
+        problem=problem,
+        parameters=space.parameter_names,
+        launch_global=tuple(_inline_derived(space, e.text) for e in space.launch_global),
+        launch_local=tuple(_inline_derived(space, e.text) for e in space.launch_local),
+        limits={name: limits[name] for name in sorted(named_limits)},
+        default_config=default,
+        extra_build_options=tuple(options[len(defines) :]),
+        tuned=tuple(entries),
+        predictions=tuple(predictions),
+    )
+
+
+def problem_sample(problem: Problem) -> object:
+    """A smallest workload of the problem, for asking the kernel which options it adds."""
+    from octune.tuner.kernels import PROBLEMS
+
+    return PROBLEMS[problem.name](*(1 for _ in problem.sizes))
+
+
+class StoreLookup:
+    """Lookups against a live database: tables are built on first use and rebuilt when a new
+    measurement lands (checked at most every ``check_every_s`` seconds).
+    """
+
+    def __init__(
+        self, store: Store, predictor: Predictor | None = None, check_every_s: float = 1.0
+    ) -> None:
+        self.store = store
+        self.predictor = predictor
+        self.check_every_s = check_every_s
+        self._lock = threading.Lock()
+        self._indexes: dict[tuple[str, str, str | None], KernelIndex] = {}
+        self._stamp = -1
+        self._checked = -float("inf")
+
+    def device(self, choice: str) -> StoredDevice:
+        return resolve_device(self.store, choice)
+
+    def index(
+        self, device: StoredDevice, kernel_name: str, kernel_sha256: str | None = None
+    ) -> KernelIndex:
+        key = (device.fingerprint, kernel_name, kernel_sha256)
+        with self._lock:
+            now = time.monotonic()
+            if now - self._checked >= self.check_every_s:
+                self._checked = now
+                stamp = self.store.measurement_stamp()
+                if stamp != self._stamp:
+                    self._stamp = stamp
+                    self._indexes.clear()
+            found = self._indexes.get(key)
+            if found is None:
+                table = build_table(self.store, device, kernel_name, kernel_sha256)
+                found = self._indexes[key] = KernelIndex(table, self.predictor)
+            return found
+
+    def lookup(
+        self, device: StoredDevice, query: Query, kernel_sha256: str | None = None
+    ) -> Answer:
+        return self.index(device, query.kernel, kernel_sha256).lookup(query)

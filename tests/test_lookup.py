@@ -1,0 +1,267 @@
+"""The lookup semantics shared by the config service and the offline bundles: exact, nearest
+legal, predicted, default; answered from real SQLite stores through the Store API.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from octune.db.lookup_tables import StoreLookup, build_table, resolve_device
+from octune.db.store import Store
+from octune.tuner.device import DeviceInfo
+from octune.tuner.kernels import load_kernel
+from octune.tuner.lookup import (
+    LAYOUT_WEIGHT,
+    Entry,
+    KernelIndex,
+    KernelTable,
+    Prediction,
+    QueryError,
+    TableError,
+    gemm_query,
+    log2_fixed,
+)
+from octune.tuner.results import Measurement, Status
+from octune.tuner.workloads import GemmWorkload
+
+DEVICE = DeviceInfo(
+    platform_name="Portable Computing Language",
+    platform_version="OpenCL 3.0 PoCL",
+    vendor="Example",
+    name="example-cpu",
+    driver_version="1.0",
+    compute_units=2,
+    max_work_group_size=4096,
+    max_work_item_sizes=(4096, 4096, 4096),
+    local_mem_size=1 << 20,
+    global_mem_size=1 << 32,
+    device_type="cpu",
+)
+
+
+def config(**changes: int) -> dict[str, int]:
+    """A legal gemm config (the space's first), with changes."""
+    base = {
+        "MWG": 16, "NWG": 16, "KWG": 8, "MDIMC": 4, "NDIMC": 4, "VWM": 1, "VWN": 1, "VWA": 1,
+        "VWB": 1, "SA": 0, "SB": 0, "KUNROLL": 1, "STRM": 0, "STRN": 0, "PF": 0,
+    }  # fmt: skip
+    names = load_kernel("gemm").space.parameter_names
+    return {name: changes.get(name, base.get(name, 0)) for name in names}
+
+
+def record(store: Store, workload: GemmWorkload, measured: dict[str, float]) -> None:
+    """One tuning session's rows for ``workload``: {MWG value: median seconds}, one failure."""
+    kernel = load_kernel("gemm")
+    ids = (
+        store.device_id(DEVICE),
+        store.kernel_version_id(
+            kernel.name, kernel.sha256, kernel.source, kernel.space.source_text
+        ),
+        store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype),
+    )
+    session = store.start_session(*ids, "random", 0, {})
+    for mwg, seconds in measured.items():
+        store.add_measurement(
+            session,
+            Measurement(config(MWG=int(mwg)), Status.OK, (seconds,) * 3, flops=workload.flops),
+        )
+    store.add_measurement(session, Measurement(config(MWG=128), Status.WRONG_RESULT, (1e-9,)))
+    store.finish_session(session, "completed")
+
+
+@pytest.fixture
+def store(tmp_path):
+    with Store(f"sqlite:///{tmp_path / 'lookup.db'}") as store:
+        record(store, GemmWorkload(256, 256, 256), {16: 0.004, 32: 0.002, 64: 0.003})
+        record(store, GemmWorkload(256, 256, 256, transa=True), {64: 0.001})
+        record(store, GemmWorkload(4096, 64, 64), {128: 0.01})
+        # MWG=256 with MDIMC=4 needs 256 accumulators: illegal in the space, never served.
+        record(store, GemmWorkload(8, 8, 8), {256: 0.01})
+        yield store
+
+
+def test_exact_nearest_and_answer_fields(store):
+    lookup = StoreLookup(store)
+    device = lookup.device("example")
+    exact = lookup.lookup(device, gemm_query(256, 256, 256))
+    assert exact.match == "exact"
+    assert exact.config["MWG"] == 32  # the fastest passing row; the faster wrong one is ignored
+    assert exact.time_s == pytest.approx(0.002)
+    assert exact.gflops == pytest.approx(2 * 256**3 / 0.002 / 1e9)
+    assert exact.kernel_sha256 == load_kernel("gemm").sha256
+    assert exact.device_fingerprint == DEVICE.fingerprint
+    assert exact.defines["TRANSA"] == 0 and exact.defines["MWG"] == 32
+    assert exact.build_options.startswith("-DTRANSA=0 -DTRANSB=0 -DMWG=32 ")
+    assert exact.local_size == (4, 4)
+    assert exact.global_size == (256 // 16 * 4, 256 // 32 * 4)
+
+    # 300x250x200 is nearest to 256^3 with the same transposes.
+    near = lookup.lookup(device, gemm_query(300, 250, 200))
+    assert near.match == "nearest" and near.config["MWG"] == 32
+    assert near.source["shape"] == {"m": 256, "n": 256, "k": 256, "transa": 0, "transb": 0}
+    assert near.global_size == (-(-250 // 16) * 4, -(-300 // 32) * 4)
+    assert near.time_s == pytest.approx(2 * 300 * 250 * 200 / (near.gflops * 1e9))
+
+    # TN answers from the TN workload; TT is one transpose from TN and two from NN.
+    assert lookup.lookup(device, gemm_query(256, 256, 256, transa=True)).config["MWG"] == 64
+    tt = lookup.lookup(device, gemm_query(256, 256, 256, transa=True, transb=True))
+    assert tt.match == "nearest" and tt.source["shape"]["transa"] == 1
+    assert tt.defines["TRANSA"] == 1 and tt.defines["TRANSB"] == 1
+
+    # Far away in size, a same-layout workload loses to the exact size in another layout.
+    far = lookup.lookup(device, gemm_query(4096, 64, 64, transb=True))
+    assert far.source["shape"]["m"] == 4096
+
+    assert lookup.lookup(device, gemm_query(8, 8, 8)).match == "nearest"
+
+
+def test_untuned_kernel_version_answers_default(tmp_path):
+    with Store(f"sqlite:///{tmp_path / 'empty.db'}") as empty:
+        empty.device_id(DEVICE)
+        lookup = StoreLookup(empty)
+        answer = lookup.lookup(lookup.device(DEVICE.fingerprint), gemm_query(100, 100, 100))
+    assert answer.match == "default"
+    assert answer.config == config()
+    assert answer.time_s is None and answer.gflops is None and answer.source is None
+
+
+def test_new_measurements_rebuild_the_cached_table(store):
+    lookup = StoreLookup(store, check_every_s=0.0)
+    device = lookup.device(DEVICE.fingerprint)
+    assert lookup.lookup(device, gemm_query(512, 512, 512)).match == "nearest"
+    record(store, GemmWorkload(512, 512, 512), {16: 0.5})
+    assert lookup.lookup(device, gemm_query(512, 512, 512)).match == "exact"
+
+
+def test_predicted_comes_after_nearest_and_before_default(store):
+    device = resolve_device(store, DEVICE.fingerprint)
+    table = build_table(store, device, "gemm")
+    empty = replace(table, tuned=())
+    model_config = tuple(config(MWG=64, NWG=64).values())
+
+    def model(_table: KernelTable, query) -> Prediction:
+        return Prediction(model_config, 0.5, 10.0)
+
+    with_tuned = KernelIndex(table, model).lookup(gemm_query(300, 300, 300))
+    assert with_tuned.match == "nearest"
+    predicted = KernelIndex(empty, model).lookup(gemm_query(300, 300, 300))
+    assert predicted.match == "predicted" and predicted.config["MWG"] == 64
+    assert (predicted.time_s, predicted.gflops) == (0.5, 10.0)
+
+    # A bundle's table of model answers: the nearest grid point answers.
+    grid = [
+        Entry((size, size, size, 0, 0), "float32", tuple(config(MWG=mwg).values()), 1.0, 0.0,
+              float(size), f"grid-{size}")
+        for size, mwg in ((64, 16), (1024, 128))
+    ]  # fmt: skip
+    from_table = KernelIndex(replace(empty, predictions=tuple(grid))).lookup(
+        gemm_query(900, 900, 900)
+    )
+    assert from_table.match == "predicted" and from_table.config["MWG"] == 128
+    assert from_table.gflops == 1024.0
+    assert KernelIndex(empty).lookup(gemm_query(300, 300, 300)).match == "default"
+
+
+def test_nearest_skips_configs_whose_launch_is_illegal_for_the_query():
+    # Global size N with local size X: N=250 cannot launch X=3 (250 % 3), so the nearer
+    # workload is skipped and the further one, whose X=2 divides 250, answers.
+    near = Entry((256, 256, 256, 0, 0), "float32", (3,), 1.0, 0.0, 1.0, "near")
+    far = Entry((1024, 1024, 1024, 0, 0), "float32", (2,), 1.0, 0.0, 1.0, "far")
+    table = replace(_toy_table([near, far]), launch_global=("N",), launch_local=("X",))
+    assert KernelIndex(table).lookup(gemm_query(256, 249, 256)).source["workload_key"] == "near"
+    answer = KernelIndex(table).lookup(gemm_query(256, 250, 256))
+    assert answer.match == "nearest" and answer.source["workload_key"] == "far"
+    assert answer.global_size == (250,) and answer.local_size == (2,)
+
+
+@pytest.mark.parametrize(
+    ("query", "fragment"),
+    [
+        (gemm_query(0, 4, 4), "m=0 is out of range"),
+        (gemm_query(4, 4, 1 << 21), "out of range"),
+        (gemm_query(4, 4, 4, dtype="float16"), "supports dtype float32"),
+        (replace(gemm_query(4, 4, 4), shape={"m": 4, "n": 4}), "missing: k, transa, transb"),
+        (replace(gemm_query(4, 4, 4), shape={**gemm_query(4, 4, 4).shape, "x": 1}), "unknown: x"),
+        (replace(gemm_query(4, 4, 4), shape={**gemm_query(4, 4, 4).shape, "m": 4.0}), "integer"),
+        (replace(gemm_query(4, 4, 4), shape={**gemm_query(4, 4, 4).shape, "transa": 2}), "0 or 1"),
+        (replace(gemm_query(4, 4, 4), kernel="conv"), "not 'conv'"),
+    ],
+)
+def test_bad_queries_are_one_line_errors(store, query, fragment):
+    index = StoreLookup(store).index(resolve_device(store, "example"), "gemm")
+    with pytest.raises(QueryError, match=fragment) as raised:
+        index.lookup(query)
+    assert "\n" not in str(raised.value)
+
+
+def test_unknown_device_and_kernel_are_one_line_errors(store):
+    with pytest.raises(QueryError, match=r"no device 'nvidia'.*example-cpu"):
+        resolve_device(store, "nvidia")
+    with pytest.raises(Exception, match="did you mean 'gemm'"):
+        build_table(store, resolve_device(store, "example"), "gemmm")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["__import__('os').system('true')", "N.real", "N / 2", "pow(N, 2)", "N if N else 1", "'a'"],
+)
+def test_launch_expressions_are_vetted_not_evaluated(store, text):
+    table = build_table(store, resolve_device(store, "example"), "gemm")
+    with pytest.raises(TableError):
+        KernelIndex(replace(table, launch_global=(text, "1")))
+
+
+def test_tree_search_matches_a_linear_scan():
+    """The k-d tree must pick exactly what the C header's linear scan picks, ties included."""
+    rng = random.Random(5)
+    sizes = [rng.choice([1, 7, 64, 100, 128, 129, 1000, 4096, 1 << 20]) for _ in range(600)]
+    shapes = sorted(
+        {(rng.choice(sizes), rng.choice(sizes), rng.choice(sizes), rng.randint(0, 1), 0)
+         for _ in range(300)}
+    )  # fmt: skip
+    entries = [
+        Entry(shape, "float32", (i,), 1.0, 0.0, 1.0, str(i)) for i, shape in enumerate(shapes)
+    ]
+    table = _toy_table(entries)
+    index = KernelIndex(table)
+    for _ in range(300):
+        q = (*(rng.randint(1, 5000) for _ in range(3)), rng.randint(0, 1), rng.randint(0, 1))
+        answer = index.lookup(gemm_query(*q[:3], transa=bool(q[3]), transb=bool(q[4])))
+
+        def distance(shape: tuple[int, ...], q=q) -> int:
+            logs = sum(
+                (log2_fixed(a) - log2_fixed(b)) ** 2 for a, b in zip(shape[:3], q[:3], strict=True)
+            )
+            return logs + sum(
+                ((a - b) * LAYOUT_WEIGHT) ** 2 for a, b in zip(shape[3:], q[3:], strict=True)
+            )
+
+        best = min(range(len(table.tuned)), key=lambda i: (distance(table.tuned[i].shape), i))
+        assert answer.source["workload_key"] == table.tuned[best].workload_key
+
+
+def _toy_table(entries: list[Entry]) -> KernelTable:
+    from octune.db.lookup_tables import problem_spec
+
+    return KernelTable(
+        kernel="gemm", sha256="0" * 64, entry="gemm", device_fingerprint="f" * 16,
+        problem=problem_spec("gemm"), parameters=("X",), launch_global=("M",),
+        launch_local=("1",), limits={}, default_config=(1,), extra_build_options=(),
+        tuned=tuple(entries),
+    )  # fmt: skip
+
+
+def test_lookup_module_needs_only_the_standard_library():
+    code = (
+        "import sys; import octune.tuner.lookup; "
+        "third = {m.split('.')[0] for m in sys.modules} & "
+        "{'numpy', 'pyopencl', 'sqlalchemy', 'yaml', 'pydantic', 'typer', 'rich'}; "
+        "assert not third, third"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

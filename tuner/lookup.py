@@ -1,0 +1,700 @@
+"""Which config to launch for a workload on a device: the one lookup the config service and the
+offline firmware bundles share, so a runtime gets the same answer online and offline.
+
+Standard library only (no numpy, pyopencl or SQLAlchemy, not even indirectly): a bundle loads
+and answers on a device that has nothing but Python.
+
+The answer, in order of preference:
+
+``exact``
+    this workload (shape, transposes, dtype) was tuned on the device: its best verified config.
+``nearest``
+    the nearest tuned workload on the device whose config is legal for the query. Distance is
+    Euclidean in log2 space of the sizes (M, N, K), so 512 is as far from 256 as 256 from 128;
+    a differing transpose costs as much as being two octaves away in one size, so workloads
+    with the same transposes are preferred unless they are much further away. Logarithms are
+    16.16 fixed point computed with integers, so Python and the generated C header rank the
+    same candidates identically; ties go to the earlier entry in the canonical entry order.
+``predicted``
+    a cost model's config: a live ``Predictor`` passed to ``lookup``, else the table of model
+    answers a bundle carries (answered like ``nearest``, over the model's grid of shapes).
+``default``
+    the table's safe default config: the first legal config in the search space's value order
+    (space files list the cautious value of each parameter first).
+
+"Legal for the query": a search space's constraints may not use the shape (``space.py``
+rejects that), so device legality is settled when the table is built from the database; what
+depends on the shape is the launch geometry, which must evaluate (no division by zero), be at
+least 1, divide global by local, and fit the device's work-group limits.
+
+Launch sizes come from the space's ``launch:`` expressions. They are parsed here with ``ast``
+and checked against a whitelist (integers, names, ``+ - * // %``, unary ``-``/``+`` and
+``ceil_div``, ``round_up``, ``min``, ``max``), then compiled to closures; the C header
+generator translates the same vetted tree. Nothing is ever ``eval``-ed. Derived values are
+inlined into the launch expressions when a table is built from a space.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from octune.tuner.errors import OctuneError
+
+MATCHES = ("exact", "nearest", "predicted", "default")
+#: Fixed-point fraction bits of the log2 distance (shared with the C header).
+LOG_BITS = 16
+#: A differing transpose (layout flag) counts as this many octaves along one size.
+LAYOUT_OCTAVES = 2
+LAYOUT_WEIGHT = LAYOUT_OCTAVES << LOG_BITS
+#: Functions a launch expression may call, with their argument counts (min, max).
+LAUNCH_FUNCTIONS: dict[str, tuple[int, int | None]] = {
+    "ceil_div": (2, 2),
+    "round_up": (2, 2),
+    "min": (2, None),
+    "max": (2, None),
+}
+MAX_EXPRESSION_CHARS = 2000
+MAX_EXPRESSION_DEPTH = 50
+_OPERATORS = "integers, names, + - * // %, unary - and " + ", ".join(LAUNCH_FUNCTIONS)
+
+
+class QueryError(OctuneError):
+    """A query the lookup cannot answer: unknown kernel, bad shape, unsupported dtype."""
+
+
+class TableError(OctuneError):
+    """A lookup table whose content is inconsistent (wrong lengths, bad launch expression)."""
+
+
+def kernel_version_sha256(template_source: str, space_source: str) -> str:
+    """The SHA-256 that names a kernel version (see ``KernelSpec.sha256``): bundles recompute it
+    to prove that the sources they carry are the ones that were tuned.
+    """
+    digest = hashlib.sha256()
+    for text in (template_source, space_source):
+        digest.update(text.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _log2_digits(value: int) -> int:
+    """log2(value) in 16.16 fixed point by the binary digit-by-digit method, on integers."""
+    exponent = value.bit_length() - 1
+    mantissa = (value << 30) >> exponent  # value / 2**exponent in [1, 2), 2.30 fixed point
+    result = exponent << LOG_BITS
+    for bit in range(LOG_BITS - 1, -1, -1):
+        mantissa = (mantissa * mantissa) >> 30
+        if mantissa >= 1 << 31:
+            mantissa >>= 1
+            result |= 1 << bit
+    return result
+
+
+#: log2 of 0..2**LOG_TABLE_BITS - 1 in 16.16 fixed point; the C header carries the same table.
+LOG_TABLE_BITS = 11
+LOG2_TABLE: tuple[int, ...] = (0, *(_log2_digits(i) for i in range(1, 1 << LOG_TABLE_BITS)))
+
+
+def log2_fixed(value: int) -> int:
+    """log2 of ``value`` (>= 1) cut to its 11 leading bits, in 16.16 fixed point: a distance
+    metric that integer code in Python and C computes bit for bit the same, fast.
+    """
+    shift = value.bit_length() - LOG_TABLE_BITS
+    if shift <= 0:
+        return LOG2_TABLE[value]
+    return LOG2_TABLE[value >> shift] + (shift << LOG_BITS)
+
+
+# --- launch expressions ---------------------------------------------------------------------
+
+
+class _Bad(Exception):
+    """A launch expression that cannot be evaluated for this config and shape (x // 0)."""
+
+
+_Eval = Callable[[Sequence[int]], int]
+
+
+def _floordiv(a: int, b: int) -> int:
+    if b == 0:
+        raise _Bad
+    return a // b
+
+
+def _mod(a: int, b: int) -> int:
+    if b == 0:
+        raise _Bad
+    return a % b
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -_floordiv(-a, b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _ceil_div(a, b) * b
+
+
+_BINARY: dict[type[ast.operator], Callable[[int, int], int]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: _floordiv,
+    ast.Mod: _mod,
+}
+_CALLS: dict[str, Callable[[int, int], int]] = {
+    "ceil_div": _ceil_div,
+    "round_up": _round_up,
+    "min": min,
+    "max": max,
+}
+
+
+class LaunchExpression:
+    """One launch size, e.g. ``ceil_div(N, NWG) * NDIMC``: vetted once, evaluated per query.
+
+    Variables (parameters and shape variables) are read by position from one sequence of
+    values; constants (device limits) are folded in when the expression is compiled.
+    """
+
+    __slots__ = ("_evaluate", "text", "tree")
+
+    def __init__(
+        self, text: str, positions: Mapping[str, int], constants: Mapping[str, int]
+    ) -> None:
+        self.text = " ".join(str(text).split())
+        if not self.text or len(self.text) > MAX_EXPRESSION_CHARS:
+            raise TableError(
+                f"launch expression '{self.text[:60]}' is empty or longer than "
+                f"{MAX_EXPRESSION_CHARS} characters"
+            )
+        try:
+            self.tree = ast.parse(self.text, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            raise TableError(f"cannot parse launch expression '{self.text}'") from None
+        self._evaluate = self._compile(self.tree, positions, constants, 0)
+
+    def evaluate(self, values: Sequence[int]) -> int:
+        """The size for these variable values; raises ``_Bad`` where it cannot be computed."""
+        return self._evaluate(values)
+
+    def _reject(self, what: str) -> TableError:
+        return TableError(
+            f"launch expression '{self.text}' uses {what}, which the lookup cannot evaluate; "
+            f"use only {_OPERATORS}"
+        )
+
+    def _compile(
+        self,
+        node: ast.expr,
+        positions: Mapping[str, int],
+        constants: Mapping[str, int],
+        depth: int,
+    ) -> _Eval:
+        if depth > MAX_EXPRESSION_DEPTH:
+            raise self._reject(f"nesting deeper than {MAX_EXPRESSION_DEPTH}")
+
+        def sub(child: ast.expr) -> _Eval:
+            return self._compile(child, positions, constants, depth + 1)
+
+        if isinstance(node, ast.Constant | ast.Name):
+            value = check_operand(node, positions, constants, self.text)
+            if isinstance(value, str):
+                position = positions[value]
+                return lambda v: v[position]
+            return lambda v: value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            operand = sub(node.operand)
+            return (lambda v: -operand(v)) if isinstance(node.op, ast.USub) else operand
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            binary = _BINARY[type(node.op)]
+            left, right = sub(node.left), sub(node.right)
+            return lambda v: binary(left(v), right(v))
+        if isinstance(node, ast.Call):
+            name = check_call(node, self.text)
+            function = _CALLS[name]
+            first, *rest = [sub(arg) for arg in node.args]
+            if len(rest) == 1:
+                second = rest[0]
+                return lambda v: function(first(v), second(v))
+            return lambda v: functools.reduce(lambda a, f: function(a, f(v)), rest, first(v))
+        raise self._reject(f"'{ast.unparse(node)}'")
+
+
+def check_operand(
+    node: ast.Constant | ast.Name,
+    positions: Mapping[str, int],
+    constants: Mapping[str, int],
+    text: str,
+) -> int | str:
+    """A leaf of a launch expression: an int constant, a folded limit, or a variable's name."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if type(value) is not int or not -(2**62) <= value < 2**62:
+            raise TableError(
+                f"launch expression '{text}' uses the constant {value!r}; only integers are allowed"
+            )
+        return value
+    if node.id in constants:
+        return constants[node.id]
+    if node.id not in positions:
+        raise TableError(
+            f"launch expression '{text}' uses '{node.id}', which is neither a parameter, "
+            "a shape variable nor a device limit of the table"
+        )
+    return node.id
+
+
+def check_call(node: ast.Call, text: str) -> str:
+    """The name of a whitelisted function called with a valid number of positional args."""
+    name = node.func.id if isinstance(node.func, ast.Name) else ""
+    limits = LAUNCH_FUNCTIONS.get(name)
+    if limits is None or node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+        raise TableError(
+            f"launch expression '{text}' makes the call '{ast.unparse(node)}'; the only "
+            f"functions are {', '.join(LAUNCH_FUNCTIONS)}, with positional arguments"
+        )
+    low, high = limits
+    if len(node.args) < low or (high is not None and len(node.args) > high):
+        raise TableError(f"launch expression '{text}' calls {name} with {len(node.args)} arguments")
+    return name
+
+
+# --- tables -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What the lookup must know of a problem family; GEMM's comes from ``GemmWorkload``."""
+
+    name: str
+    sizes: tuple[str, ...]  # shape keys compared in log space, e.g. ("m", "n", "k")
+    flags: tuple[str, ...]  # 0/1 layout keys, e.g. ("transa", "transb")
+    shape_vars: dict[str, str]  # launch-expression variable -> shape key, e.g. {"M": "m"}
+    flag_defines: dict[str, str]  # -D define -> flag key, e.g. {"TRANSA": "transa"}
+    dtypes: tuple[str, ...]
+    max_size: int  # largest size the kernels index
+    flops_per_point: int  # flops = flops_per_point * product of the sizes (GEMM: 2)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return (*self.sizes, *self.flags)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One tuned workload's best verified config (or one model answer in ``predictions``)."""
+
+    shape: tuple[int, ...]  # values of Problem.keys, in that order
+    dtype: str
+    config: tuple[int, ...]  # values of KernelTable.parameters, in that order
+    time_s: float  # measured median (predicted: the model's time)
+    spread_s: float  # interquartile range of the repeats (0 for predictions)
+    gflops: float
+    workload_key: str  # the database's workload key, for provenance and import
+
+
+@dataclass(frozen=True)
+class KernelTable:
+    """Everything one device's lookups of one kernel version need: the data a bundle carries."""
+
+    kernel: str
+    sha256: str
+    entry: str  # the OpenCL function name
+    device_fingerprint: str
+    problem: Problem
+    parameters: tuple[str, ...]
+    launch_global: tuple[str, ...]
+    launch_local: tuple[str, ...]
+    limits: dict[str, int]  # device limits the launch checks use
+    default_config: tuple[int, ...]
+    extra_build_options: tuple[str, ...]  # after the -D defines, e.g. ("-w",)
+    tuned: tuple[Entry, ...]
+    predictions: tuple[Entry, ...] = ()
+
+    def __post_init__(self) -> None:
+        """Canonical entry order (the tie-break of equal distances), then consistency checks."""
+        for name in ("tuned", "predictions"):
+            entries = tuple(sorted(getattr(self, name), key=lambda e: (e.dtype, e.shape)))
+            object.__setattr__(self, name, entries)
+        width = len(self.problem.keys)
+        for entry in (*self.tuned, *self.predictions):
+            if len(entry.shape) != width or len(entry.config) != len(self.parameters):
+                raise TableError(
+                    f"{self.kernel}: entry {entry.workload_key} has {len(entry.shape)} shape and "
+                    f"{len(entry.config)} config values, not {width} and {len(self.parameters)}"
+                )
+        if len(self.default_config) != len(self.parameters):
+            raise TableError(f"{self.kernel}: the default config has the wrong length")
+        if len(self.launch_global) != len(self.launch_local) or not self.launch_local:
+            raise TableError(f"{self.kernel}: launch needs as many global as local sizes")
+
+    def entry_config(self, values: Sequence[int]) -> dict[str, int]:
+        return dict(zip(self.parameters, values, strict=True))
+
+
+@dataclass(frozen=True)
+class Query:
+    """A workload to answer: ``shape`` holds the problem's keys, e.g. m, n, k, transa, transb."""
+
+    kernel: str
+    shape: Mapping[str, int]
+    dtype: str = "float32"
+
+
+def gemm_query(
+    m: int, n: int, k: int, transa: bool = False, transb: bool = False, dtype: str = "float32"
+) -> Query:
+    shape = {"m": m, "n": n, "k": k, "transa": int(transa), "transb": int(transb)}
+    return Query("gemm", shape, dtype)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A cost model's answer for one query: config values in ``KernelTable.parameters`` order."""
+
+    config: tuple[int, ...]
+    time_s: float
+    gflops: float
+
+
+class Predictor(Protocol):
+    """The hook a cost model plugs in; None when it has nothing to say about the query."""
+
+    def __call__(self, table: KernelTable, query: Query) -> Prediction | None: ...
+
+
+@dataclass(slots=True)
+class Answer:
+    """A runtime's launch recipe, identical whether the server or a bundle answers (not frozen:
+    a frozen dataclass's __init__ costs a third of a lookup).
+    """
+
+    match: str
+    kernel: str
+    entry: str
+    kernel_sha256: str
+    device_fingerprint: str
+    shape: dict[str, int]
+    dtype: str
+    config: dict[str, int]
+    defines: dict[str, int]
+    build_options: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    # exact: measured median; nearest: the neighbour's GFLOP/s applied to this shape's flops;
+    # predicted: the model's; default: unknown (None).
+    time_s: float | None
+    gflops: float | None
+    source: dict[str, Any] | None = field(default=None)  # the tuned workload the config is from
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "match": self.match,
+            "kernel": self.kernel,
+            "entry": self.entry,
+            "kernel_sha256": self.kernel_sha256,
+            "device_fingerprint": self.device_fingerprint,
+            "shape": dict(self.shape),
+            "dtype": self.dtype,
+            "config": dict(self.config),
+            "defines": dict(self.defines),
+            "build_options": self.build_options,
+            "global_size": list(self.global_size),
+            "local_size": list(self.local_size),
+            "time_s": self.time_s,
+            "gflops": self.gflops,
+            "source": None if self.source is None else dict(self.source),
+        }
+
+
+# --- nearest neighbours -----------------------------------------------------------------------
+
+_LEAF = 8
+# A node is ("leaf", [(point, index), ...]) or (axis, split, low, high).
+_Node = tuple[Any, ...]
+
+
+class _Tree:
+    """A k-d tree over integer points; nearest() returns the accepted point with the smallest
+    (squared distance, index), exactly what a linear scan in index order returns.
+    """
+
+    def __init__(self, points: Sequence[tuple[int, ...]], indices: Sequence[int]) -> None:
+        self.size = len(indices)
+        self._root = self._build(list(zip(points, indices, strict=True)))
+
+    def _build(self, items: list[tuple[tuple[int, ...], int]]) -> _Node:
+        if len(items) <= _LEAF:
+            return ("leaf", items)
+        dims = len(items[0][0])
+        spreads = [max(p[d] for p, _ in items) - min(p[d] for p, _ in items) for d in range(dims)]
+        axis = spreads.index(max(spreads))
+        items.sort(key=lambda item: item[0][axis])
+        middle = len(items) // 2
+        split = items[middle][0][axis]
+        return (axis, split, self._build(items[:middle]), self._build(items[middle:]))
+
+    def nearest(
+        self,
+        query: tuple[int, ...],
+        offset: int,
+        best: tuple[float, int],
+        accept: Callable[[int], bool],
+    ) -> tuple[float, int]:
+        """Improve ``best`` = (distance, index) with this tree's points, each at distance
+        ``offset`` + squared Euclidean distance, keeping only those ``accept`` allows.
+        """
+        stack: list[tuple[_Node, int]] = [(self._root, offset)]
+        while stack:
+            node, bound = stack.pop()
+            if bound > best[0]:
+                continue
+            if node[0] == "leaf":
+                for point, index in node[1]:
+                    distance = offset
+                    for a, b in zip(point, query, strict=True):
+                        distance += (a - b) * (a - b)
+                    if (distance, index) < best and accept(index):
+                        best = (distance, index)
+                continue
+            axis, split, low, high = node
+            gap = query[axis] - split
+            near, far = (low, high) if gap < 0 else (high, low)
+            stack.append((far, max(bound, offset + gap * gap)))  # popped after near
+            stack.append((near, bound))
+        return best
+
+
+class _NeighbourIndex:
+    """Entries grouped by (dtype, layout flags), one tree each over log2 sizes."""
+
+    def __init__(self, problem: Problem, entries: Sequence[Entry]) -> None:
+        self._sizes = len(problem.sizes)
+        groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+        for index, entry in enumerate(entries):
+            groups.setdefault((entry.dtype, entry.shape[self._sizes :]), []).append(index)
+        self._trees: dict[str, list[tuple[tuple[int, ...], _Tree]]] = {}
+        for (dtype, flags), indices in groups.items():
+            points = [tuple(map(log2_fixed, entries[i].shape[: self._sizes])) for i in indices]
+            self._trees.setdefault(dtype, []).append((flags, _Tree(points, indices)))
+
+    def nearest(
+        self, shape: tuple[int, ...], dtype: str, accept: Callable[[int], bool]
+    ) -> int | None:
+        point = tuple(map(log2_fixed, shape[: self._sizes]))
+        flags = shape[self._sizes :]
+        layouts = [
+            (sum(((a - b) * LAYOUT_WEIGHT) ** 2 for a, b in zip(f, flags, strict=True)), tree)
+            for f, tree in self._trees.get(dtype, ())
+        ]
+        best: tuple[float, int] = (math.inf, -1)
+        for offset, tree in sorted(layouts, key=lambda layout: layout[0]):
+            if offset > best[0]:
+                break
+            best = tree.nearest(point, offset, best, accept)
+        return None if best[1] < 0 else best[1]
+
+
+class KernelIndex:
+    """A ``KernelTable`` ready to answer: exact-match dictionary, neighbour trees, compiled
+    launch expressions. Build once per table; ``lookup`` is safe to call from many threads.
+    """
+
+    def __init__(self, table: KernelTable, predictor: Predictor | None = None) -> None:
+        self.table = table
+        problem = table.problem
+        variables = (*table.parameters, *problem.shape_vars)
+        positions = {name: i for i, name in enumerate(variables)}
+        self._global = [
+            LaunchExpression(text, positions, table.limits) for text in table.launch_global
+        ]
+        self._local = [
+            LaunchExpression(text, positions, table.limits) for text in table.launch_local
+        ]
+        self._exact = {(e.shape, e.dtype): i for i, e in enumerate(table.tuned)}
+        self._tuned = _NeighbourIndex(problem, table.tuned)
+        self._predictions = _NeighbourIndex(problem, table.predictions)
+        self._predictor = predictor
+        self._options: dict[tuple[int, ...], str] = {}
+        self._keys = frozenset(problem.keys)
+        self._work_group = table.limits.get("max_work_group_size")
+        self._item_limits = [
+            table.limits.get(f"max_work_item_size_{i}") for i in range(len(self._local))
+        ]
+        self._var_keys = [problem.keys.index(key) for key in problem.shape_vars.values()]
+        self._flag_defines = [
+            (define, problem.keys.index(key)) for define, key in problem.flag_defines.items()
+        ]
+
+    def launch(
+        self, config: tuple[int, ...], shape: tuple[int, ...]
+    ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """(global, local) sizes of ``config`` for ``shape``, or None where they are not legal."""
+        values = (*config, *(shape[position] for position in self._var_keys))
+        try:
+            global_size = tuple([e.evaluate(values) for e in self._global])
+            local_size = tuple([e.evaluate(values) for e in self._local])
+        except _Bad:
+            return None
+        group = 1
+        for g, size, limit in zip(global_size, local_size, self._item_limits, strict=True):
+            if size < 1 or g < 1 or g % size or (limit is not None and size > limit):
+                return None
+            group *= size
+        if self._work_group is not None and group > self._work_group:
+            return None
+        return global_size, local_size
+
+    def check_query(self, query: Query) -> tuple[int, ...]:
+        """The query's shape in ``Problem.keys`` order, or a one-line QueryError saying why not."""
+        table, problem = self.table, self.table.problem
+        if query.kernel != table.kernel:
+            raise QueryError(f"this table answers kernel '{table.kernel}', not '{query.kernel}'")
+        if query.dtype not in problem.dtypes:
+            raise QueryError(
+                f"kernel {table.kernel} supports dtype {', '.join(problem.dtypes)}, "
+                f"not '{query.dtype}'"
+            )
+        if query.shape.keys() != self._keys:
+            unknown = sorted(set(query.shape) - self._keys)
+            missing = [key for key in problem.keys if key not in query.shape]
+            raise QueryError(
+                f"a {problem.name} shape has exactly the keys {', '.join(problem.keys)}"
+                + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+                + (f"; missing: {', '.join(missing)}" if missing else "")
+            )
+        shape = tuple([query.shape[key] for key in problem.keys])
+        sizes = len(problem.sizes)
+        for key, value in zip(problem.keys, shape, strict=True):
+            if type(value) is not int and not (type(value) is bool and sizes <= 0):
+                raise QueryError(f"{problem.name} {key}={value!r} must be an integer")
+            if sizes > 0 and not 1 <= value <= problem.max_size:
+                raise QueryError(
+                    f"{problem.name} {key}={value!r} is out of range: use 1..{problem.max_size}"
+                )
+            if sizes <= 0 and value not in (0, 1):
+                raise QueryError(f"{problem.name} {key}={value!r} must be 0 or 1")
+            sizes -= 1
+        return shape if all(type(v) is int for v in shape) else tuple(map(int, shape))
+
+    def lookup(self, query: Query, predictor: Predictor | None = None) -> Answer:
+        """exact, else nearest legal, else predicted, else default (see the module docstring)."""
+        shape = self.check_query(query)
+        table = self.table
+        index = self._exact.get((shape, query.dtype))
+        if index is not None and (launch := self.launch(table.tuned[index].config, shape)):
+            return self._answer("exact", shape, query.dtype, table.tuned[index], launch)
+
+        launches: dict[int, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
+
+        def legal(entries: Sequence[Entry]) -> Callable[[int], bool]:
+            def accept(i: int) -> bool:
+                launches[i] = self.launch(entries[i].config, shape)
+                return launches[i] is not None
+
+            return accept
+
+        index = self._tuned.nearest(shape, query.dtype, legal(table.tuned))
+        if index is not None:
+            return self._answer("nearest", shape, query.dtype, table.tuned[index], launches[index])
+
+        model = predictor or self._predictor
+        if model is not None:
+            prediction = model(table, query)
+            if prediction is not None and (launch := self.launch(prediction.config, shape)):
+                return self._build(
+                    "predicted", shape, query.dtype, prediction.config, launch,
+                    prediction.time_s, prediction.gflops, None,
+                )  # fmt: skip
+        launches.clear()
+        index = self._predictions.nearest(shape, query.dtype, legal(table.predictions))
+        if index is not None:
+            entry = table.predictions[index]
+            time_s = self._flops(shape) / (entry.gflops * 1e9)
+            return self._build(
+                "predicted", shape, query.dtype, entry.config, launches[index],
+                time_s, entry.gflops, None,
+            )  # fmt: skip
+        launch = self.launch(table.default_config, shape)
+        if launch is None:
+            raise QueryError(
+                f"no legal {table.kernel} config for shape {dict(query.shape)}: even the "
+                "default config's launch sizes are invalid for it"
+            )
+        return self._build(
+            "default", shape, query.dtype, table.default_config, launch, None, None, None
+        )
+
+    def _flops(self, shape: tuple[int, ...]) -> int:
+        return self.table.problem.flops_per_point * math.prod(
+            shape[: len(self.table.problem.sizes)]
+        )
+
+    def _answer(
+        self,
+        match: str,
+        shape: tuple[int, ...],
+        dtype: str,
+        entry: Entry,
+        launch: tuple[tuple[int, ...], tuple[int, ...]] | None,
+    ) -> Answer:
+        assert launch is not None  # callers only pass entries that were found legal
+        problem = self.table.problem
+        if match == "exact":
+            time_s = entry.time_s
+        else:
+            time_s = self._flops(shape) / (entry.gflops * 1e9)
+        source = {
+            "workload_key": entry.workload_key,
+            "shape": dict(zip(problem.keys, entry.shape, strict=True)),
+            "time_s": entry.time_s,
+            "gflops": entry.gflops,
+        }
+        return self._build(match, shape, dtype, entry.config, launch, time_s, entry.gflops, source)
+
+    def _build(
+        self,
+        match: str,
+        shape: tuple[int, ...],
+        dtype: str,
+        config: tuple[int, ...],
+        launch: tuple[tuple[int, ...], tuple[int, ...]],
+        time_s: float | None,
+        gflops: float | None,
+        source: dict[str, Any] | None,
+    ) -> Answer:
+        table = self.table
+        config_dict = dict(zip(table.parameters, config, strict=True))
+        defines = {define: shape[position] for define, position in self._flag_defines}
+        flag_options = " ".join(f"-D{name}={value}" for name, value in defines.items())
+        defines.update(config_dict)
+        config_options = self._options.get(config)
+        if config_options is None:  # a table has a few hundred configs: build each string once
+            options = [f"-D{name}={value}" for name, value in config_dict.items()]
+            config_options = self._options[config] = " ".join(
+                [*options, *table.extra_build_options]
+            )
+        return Answer(
+            match=match,
+            kernel=table.kernel,
+            entry=table.entry,
+            kernel_sha256=table.sha256,
+            device_fingerprint=table.device_fingerprint,
+            shape=dict(zip(table.problem.keys, shape, strict=True)),
+            dtype=dtype,
+            config=config_dict,
+            defines=defines,
+            build_options=f"{flag_options} {config_options}" if flag_options else config_options,
+            global_size=launch[0],
+            local_size=launch[1],
+            time_s=time_s,
+            gflops=gflops,
+            source=source,
+        )
