@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from octune.db.models import (
     ApiToken,
@@ -23,7 +23,7 @@ from octune.db.models import (
     Workload,
     utcnow,
 )
-from octune.db.store import SESSION_END_STATUSES, Store, measurement_row
+from octune.db.store import SESSION_END_STATUSES, Store, StoredKernel, measurement_row
 from octune.tuner.errors import StoreError
 from octune.tuner.results import Measurement, Status
 
@@ -57,15 +57,7 @@ class DeviceSummary:
 
 
 @dataclass(frozen=True)
-class KernelSource:
-    name: str
-    sha256: str
-    template_source: str
-    space_source: str
-
-
-@dataclass(frozen=True)
-class TunedWorkload:
+class WorkloadBest:
     device_name: str
     device_fingerprint: str
     kernel: str
@@ -99,6 +91,11 @@ class UploadConflictError(StoreError):
 
 
 class ServerStore(Store):
+    def revision(self) -> str:
+        """The schema revision the database is at; reading it proves the database answers."""
+        with self._session() as session:
+            return session.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+
     def add_token(self, name: str, scope: str, sha256: str) -> int:
         with self._session() as session:
             row = ApiToken(name=name, scope=scope, sha256=sha256)
@@ -146,21 +143,16 @@ class ServerStore(Store):
         with self._session() as session:
             return list(session.scalars(select(KernelVersion.name).distinct()))
 
-    def kernel_source(self, sha256: str) -> KernelSource | None:
+    def kernel_source(self, sha256: str) -> StoredKernel | None:
         with self._session() as session:
             row = session.scalar(
                 select(KernelVersion).filter_by(sha256=sha256).order_by(KernelVersion.id)
             )
             if row is None:
                 return None
-            return KernelSource(row.name, row.sha256, row.template_source, row.space_source)
+            return StoredKernel(row.name, row.sha256, row.template_source, row.space_source)
 
-    def data_version(self) -> int:
-        """Grows whenever a measurement is added: caches compare it to know they are stale."""
-        with self._session() as session:
-            return session.scalar(select(func.max(MeasurementRow.id))) or 0
-
-    def tuned_workloads(self, limit: int) -> list[TunedWorkload]:
+    def tuned_workloads(self, limit: int) -> list[WorkloadBest]:
         query = (
             select(
                 Device.name,
@@ -181,7 +173,7 @@ class ServerStore(Store):
             .limit(limit)
         )
         with self._session() as session:
-            return [TunedWorkload(*row) for row in session.execute(query)]
+            return [WorkloadBest(*row) for row in session.execute(query)]
 
     def convergence(self, sessions: int) -> list[Convergence]:
         """The latest sessions' best-so-far curves, for the dashboard's charts."""
@@ -226,7 +218,7 @@ class ServerStore(Store):
         uid: str,
         token_id: int,
         device: DeviceInfo,
-        kernel: KernelSource,
+        kernel: StoredKernel,
         problem: str,
         workload_key: str,
         shape: dict[str, int],

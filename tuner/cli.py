@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from octune.db.store import BestResult, Store
+from octune.server.cli import serve, token_app
 from octune.tuner.device import DeviceInfo, list_devices, select_device
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import PROBLEMS, KernelSpec, load_kernel
@@ -253,6 +254,10 @@ def best(
     table.add_row("candidates", f"{found.measured} measured, {found.failed} failed")
     table.add_row("measured at", str(payload["measured_at"]))
     console.print(table)
+
+
+app.command()(serve)
+app.add_typer(token_app, name="token")
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""The config service: a FastAPI app that answers lookups and takes uploads over HTTP."""

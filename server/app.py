@@ -1,0 +1,135 @@
+"""The FastAPI app factory: one migrated store, the routers under /v1, and errors that always
+come back as a 4xx (or 503 for a database that is down) with a one-line ``message``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from octune.db.server_store import ServerStore
+from octune.server.lookups import LookupService, NotFoundError
+from octune.server.routes import dashboard, devices, health, kernels, lookup, uploads
+from octune.server.schemas import Problem
+from octune.server.settings import Settings
+from octune.tuner.errors import OctuneError, StoreError
+
+#: Documented on every operation, so clients (and schemathesis) know each error's body.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem, "description": description}
+    for code, description in (
+        (400, "malformed request"),
+        (401, "missing or unknown token"),
+        (403, "token lacks the scope"),
+        (404, "unknown device, kernel or resource; the message names the closest ones"),
+        (409, "conflicts with what is stored"),
+        (413, "request body too large"),
+        (422, "invalid field: the message says which and why"),
+        (503, "database unavailable"),
+    )
+}
+
+
+def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
+    """An app over ``settings.database_url``, or over ``store`` when the caller owns one."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = store is None
+        app.state.store = ServerStore(settings.database_url) if owned else store
+        app.state.lookups = LookupService(app.state.store, settings.cache_check_s)
+        try:
+            yield
+        finally:
+            if owned:
+                app.state.store.close()
+
+    app = FastAPI(
+        title="octune config service",
+        summary="Best verified OpenCL kernel configs for a device and a workload.",
+        version="1",
+        lifespan=lifespan,
+        responses=ERROR_RESPONSES,
+    )
+    app.state.settings = settings
+    for router in (health.router, devices.router, kernels.router, lookup.router, uploads.router):
+        app.include_router(router, prefix="/v1")
+    app.include_router(dashboard.router)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(NotFoundError, _not_found)
+    app.add_exception_handler(StoreError, _store_error)
+    app.add_exception_handler(OctuneError, _bad_input)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    return app
+
+
+def _problem(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"message": message}, status_code=status, headers=headers)
+
+
+async def _invalid(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    problems = []
+    for item in error.errors()[:5]:
+        where = ".".join(
+            str(part) for part in item.get("loc", ()) if part not in ("body", "query", "path")
+        )
+        problems.append(f"{where or 'body'}: {item.get('msg', 'invalid')}")
+    return _problem(422, "; ".join(problems) or "invalid request")
+
+
+async def _http_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HTTPException)
+    return _problem(error.status_code, str(error.detail), getattr(error, "headers", None))
+
+
+async def _not_found(_request: Request, error: Exception) -> JSONResponse:
+    return _problem(404, str(error))
+
+
+async def _store_error(_request: Request, error: Exception) -> JSONResponse:
+    return _problem(503, str(error))
+
+
+async def _bad_input(_request: Request, error: Exception) -> JSONResponse:
+    return _problem(422, str(error))
+
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes with 413 before anything parses them: by the
+    declared Content-Length when there is one, else by counting the chunks as they arrive.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = f"request body over {self.limit} bytes: send less, e.g. split the upload"
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await _problem(413, too_large)(scope, receive, send)
+            return
+        received = 0
+
+        async def counting() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise HTTPException(413, too_large)
+            return message
+
+        await self.app(scope, counting, send)

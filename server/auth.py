@@ -1,0 +1,56 @@
+"""Who may call what: write endpoints need a write token; reads need a read (or write) token
+only when the server runs with --require-read-token. Tokens travel in the Authorization
+header only, never in a URL, so access logs cannot record them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from octune.db.server_store import ServerStore, TokenRecord
+from octune.server.tokens import Scope, token_hash
+
+_bearer = HTTPBearer(auto_error=False, description="a token from `octune token create`")
+
+
+def _authorize(
+    request: Request, credentials: HTTPAuthorizationCredentials | None, scope: Scope
+) -> TokenRecord:
+    if credentials is None:
+        raise HTTPException(
+            401,
+            f"this endpoint needs a {scope} token: send 'Authorization: Bearer <token>' "
+            "(make one with `octune token create`)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    store: ServerStore = request.app.state.store
+    record = store.token(token_hash(credentials.credentials))
+    if record is None:
+        raise HTTPException(
+            401, "unknown token: check it, or make one with `octune token create`",
+            headers={"WWW-Authenticate": "Bearer"},
+        )  # fmt: skip
+    if scope == "write" and record.scope != "write":
+        raise HTTPException(
+            403, f"token '{record.name}' is read-only: uploads need `--scope write`"
+        )
+    return record
+
+
+def require_write(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> TokenRecord:
+    return _authorize(request, credentials, "write")
+
+
+def require_read(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Reads are open unless the server was started with --require-read-token."""
+    if request.app.state.settings.require_read_token:
+        _authorize(request, credentials, "read")

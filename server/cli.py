@@ -1,0 +1,93 @@
+"""`octune serve` and `octune token create`, registered into the main typer app."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from octune.db.server_store import ServerStore
+from octune.db.store import Store
+from octune.server.settings import Settings
+from octune.server.tokens import create_token
+from octune.tuner.errors import OctuneError
+
+DB_HELP = "SQLAlchemy URL [default: $OCTUNE_DATABASE_URL or SQLite in the user data dir]"
+DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
+
+token_app = typer.Typer(help="Manage the server's API tokens.", no_args_is_help=True)
+
+
+class TokenScope(StrEnum):
+    read = "read"
+    write = "write"
+
+
+def serve(
+    db: DbOption = None,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port to listen on", min=1, max=65535)] = 8000,
+    require_read_token: Annotated[
+        bool, typer.Option("--require-read-token", help="lookups need a read token too")
+    ] = False,
+    access_log: Annotated[bool, typer.Option(help="log every request line")] = True,
+) -> None:
+    """Run the config service: lookups, uploads and the dashboard over HTTP."""
+    # Imported here: FastAPI and uvicorn take a while to load, and other commands need neither.
+    import uvicorn
+
+    from octune.server.app import create_app
+
+    settings = Settings(
+        database_url=db or Store.default_url(), require_read_token=require_read_token
+    )
+    store = ServerStore(settings.database_url)
+    _check_port(host, port)
+    print(
+        f"octune serving {store.url} on http://{host}:{port}/ (API docs at /docs)", file=sys.stderr
+    )
+    uvicorn.run(
+        create_app(settings, store),
+        host=host,
+        port=port,
+        access_log=access_log,
+        log_level="info",
+        server_header=False,
+    )
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail in one line, before uvicorn logs a traceback-like bind error."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as error:
+        raise OctuneError(
+            f"cannot listen on {host}:{port}: {error.strerror or error}; pass another --host "
+            "or --port"
+        ) from error
+
+
+@token_app.command("create")
+def token_create(
+    name: Annotated[str, typer.Option(help="who or what uses the token, e.g. tuner-lab-3")],
+    scope: Annotated[TokenScope, typer.Option(help="read: lookups; write: uploads too")] = (
+        TokenScope.read
+    ),
+    db: DbOption = None,
+) -> None:
+    """Make a token and print it once: only its hash is stored, it cannot be shown again."""
+    if not name.strip() or len(name) > 255:
+        raise OctuneError("--name must be 1 to 255 characters, e.g. --name tuner-lab-3")
+    with ServerStore(db or Store.default_url()) as store:
+        token = create_token(store, name.strip(), scope.value)
+    print(token)
+    print(
+        f"{scope.value} token '{name.strip()}' created; copy it now, it is not shown again",
+        file=sys.stderr,
+    )

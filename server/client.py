@@ -1,0 +1,168 @@
+"""A small client of the config service, for inference runtimes and tuning machines.
+
+    with OctuneClient("http://tuning-server:8000", token=...) as client:
+        answer = client.lookup("677c4ca1092f9fd5", m=512, n=512, k=512)
+        client.upload_session(store, session_id)   # after (or during) `octune tune`
+
+Errors come back as one-line ``ClientError``s carrying the server's message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Self
+
+import httpx
+
+from octune.db.store import Store
+from octune.server.schemas import (
+    BatchAnswer,
+    DeviceOut,
+    KernelSourceOut,
+    LookupAnswer,
+    Readiness,
+    UploadIn,
+    UploadOut,
+)
+from octune.tuner.errors import OctuneError
+
+#: Measurements per upload request: well under the server's default body limit.
+UPLOAD_CHUNK = 2000
+_JSON = {"Content-Type": "application/json"}
+
+
+class ClientError(OctuneError):
+    """The server refused a request, or could not be reached."""
+
+
+class OctuneClient:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as error:
+            raise ClientError(
+                f"cannot reach the octune server at {self.base_url}: {error}; check the URL "
+                "and that `octune serve` runs there"
+            ) from error
+        if response.is_error:
+            try:
+                message = response.json()["message"]
+            except (ValueError, KeyError, TypeError):
+                message = response.text[:200] or response.reason_phrase
+            raise ClientError(f"{method} {path}: server answered {response.status_code}: {message}")
+        return response.json()
+
+    def ready(self) -> Readiness:
+        return Readiness.model_validate(self._call("GET", "/v1/ready"))
+
+    def devices(self) -> list[DeviceOut]:
+        return [DeviceOut.model_validate(d) for d in self._call("GET", "/v1/devices")]
+
+    def kernel_source(self, sha256: str) -> KernelSourceOut:
+        return KernelSourceOut.model_validate(self._call("GET", f"/v1/kernels/{sha256}"))
+
+    def lookup(
+        self,
+        device: str,
+        *,
+        m: int,
+        n: int,
+        k: int,
+        transa: bool = False,
+        transb: bool = False,
+        kernel: str = "gemm",
+        dtype: str = "float32",
+    ) -> LookupAnswer:
+        params = {"device": device, "kernel": kernel, "m": m, "n": n, "k": k,
+                  "transa": transa, "transb": transb, "dtype": dtype}  # fmt: skip
+        return LookupAnswer.model_validate(self._call("GET", "/v1/lookup", params=params))
+
+    def lookup_batch(
+        self, device: str, workloads: Sequence[Mapping[str, Any]], kernel: str = "gemm"
+    ) -> list[LookupAnswer]:
+        """One answer per workload (dicts of m, n, k and optionally transa, transb, dtype)."""
+        body = {"device": device, "kernel": kernel, "workloads": list(workloads)}
+        return BatchAnswer.model_validate(self._call("POST", "/v1/lookup/batch", json=body)).answers
+
+    def upload_session(self, store: Store, session_id: int) -> UploadOut:
+        """Send a locally stored session. Safe to call again at any point (after a crash, or
+        after each new measurement): the server keeps each measurement once.
+        """
+        total = UploadOut(session_id=0, added=0, already_stored=0)
+        for upload in session_uploads(store, session_id):
+            done = UploadOut.model_validate(
+                self._call("POST", "/v1/sessions", content=upload.model_dump_json(), headers=_JSON)
+            )
+            total = UploadOut(
+                session_id=done.session_id,
+                added=total.added + done.added,
+                already_stored=total.already_stored + done.already_stored,
+            )
+        return total
+
+
+def session_uploads(store: Store, session_id: int, chunk: int = UPLOAD_CHUNK) -> Iterator[UploadIn]:
+    """A stored session as upload requests of at most ``chunk`` measurements; all but the last
+    say the session is still running, so an interrupted upload never looks finished.
+    """
+    record = store.session_record(session_id)
+    if record is None:
+        raise ClientError(f"no tuning session {session_id} in {store.url}")
+    session = record["session"]
+    identity = "|".join(
+        (record["device"]["name"], record["kernel"]["sha256"], str(session["id"]),
+         session["started_at"], store.url)
+    )  # fmt: skip
+    uid = hashlib.sha256(identity.encode()).hexdigest()[:32]
+    measurements = [
+        {**m, "max_error": m["max_error"] if _finite(m["max_error"]) else None}
+        for m in record["measurements"]
+    ]
+    parts = [measurements[i : i + chunk] for i in range(0, len(measurements), chunk)] or [[]]
+    for position, part in enumerate(parts):
+        last = position == len(parts) - 1
+        yield UploadIn.model_validate(
+            {
+                "uid": uid,
+                "device": record["device"],
+                "kernel": record["kernel"],
+                "workload": record["workload"],
+                "session": {
+                    "strategy": session["strategy"],
+                    "seed": session["seed"],
+                    "settings": session["settings"],
+                    "status": session["status"] if last else "running",
+                    "octune_version": session["octune_version"],
+                },
+                "measurements": part,
+            }
+        )
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

@@ -1,0 +1,1 @@
+"""One router per resource; ``octune.server.app`` mounts them under ``/v1``."""

@@ -1,0 +1,61 @@
+"""The page at /: devices, tuned workloads with their best GFLOP/s, and each recent session's
+convergence (best-so-far over candidates) as an inline SVG chart. Server-rendered HTML with
+Jinja2: no scripts, no front-end build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+from octune.db.server_store import Convergence, ServerStore
+from octune.server.auth import require_read
+
+router = APIRouter(tags=["dashboard"], dependencies=[Depends(require_read)])
+templates = Jinja2Templates(directory=str(resources.files("octune.server") / "templates"))
+
+SESSIONS = 12
+WORKLOADS = 500
+WIDTH, HEIGHT, PAD = 360, 160, 28
+
+
+@dataclass(frozen=True)
+class Chart:
+    session: Convergence
+    points: str  # SVG polyline points of best-so-far GFLOP/s, candidate on x
+    best: float | None
+    candidates: int
+
+
+def chart(session: Convergence) -> Chart:
+    curve = session.best_so_far
+    best = max((g for g in curve if g is not None), default=None)
+    points = []
+    if best:
+        span = max(len(curve) - 1, 1)
+        for i, value in enumerate(curve):
+            if value is not None:
+                x = PAD + (WIDTH - 2 * PAD) * i / span
+                y = HEIGHT - PAD - (HEIGHT - 2 * PAD) * value / best
+                points.append(f"{x:.1f},{y:.1f}")
+    return Chart(session, " ".join(points), best, len(curve))
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+def dashboard(request: Request) -> HTMLResponse:
+    store: ServerStore = request.app.state.store
+    return templates.TemplateResponse(
+        request,
+        "dashboard.html",
+        {
+            "devices": store.devices(),
+            "workloads": store.tuned_workloads(WORKLOADS),
+            "charts": [chart(s) for s in store.convergence(SESSIONS)],
+            "size": {"width": WIDTH, "height": HEIGHT, "pad": PAD},
+            "limit": WORKLOADS,
+        },
+    )

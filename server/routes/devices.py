@@ -1,0 +1,17 @@
+"""The devices the database knows and the kernel versions tuned on each."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from fastapi import APIRouter, Depends, Request
+
+from octune.server.auth import require_read
+from octune.server.schemas import DeviceOut
+
+router = APIRouter(tags=["devices"], dependencies=[Depends(require_read)])
+
+
+@router.get("/devices")
+def list_devices(request: Request) -> list[DeviceOut]:
+    return [DeviceOut.model_validate(asdict(d)) for d in request.app.state.store.devices()]

@@ -1,0 +1,21 @@
+"""Liveness (the process answers) and readiness (the database answers too)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from octune.server.schemas import Health, Readiness
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/health")
+async def health() -> Health:
+    return Health(status="ok")
+
+
+@router.get("/ready")
+def ready(request: Request) -> Readiness:
+    """503 with the database's own words when it is down or unreachable."""
+    store = request.app.state.store
+    return Readiness(status="ready", database=store.url, schema_revision=store.revision())

@@ -1,0 +1,28 @@
+"""Kernel versions by hash: a runtime builds exactly the source a config was tuned with."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Path, Request
+
+from octune.server.auth import require_read
+from octune.server.schemas import KernelSourceOut
+
+router = APIRouter(tags=["kernels"], dependencies=[Depends(require_read)])
+
+
+@router.get("/kernels/{sha256}")
+def kernel_source(
+    request: Request,
+    sha256: Annotated[str, Path(pattern=r"^[0-9a-f]{64}$", description="kernel version hash")],
+) -> KernelSourceOut:
+    found = request.app.state.store.kernel_source(sha256)
+    if found is None:
+        raise HTTPException(
+            404,
+            f"no kernel version {sha256[:16]}... is stored: take kernel_sha256 from a lookup "
+            "answer or from GET /v1/devices",
+        )
+    return KernelSourceOut.model_validate(asdict(found))

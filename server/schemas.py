@@ -1,0 +1,195 @@
+"""The API's request and response bodies. Every field that comes from a request is bounded
+here, so nothing unchecked reaches the database, a file path or a compiler.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+
+from octune.tuner.results import Status
+from octune.tuner.workloads import MAX_DIM
+
+KernelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+Text255 = Annotated[str, Field(max_length=255)]
+Dim = Annotated[int, Field(ge=1, le=MAX_DIM)]
+Count = Annotated[int, Field(ge=0, le=2**62)]
+
+
+def _finite(values: list[float]) -> list[float]:
+    if not all(math.isfinite(value) and value >= 0 for value in values):
+        raise ValueError("times must be finite and non-negative")
+    return values
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Problem(Strict):
+    message: str = Field(description="what is wrong and how to fix it")
+
+
+class GemmShape(Strict):
+    m: Dim
+    n: Dim
+    k: Dim
+    transa: bool = False
+    transb: bool = False
+    dtype: Literal["float32"] = "float32"
+
+
+class LookupQuery(GemmShape):
+    device: Text255 = Field(description="device fingerprint or name, as `octune devices` shows")
+    kernel: KernelName = "gemm"
+
+
+class BatchLookup(Strict):
+    device: Text255 = Field(description="device fingerprint or name")
+    kernel: KernelName = "gemm"
+    workloads: list[GemmShape] = Field(min_length=1, max_length=1024)
+
+
+class SourceOut(BaseModel):
+    """The tuned workload an exact or nearest answer's config was measured on."""
+
+    workload_key: str
+    shape: dict[str, int]
+    time_s: float
+    gflops: float
+
+
+class LookupAnswer(BaseModel):
+    """Everything a runtime needs to build and launch the kernel for the queried shape; the
+    same fields, with the same values, as an offline bundle's answer.
+    """
+
+    match: Literal["exact", "nearest", "predicted", "default"]
+    kernel: str
+    entry: str = Field(description="the OpenCL kernel function to launch")
+    kernel_sha256: str = Field(description="fetch the source with GET /v1/kernels/{sha256}")
+    device_fingerprint: str
+    shape: dict[str, int]
+    dtype: str
+    config: dict[str, int]
+    defines: dict[str, int]
+    build_options: str
+    global_size: list[int]
+    local_size: list[int]
+    time_s: float | None = Field(description="measured (exact) or expected time; null if unknown")
+    gflops: float | None
+    source: SourceOut | None
+
+
+class BatchAnswer(BaseModel):
+    answers: list[LookupAnswer]
+
+
+class TunedKernelOut(BaseModel):
+    name: str
+    sha256: str
+    workloads: int
+
+
+class DeviceOut(BaseModel):
+    fingerprint: str
+    name: str
+    platform: str
+    driver_version: str
+    compute_units: int
+    device_type: str
+    kernels: list[TunedKernelOut]
+
+
+class KernelSourceOut(BaseModel):
+    name: str
+    sha256: str
+    template_source: str
+    space_source: str
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready"]
+    database: str
+    schema_revision: str
+
+
+# --- uploads --------------------------------------------------------------------------------
+
+
+class DeviceIn(Strict):
+    platform_name: Text255
+    platform_version: Text255
+    vendor: Text255
+    name: Annotated[str, Field(min_length=1, max_length=255)]
+    driver_version: Text255
+    compute_units: Annotated[int, Field(ge=1, le=1 << 20)]
+    max_work_group_size: Annotated[int, Field(ge=1, le=1 << 31)]
+    local_mem_size: Annotated[int, Field(ge=0, le=1 << 40)]
+    global_mem_size: Annotated[int, Field(ge=0, le=1 << 60)]
+    device_type: Literal["gpu", "cpu", "accelerator", "other"]
+
+
+class KernelIn(Strict):
+    name: KernelName
+    sha256: Sha256
+    template_source: Annotated[str, Field(min_length=1, max_length=1 << 20)]
+    space_source: Annotated[str, Field(min_length=1, max_length=1 << 18)]
+
+
+class WorkloadIn(GemmShape):
+    problem: Literal["gemm"] = "gemm"
+
+
+class SessionIn(Strict):
+    strategy: Identifier
+    seed: Annotated[int, Field(ge=-(2**63), le=2**63 - 1)] | None = None
+    settings: Annotated[dict[Identifier, JsonValue], Field(max_length=64)] = Field(
+        default_factory=dict
+    )
+    status: Literal["running", "completed", "interrupted", "failed"]
+    octune_version: Annotated[str, Field(max_length=64)]
+
+
+class MeasurementIn(Strict):
+    config: Annotated[
+        dict[Identifier, Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]],
+        Field(min_length=1, max_length=64),
+    ]
+    status: Status
+    times_s: Annotated[list[float], Field(max_length=10_000), AfterValidator(_finite)] = Field(
+        default_factory=list
+    )
+    flops: Count = 0
+    max_error: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    message: Annotated[str, Field(max_length=2000)] = ""
+    extra: Annotated[
+        dict[Identifier, Annotated[float, Field(allow_inf_nan=False)]], Field(max_length=32)
+    ] = Field(default_factory=dict)
+
+
+class UploadIn(Strict):
+    """One tuning session as a tuning machine sends it. ``uid`` is the uploader's name for the
+    session: the same uid sent again adds only measurements the server does not have yet.
+    """
+
+    uid: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{8,64}$")]
+    device: DeviceIn
+    kernel: KernelIn
+    workload: WorkloadIn
+    session: SessionIn
+    measurements: Annotated[list[MeasurementIn], Field(max_length=100_000)]
+
+
+class UploadOut(BaseModel):
+    session_id: int
+    added: int = Field(description="measurements stored by this request")
+    already_stored: int = Field(description="measurements the server had from an earlier upload")

@@ -1,0 +1,19 @@
+"""What a running server is configured with; the CLI's flags fill it in."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MiB = 1 << 20
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    database_url: str
+    require_read_token: bool = False
+    #: An upload of a whole overnight session (thousands of measurements) fits easily.
+    max_body_bytes: int = Field(default=16 * MiB, ge=1024)
+    #: Lookup tables are rebuilt when the database's data version moves; it is checked at most
+    #: this often, so a tuner writing straight into the database shows up within this delay.
+    cache_check_s: float = Field(default=1.0, ge=0)

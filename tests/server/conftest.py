@@ -1,0 +1,67 @@
+"""Fixtures of the config-service tests; helpers live in server_testing.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+from fastapi.testclient import TestClient
+from server_testing import Seeder, make_client, postgres_database
+
+from octune.db.server_store import ServerStore
+from octune.server.tokens import create_token
+from octune.tuner.device import DeviceInfo
+
+BACKENDS = ["sqlite", "postgresql"]
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request, tmp_path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'octune.db'}"
+    else:
+        yield from postgres_database()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'octune.db'}"
+
+
+@pytest.fixture
+def store(db_url) -> Iterator[ServerStore]:
+    with ServerStore(db_url) as store:
+        yield store
+
+
+@pytest.fixture
+def seeder(store, device_info, gemm_kernel, gemm_table) -> Seeder:
+    return Seeder(store, device_info, gemm_kernel, gemm_table)
+
+
+@pytest.fixture
+def other_device(device_info) -> DeviceInfo:
+    return replace(
+        device_info,
+        name="Radeon RX 7900 XTX",
+        driver_version="6.1",
+        vendor="AMD",
+        device_type="gpu",
+    )
+
+
+@pytest.fixture
+def client(store) -> Iterator[TestClient]:
+    with make_client(store, cache_check_s=0.0) as client:
+        yield client
+
+
+@pytest.fixture
+def write_token(store) -> str:
+    return create_token(store, "tuner", "write")
+
+
+@pytest.fixture
+def read_token(store) -> str:
+    return create_token(store, "runtime", "read")

@@ -1,0 +1,217 @@
+"""The /v1 API in process (TestClient) over SQLite and PostgreSQL: answers, errors, uploads."""
+
+from __future__ import annotations
+
+import pytest
+from server_testing import Seeder, bearer, make_client, post_upload
+from sqlalchemy import select
+
+from octune.db.lookup_tables import StoreLookup
+from octune.db.models import ApiToken, MeasurementRow
+from octune.db.server_store import ServerStore
+from octune.server.client import OctuneClient, session_uploads
+from octune.server.tokens import token_hash
+from octune.tuner.lookup import gemm_query
+from octune.tuner.workloads import MAX_DIM, GemmWorkload
+
+W64 = GemmWorkload(64, 64, 64)
+W256 = GemmWorkload(256, 256, 256)
+
+
+def lookup(client, device, **shape):
+    return client.get("/v1/lookup", params={"device": device, **shape})
+
+
+def test_exact_nearest_default_follow_the_shared_lookup(client, seeder: Seeder, store, device_info):
+    seeder.session(W64, [5, 6, 7], failed=2)
+    seeder.session(W256, [9, 10])
+    fp = device_info.fingerprint
+    shared = StoreLookup(store)
+    device = shared.device(fp)
+    for shape, match in (
+        ((64, 64, 64), "exact"),
+        ((100, 70, 60), "nearest"),
+        ((250, 256, 300), "nearest"),
+    ):
+        m, n, k = shape
+        response = lookup(client, fp, m=m, n=n, k=k)
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert answer["match"] == match
+        assert answer == shared.lookup(device, gemm_query(m, n, k)).to_dict()
+    exact = lookup(client, fp, m=64, n=64, k=64).json()
+    assert exact["config"] == seeder.table.config(5)
+    assert exact["time_s"] == pytest.approx(1e-3)
+    assert exact["build_options"].startswith("-DTRANSA=0 -DTRANSB=0 -DMWG=")
+    assert lookup(client, fp, m=250, n=256, k=300).json()["source"]["workload_key"] == W256.key
+
+
+def test_device_by_name_and_default_without_results(client, seeder, device_info):
+    seeder.session(W64, [3])
+    answer = lookup(client, device_info.name, m=8, n=8, k=8, transa=True).json()
+    assert answer["device_fingerprint"] == device_info.fingerprint
+    assert answer["match"] == "nearest"  # the NN result is legal for TN too, two octaves off
+    assert answer["defines"]["TRANSA"] == 1
+
+
+def test_batch_answers_in_order(client, seeder, device_info):
+    seeder.session(W64, [5])
+    seeder.session(W256, [9])
+    workloads = [
+        {"m": 256, "n": 256, "k": 256},
+        {"m": 64, "n": 64, "k": 64},
+        {"m": 70, "n": 64, "k": 64, "transb": True},
+    ] * 10
+    response = client.post(
+        "/v1/lookup/batch", json={"device": device_info.fingerprint, "workloads": workloads}
+    )
+    assert response.status_code == 200, response.text
+    answers = response.json()["answers"]
+    assert [a["shape"]["m"] for a in answers] == [w["m"] for w in workloads]
+    assert [a["match"] for a in answers[:3]] == ["exact", "exact", "nearest"]
+    assert answers[2]["shape"]["transb"] == 1
+
+
+def test_unknown_device_and_kernel_are_404_with_closest_names(client, seeder, device_info):
+    seeder.session(W64, [5])
+    typo = device_info.fingerprint[:-1] + "x"
+    response = lookup(client, typo, m=1, n=1, k=1)
+    assert response.status_code == 404
+    assert device_info.fingerprint in response.json()["message"]
+    response = client.get(
+        "/v1/lookup",
+        params={"device": device_info.fingerprint, "kernel": "gemn", "m": 1, "n": 1, "k": 1},
+    )
+    assert response.status_code == 404
+    assert response.json()["message"] == "unknown kernel 'gemn': closest: gemm"
+
+
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"m": 0, "n": 1, "k": 1}, "m: Input should be greater than or equal to 1"),
+        ({"m": MAX_DIM + 1, "n": 1, "k": 1}, f"m: Input should be less than or equal to {MAX_DIM}"),
+        ({"m": "ten", "n": 1, "k": 1}, "m: Input should be a valid integer"),
+        ({"n": 1, "k": 1}, "m: Field required"),
+        ({"m": 1, "n": 1, "k": 1, "dtype": "float64"}, "dtype: Input should be 'float32'"),
+        ({"m": 1, "n": 1, "k": 1, "mm": 1}, "mm: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_lookups_are_422_with_the_field(client, device_info, params, fragment):
+    response = lookup(client, device_info.fingerprint, **params)
+    assert response.status_code == 422
+    assert fragment in response.json()["message"]
+
+
+def test_oversized_batch_and_body_are_refused(store, device_info):
+    with make_client(store, max_body_bytes=4096) as client:
+        many = {"device": "x", "workloads": [{"m": 1, "n": 1, "k": 1}] * 1025}
+        response = client.post("/v1/lookup/batch", json=many)
+        assert response.status_code == 413
+        assert "over 4096 bytes" in response.json()["message"]
+        chunks = (b'{"device": "x", "workloads": [' + b" " * 1000 for _ in range(8))
+        response = client.post(
+            "/v1/lookup/batch", content=chunks, headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 413
+    with make_client(store) as client:
+        response = client.post("/v1/lookup/batch", json=many)
+        assert response.status_code == 422
+        assert "at most 1024 items" in response.json()["message"]
+
+
+def test_devices_kernel_source_health(client, seeder, device_info, gemm_kernel):
+    seeder.session(W64, [5])
+    seeder.session(W256, [9])
+    (device,) = client.get("/v1/devices").json()
+    assert device["fingerprint"] == device_info.fingerprint
+    assert device["kernels"] == [{"name": "gemm", "sha256": gemm_kernel.sha256, "workloads": 2}]
+    source = client.get(f"/v1/kernels/{gemm_kernel.sha256}").json()
+    assert source["template_source"] == gemm_kernel.source
+    assert client.get(f"/v1/kernels/{'0' * 64}").status_code == 404
+    assert client.get("/v1/kernels/../../etc/passwd").status_code == 404
+    assert client.get("/v1/kernels/ABC").status_code == 422
+    assert client.get("/v1/health").json() == {"status": "ok"}
+    assert client.get("/v1/ready").json()["schema_revision"] == "0002"
+
+
+def test_upload_is_idempotent_resumable_and_invalidates(
+    client, store, write_token, other_device, gemm_kernel, gemm_table, tmp_path
+):
+    with ServerStore(f"sqlite:///{tmp_path / 'tuner.db'}") as tuner:
+        local = Seeder(tuner, other_device, gemm_kernel, gemm_table).session(
+            W64, [5, 6, 7, 8], failed=1
+        )
+        (upload,) = session_uploads(tuner, local)
+    assert lookup(client, other_device.name, m=64, n=64, k=64).status_code == 404
+    partial = upload.model_copy(update={"measurements": upload.measurements[:2]})
+    first = post_upload(client, partial, write_token)
+    assert first.status_code == 200, first.text
+    assert first.json()["added"] == 2
+    answer = lookup(client, other_device.name, m=64, n=64, k=64).json()
+    assert (answer["match"], answer["device_fingerprint"]) == ("exact", other_device.fingerprint)
+    again = post_upload(client, upload, write_token).json()
+    assert (again["added"], again["already_stored"]) == (3, 2)
+    assert again["session_id"] == first.json()["session_id"]
+    repeat = post_upload(client, upload, write_token).json()
+    assert (repeat["added"], repeat["already_stored"]) == (0, 5)
+    with store._session() as session:
+        rows = session.scalars(
+            select(MeasurementRow.config_key).where(
+                MeasurementRow.session_id == again["session_id"]
+            )
+        ).all()
+    assert len(rows) == len(set(rows)) == 5
+
+
+def test_upload_needs_a_write_token_and_valid_content(
+    client, store, seeder, write_token, read_token
+):
+    (upload,) = session_uploads(store, seeder.session(W64, [5]))
+    assert post_upload(client, upload, None).status_code == 401
+    assert post_upload(client, upload, "oct_nope").status_code == 401
+    response = post_upload(client, upload, read_token)
+    assert response.status_code == 403
+    assert "read-only" in response.json()["message"]
+    forged = upload.model_copy(deep=True)
+    forged.kernel.template_source += "\n// edited"
+    response = post_upload(client, forged, write_token)
+    assert response.status_code == 422
+    assert "kernel.sha256" in response.json()["message"]
+    odd = upload.model_copy(deep=True)
+    odd.measurements[0].config = {"TILE": 4}
+    response = post_upload(client, odd, write_token)
+    assert response.status_code == 422
+    assert "MWG" in response.json()["message"]
+    moved = upload.model_copy(deep=True)
+    assert post_upload(client, upload, write_token).status_code == 200
+    moved.workload.m = 65
+    response = post_upload(client, moved, write_token)
+    assert response.status_code == 409
+
+
+def test_tokens_are_stored_as_hashes_and_reads_can_require_one(store, read_token, write_token):
+    with store._session() as session:
+        rows = session.scalars(select(ApiToken)).all()
+    stored = {(row.name, row.scope, row.sha256) for row in rows}
+    assert stored == {
+        ("runtime", "read", token_hash(read_token)),
+        ("tuner", "write", token_hash(write_token)),
+    }
+    assert all(read_token not in repr(vars(row)) for row in rows)
+    with make_client(store, require_read_token=True) as client:
+        assert client.get("/v1/devices").status_code == 401
+        assert client.get("/").status_code == 401
+        assert client.get("/v1/health").status_code == 200
+        assert client.get("/v1/devices", headers=bearer(read_token)).status_code == 200
+        assert client.get("/v1/devices", headers=bearer(write_token)).status_code == 200
+
+
+def test_client_reports_server_errors_in_one_line(client, seeder, device_info):
+    seeder.session(W64, [5])
+    with OctuneClient("http://testserver", transport=client._transport) as runtime:
+        assert runtime.lookup(device_info.name, m=64, n=64, k=64).match == "exact"
+        answers = runtime.lookup_batch(device_info.fingerprint, [{"m": 3, "n": 3, "k": 3}])
+        assert answers[0].match == "nearest"
+        with pytest.raises(Exception, match=r"server answered 404: unknown device 'nope'"):
+            runtime.lookup("nope", m=1, n=1, k=1)
