@@ -8,13 +8,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from octune.db.server_store import ServerStore
+from octune.server.auth import require_read
 from octune.server.lookups import LookupService, NotFoundError
 from octune.server.routes import dashboard, devices, health, kernels, lookup, uploads
 from octune.server.schemas import Problem
@@ -42,14 +43,14 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        owned = store is None
-        app.state.store = ServerStore(settings.database_url) if owned else store
-        app.state.lookups = LookupService(app.state.store, settings.cache_check_s)
+        if store is not None:
+            yield
+            return
+        _attach(app, ServerStore(settings.database_url))
         try:
             yield
         finally:
-            if owned:
-                app.state.store.close()
+            app.state.store.close()
 
     app = FastAPI(
         title="octune config service",
@@ -59,9 +60,14 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
         responses=ERROR_RESPONSES,
     )
     app.state.settings = settings
-    for router in (health.router, devices.router, kernels.router, lookup.router, uploads.router):
-        app.include_router(router, prefix="/v1")
-    app.include_router(dashboard.router)
+    if store is not None:
+        _attach(app, store)
+    reads = [Depends(require_read)] if settings.require_read_token else []
+    app.include_router(health.router, prefix="/v1")
+    app.include_router(uploads.router, prefix="/v1")
+    for router in (devices.router, kernels.router, lookup.router):
+        app.include_router(router, prefix="/v1", dependencies=reads)
+    app.include_router(dashboard.router, dependencies=reads)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(NotFoundError, _not_found)
@@ -69,6 +75,11 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
     app.add_exception_handler(OctuneError, _bad_input)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     return app
+
+
+def _attach(app: FastAPI, store: ServerStore) -> None:
+    app.state.store = store
+    app.state.lookups = LookupService(store, app.state.settings.cache_check_s)
 
 
 def _problem(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

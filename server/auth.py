@@ -50,7 +50,8 @@ def require_write(
 def require_read(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """Reads are open unless the server was started with --require-read-token."""
-    if request.app.state.settings.require_read_token:
-        _authorize(request, credentials, "read")
+) -> TokenRecord:
+    """Added to the read routes only when the server runs with --require-read-token, so the
+    OpenAPI spec says exactly which operations need a token.
+    """
+    return _authorize(request, credentials, "read")

