@@ -19,7 +19,7 @@ import platformdirs
 from alembic import command
 from alembic.config import Config
 from alembic.util.exc import CommandError
-from sqlalchemy import Connection, case, create_engine, event, func, select
+from sqlalchemy import Connection, Select, case, create_engine, event, func, select
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -33,7 +33,7 @@ from octune.db.models import (
     utcnow,
 )
 from octune.tuner.errors import StoreError
-from octune.tuner.results import Measurement, Status, config_key
+from octune.tuner.results import Measurement, Objective, Status, config_key, score
 
 if TYPE_CHECKING:  # importing it would load pyopencl, which the server does not need
     from octune.tuner.device import DeviceInfo
@@ -327,6 +327,27 @@ class Store:
         with self._session() as session:
             return set(session.scalars(query))
 
+    def top_configs(
+        self,
+        device_id: int,
+        kernel_version_id: int,
+        workload_id: int,
+        count: int,
+        objective: Objective = "time",
+    ) -> list[dict[str, int]]:
+        """The `count` best distinct configs found by search sessions: the ones to confirm."""
+        scope = _scope(device_id, kernel_version_id, workload_id).where(
+            TuningSession.strategy != CONFIRM_STRATEGY
+        )
+        with self._session() as session:
+            ranked = _rank(session, scope, objective, prefer_confirmed=False)
+        configs: dict[str, dict[str, int]] = {}
+        for row in ranked:
+            configs.setdefault(row.config_key, dict(row.config))
+            if len(configs) == count:
+                break
+        return list(configs.values())
+
     def session_measurements(self, session_id: int) -> list[Measurement]:
         query = (
             select(MeasurementRow)
@@ -354,9 +375,12 @@ class Store:
         kernel_name: str,
         workload_key: str,
         kernel_sha256: str | None = None,
+        objective: Objective = "time",
     ) -> BestResult | None:
-        """The fastest passing config. Without a sha256, the kernel version last tuned on this
-        device and workload is meant: that is the source the caller most likely ships.
+        """The best passing config for the objective; a confirmed result (re-measured with
+        more repeats at the end of a session) beats an unconfirmed one. Without a sha256, the
+        kernel version last tuned on this device and workload is meant: that is the source the
+        caller most likely ships.
         """
         with self._session() as session:
             device = session.scalar(select(Device).filter_by(fingerprint=device_fingerprint))
@@ -381,24 +405,12 @@ class Store:
             kernel = session.scalar(versions)
             if kernel is None:
                 return None
-            rows = (
-                select(MeasurementRow)
-                .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
-                .where(
-                    TuningSession.device_id == device.id,
-                    TuningSession.kernel_version_id == kernel.id,
-                    TuningSession.workload_id == workload.id,
-                )
-            )
-            fastest = session.scalar(
-                rows.where(MeasurementRow.status == Status.OK.value)
-                .where(MeasurementRow.median_s.is_not(None))
-                .order_by(MeasurementRow.median_s, MeasurementRow.id)
-                .limit(1)
-            )
-            if fastest is None or fastest.median_s is None:
+            scope = _scope(device.id, kernel.id, workload.id)
+            ranked = _rank(session, scope, objective, prefer_confirmed=True)
+            if not ranked:
                 return None
-            counted = rows.with_only_columns(
+            fastest = ranked[0]
+            counted = scope.where(TuningSession.strategy != CONFIRM_STRATEGY).with_only_columns(
                 func.count(), func.count(case((MeasurementRow.status != Status.OK.value, 1)))
             )
             measured, failed = session.execute(counted).one()
@@ -522,6 +534,70 @@ class Store:
         with self._session() as session:
             return session.scalar(select(func.max(MeasurementRow.id))) or 0
 
+    def history(self, kernel_name: str, kernel_sha256: str) -> list[HistoryRecord]:
+        """Every measurement of one kernel version, on every device and workload, failures
+        included: what the cost model warm-starts from (``ModelSearch(history=...)``).
+        """
+        query = (
+            select(MeasurementRow, Device, Workload)
+            .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
+            .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
+            .join(Device, TuningSession.device_id == Device.id)
+            .join(Workload, TuningSession.workload_id == Workload.id)
+            .where(KernelVersion.name == kernel_name, KernelVersion.sha256 == kernel_sha256)
+            .order_by(MeasurementRow.id)
+        )
+        with self._session() as session:
+            rows = session.execute(query).all()
+        devices: dict[int, dict[str, Any]] = {}
+        for _, device, _ in rows:
+            if device.id not in devices:
+                devices[device.id] = {name: getattr(device, name) for name in HISTORY_DEVICE}
+        return [
+            HistoryRecord(
+                device=devices[device.id],
+                workload=dict(workload.shape),
+                config=dict(row.config),
+                time_s=row.median_s if row.status == Status.OK.value else None,
+                flops=row.flops,
+            )
+            for row, device, workload in rows
+        ]
+
+
+def _scope(device_id: int, kernel_version_id: int, workload_id: int) -> Select[Any]:
+    """Measurement rows of one device, kernel version and workload, over all sessions."""
+    return (
+        select(MeasurementRow)
+        .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
+        .where(
+            TuningSession.device_id == device_id,
+            TuningSession.kernel_version_id == kernel_version_id,
+            TuningSession.workload_id == workload_id,
+        )
+    )
+
+
+def _rank(
+    session: Session, scope: Select[Any], objective: Objective, *, prefer_confirmed: bool
+) -> list[MeasurementRow]:
+    """Passing rows, best first. Energy objectives rank on JSON fields, so ranking happens
+    here rather than in SQL; a workload has thousands of rows at most.
+    """
+    rows = session.execute(
+        scope.add_columns(TuningSession.strategy)
+        .where(MeasurementRow.status == Status.OK.value)
+        .where(MeasurementRow.median_s.is_not(None))
+        .order_by(MeasurementRow.id)
+    ).all()
+    ranked = []
+    for row, strategy in rows:
+        value = score(row.median_s, row.extra, objective)
+        if value is not None:
+            unconfirmed = prefer_confirmed and strategy != CONFIRM_STRATEGY
+            ranked.append(((unconfirmed, value, row.id), row))
+    return [row for _, row in sorted(ranked, key=lambda pair: pair[0])]
+
 
 def measurement_row(session_id: int, m: Measurement) -> MeasurementRow:
     return MeasurementRow(
@@ -602,3 +678,26 @@ class TunedWorkload:
     spread_s: float
     gflops: float
     measurement_id: int
+
+
+#: Device columns a history record carries: what the cost model's device features read.
+HISTORY_DEVICE = (
+    "fingerprint",
+    "name",
+    "device_type",
+    "compute_units",
+    "max_work_group_size",
+    "local_mem_size",
+    "global_mem_size",
+)
+
+
+@dataclass(frozen=True)
+class HistoryRecord:
+    """One stored measurement in its context (satisfies ``octune.tuner.cost_model.Record``)."""
+
+    device: dict[str, Any]
+    workload: dict[str, int]
+    config: dict[str, int]
+    time_s: float | None  # None: the config failed
+    flops: int

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +109,102 @@ def test_unwritable_database_is_one_line_error(tmp_path: Path) -> None:
         db=blocker / "sub" / "x.db",
     )
     assert_one_line_error(result, "cannot open database")
+
+
+def stored_candidates(db: Path) -> tuple[list[str], list[str]]:
+    """Config keys of every search measurement in the database, and the distinct ones."""
+    with sqlite3.connect(db) as connection:
+        try:
+            rows = connection.execute(
+                "SELECT m.config_key FROM measurements m JOIN tuning_sessions s "
+                "ON m.session_id = s.id WHERE s.strategy != 'confirm'"
+            ).fetchall()
+        except sqlite3.OperationalError:  # not migrated yet: nothing measured
+            rows = []
+    keys = [key for (key,) in rows]
+    return keys, sorted(set(keys))
+
+
+def test_sigkilled_session_resumes_to_what_an_uninterrupted_one_measures(tmp_path: Path) -> None:
+    # Exhaustive order starts with small tiles, which PoCL compiles quickly.
+    args = ["tune", "gemm", "--m", "24", "--n", "20", "--k", "9", "--strategy", "exhaustive",
+            "--budget", "10", "--confirm", "0", "--jobs", "0", "--device", "0"]  # fmt: skip
+    whole = octune(*args, db=tmp_path / "whole.db")
+    assert whole.returncode == 0, whole.stderr + whole.stdout
+
+    killed_db = tmp_path / "killed.db"
+    env = {**os.environ, "OCTUNE_DATABASE_URL": f"sqlite:///{killed_db}"}
+    process = subprocess.Popen([*OCTUNE, *args], env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if killed_db.exists() and len(stored_candidates(killed_db)[0]) >= 2:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the session ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    measured_before = len(stored_candidates(killed_db)[0])
+    assert 2 <= measured_before < 10
+
+    resumed = octune(*args, "--resume", db=killed_db)
+    assert resumed.returncode == 0, resumed.stderr + resumed.stdout
+    assert f"skipped {measured_before} measured before" in resumed.stdout
+    keys, distinct = stored_candidates(killed_db)
+    assert len(keys) == len(distinct) == 10  # nothing measured twice
+    assert distinct == stored_candidates(tmp_path / "whole.db")[1]  # the same configs
+
+
+def test_workloads_file_shares_the_budget_and_its_summary_matches_the_database(
+    tmp_path: Path,
+) -> None:
+    workloads = tmp_path / "layers.yaml"
+    workloads.write_text(
+        "workloads:\n"
+        "  - {kernel: gemm, m: 16, n: 12, k: 5}\n"
+        "  - {kernel: gemm, m: 9, n: 20, k: 7, transa: true}\n"
+    )
+    db = tmp_path / "many.db"
+    summary = tmp_path / "summary.json"
+    result = octune("tune", "--workloads", str(workloads), "--budget", "4", "--confirm", "1",
+                    "--strategy", "exhaustive", "--jobs", "0", "--device", "0",
+                    "--summary", str(summary), db=db)  # fmt: skip
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "GEMM TN 9x20x7" in result.stdout  # the summary table
+    rows = json.loads(summary.read_text())
+    assert [row["tried_now"] for row in rows] == [2, 2]
+    keys, _ = stored_candidates(db)
+    assert sum(row["stored_candidates"] for row in rows) == len(keys) == 4
+    shapes = (
+        ["--m", "16", "--n", "12", "--k", "5"],
+        ["--m", "9", "--n", "20", "--k", "7", "--transa"],
+    )
+    for row, shape in zip(rows, shapes, strict=True):
+        best = octune("best", "gemm", *shape, "--device", "0", "--json", db=db)
+        assert best.returncode == 0, best.stderr
+        assert json.loads(best.stdout)["gflops"] == pytest.approx(row["best_gflops"])
+
+
+@pytest.mark.parametrize(
+    ("content", "fragments"),
+    [
+        ("workloads: [{m: 4, n: 4}]", ["workloads.0.k", "field required"]),
+        ("workloads: [{m: 4, n: 4, k: 4, colour: red}]", ["colour", "extra"]),
+        ("workloads: [{m: 4, n: 4, k: 4", ["not valid YAML"]),
+        ("workloads: []", ["workloads"]),
+        ("workloads: [{m: 4, n: 4, k: 4}, {m: 4, n: 4, k: 4}]", ["listed twice"]),
+        ("workloads: [{m: 0, n: 4, k: 4}]", ["M=0"]),
+    ],
+)
+def test_bad_workloads_file_is_one_line_error(
+    tmp_path: Path, content: str, fragments: list[str]
+) -> None:
+    path = tmp_path / "workloads.yaml"
+    path.write_text(content)
+    result = octune("tune", "--workloads", str(path), db=tmp_path / "x.db")
+    assert_one_line_error(result, *fragments)
+
+
+def test_energy_objective_without_a_sensor_is_one_line_error(tmp_path: Path) -> None:
+    result = octune("tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--objective", "energy",
+                    "--device", "0", db=tmp_path / "x.db")  # fmt: skip
+    assert_one_line_error(result, "energy sensor", "--objective time")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -13,13 +16,17 @@ from rich.table import Table
 
 from octune.db.store import BestResult, Store
 from octune.server.cli import serve, token_app
+from octune.tuner.campaign import Task, load_tasks, share
+from octune.tuner.cli_bundle import export, import_, lookup
 from octune.tuner.device import DeviceInfo, list_devices, select_device
+from octune.tuner.energy import sensor_for
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import PROBLEMS, KernelSpec, load_kernel
-from octune.tuner.measure import DeviceRunner
-from octune.tuner.session import Budget, parse_duration, run_session
+from octune.tuner.results import OBJECTIVES, Objective
+from octune.tuner.session import Budget, SessionReport, Settings, parse_duration, run_session
 from octune.tuner.session import Progress as SessionProgress
 from octune.tuner.strategies.base import available_strategies
+from octune.tuner.workers import default_jobs
 from octune.tuner.workloads import GemmWorkload
 
 app = typer.Typer(
@@ -46,6 +53,9 @@ NOption = Annotated[int, typer.Option("--n", help="columns of op(B) and C")]
 KOption = Annotated[int, typer.Option("--k", help="columns of op(A), rows of op(B)")]
 TransAOption = Annotated[bool, typer.Option("--transa", help="op(A) = A^T")]
 TransBOption = Annotated[bool, typer.Option("--transb", help="op(B) = B^T")]
+ObjectiveOption = Annotated[
+    Objective, typer.Option(help=f"what best means: {', '.join(OBJECTIVES)}")
+]
 
 
 def _open_store(db: str | None) -> Store:
@@ -98,42 +108,147 @@ def devices(
 
 @app.command()
 def tune(
-    kernel_name: KernelArgument,
-    m: MOption,
-    n: NOption,
-    k: KOption,
+    kernel_name: Annotated[
+        str | None, typer.Argument(help="kernel family, e.g. gemm (or use --workloads)")
+    ] = None,
+    m: Annotated[int | None, typer.Option("--m", help="rows of op(A) and C")] = None,
+    n: Annotated[int | None, typer.Option("--n", help="columns of op(B) and C")] = None,
+    k: Annotated[int | None, typer.Option("--k", help="columns of op(A), rows of op(B)")] = None,
     transa: TransAOption = False,
     transb: TransBOption = False,
+    workloads: Annotated[
+        Path | None,
+        typer.Option(help="YAML list of workloads sharing the budget, instead of one workload"),
+    ] = None,
     device: DeviceOption = None,
     strategy: Annotated[
         str, typer.Option(help=f"search strategy: {', '.join(available_strategies())}")
     ] = "random",
-    budget: Annotated[int | None, typer.Option(help="stop after this many candidates")] = None,
-    time_budget: Annotated[
-        str | None, typer.Option("--time", help="stop after this long, e.g. 90s, 30m, 8h")
+    budget: Annotated[
+        int | None, typer.Option(help="stop after this many candidates (in all)")
     ] = None,
+    time_budget: Annotated[
+        str | None, typer.Option("--time", help="stop after this long in all, e.g. 30m or 8h")
+    ] = None,
+    patience: Annotated[
+        int | None, typer.Option(help="stop a workload after this many candidates without gain")
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            help="build processes (default: one per core on GPUs, 0 on CPUs: build inline)"
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(help="seconds a candidate may run (default: from the workload size)"),
+    ] = None,
+    confirm: Annotated[
+        int, typer.Option(help="re-measure this many top candidates at the end")
+    ] = 3,
+    objective: ObjectiveOption = "time",
+    energy: Annotated[
+        bool | None,
+        typer.Option(
+            "--energy/--no-energy", help="read the energy sensor (default: when one exists)"
+        ),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option(help="count stored measurements against --budget: finish a run")
+    ] = False,
     seed: Annotated[int | None, typer.Option(help="seed of the strategy and the inputs")] = None,
+    summary: Annotated[
+        Path | None, typer.Option(help="also write the per-workload summary to this JSON file")
+    ] = None,
     db: DbOption = None,
 ) -> None:
-    """Tune a kernel for one workload on one device; every candidate is verified and stored."""
-    kernel = _gemm_kernel(kernel_name)
-    workload = GemmWorkload(m, n, k, transa, transb)
-    limits = Budget(
+    """Tune kernels on one device; every candidate is verified and stored as it is measured."""
+    tasks = _tasks(kernel_name, m, n, k, transa, transb, workloads)
+    total = Budget(
         candidates=budget,
         seconds=parse_duration(time_budget) if time_budget else None,
+        patience=patience,
     )
-    if limits.candidates is None and limits.seconds is None:
-        limits = Budget(candidates=100)
+    if total.candidates is None and total.seconds is None:
+        total = replace(total, candidates=100 * len(tasks))
     cl_device = select_device(device)
     info = DeviceInfo.from_cl(cl_device)
-    store = _open_store(db)
-    table = kernel.space.enumerate(info.limits)
-    console.print(
-        f"Tuning [bold]{kernel.name}[/] for {workload} on [bold]{info.name}[/] "
-        f"({len(table):,} legal configs, strategy {strategy}, database {store.url})"
+    sensor = sensor_for(cl_device)
+    if objective != "time" and sensor is None:
+        raise OctuneError(
+            f"objective '{objective}' needs an energy sensor, and none can be read for "
+            f"{info.name} (NVML on NVIDIA GPUs, RAPL under /sys/class/powercap on CPUs): "
+            "use --objective time"
+        )
+    settings = Settings(
+        jobs=default_jobs(cl_device) if jobs is None else jobs,
+        timeout=timeout,
+        confirm=confirm,
+        objective=objective,
+        energy=(sensor is not None) if energy is None else energy or objective != "time",
+        resume=resume,
     )
-    runner = DeviceRunner(cl_device, kernel, workload, seed=seed)
-    total = limits.candidates
+    store = _open_store(db)
+    console.print(
+        f"Tuning {len(tasks)} workload(s) on [bold]{info.name}[/] with {strategy}, "
+        f"{settings.jobs} build process(es), database {store.url}"
+    )
+    rows: list[dict[str, object]] = []
+    used_candidates, started = 0, time.monotonic()
+    interrupted = False
+    for index, task in enumerate(tasks):
+        part = share(total, len(tasks) - index, used_candidates, time.monotonic() - started)
+        if part is None:
+            console.print(f"Budget spent: {task.workload} and those after it were not tuned.")
+            break
+        report = _tune_one(store, info, task, strategy, part, settings, seed)
+        used_candidates += report.progress.tried
+        rows.append(_summary_row(store, info, task, report, objective))
+        if report.interrupted:
+            interrupted = True
+            break
+    _print_summary(rows, objective)
+    if summary is not None:
+        summary.write_text(json.dumps(rows, indent=2))
+    if interrupted:
+        console.print(
+            "Interrupted: every measurement taken so far is stored. Resume with the same "
+            "command and --resume."
+        )
+        raise typer.Exit(130)
+
+
+def _tasks(
+    kernel_name: str | None,
+    m: int | None,
+    n: int | None,
+    k: int | None,
+    transa: bool,
+    transb: bool,
+    workloads: Path | None,
+) -> list[Task]:
+    if workloads is not None:
+        if kernel_name is not None or m is not None or n is not None or k is not None:
+            raise OctuneError("give either --workloads FILE or a kernel with --m/--n/--k, not both")
+        return load_tasks(workloads)
+    if kernel_name is None or m is None or n is None or k is None:
+        raise OctuneError(
+            "say what to tune: `octune tune gemm --m M --n N --k K` or `--workloads FILE.yaml`"
+        )
+    return [Task(_gemm_kernel(kernel_name), GemmWorkload(m, n, k, transa, transb))]
+
+
+def _tune_one(
+    store: Store,
+    info: DeviceInfo,
+    task: Task,
+    strategy: str,
+    budget: Budget,
+    settings: Settings,
+    seed: int | None,
+) -> SessionReport:
+    table = task.kernel.space.enumerate(info.limits)
+    console.print(f"[bold]{task.workload}[/]: {len(table):,} legal configs")
     with Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -143,17 +258,17 @@ def tune(
         console=console,
         transient=False,
     ) as bar:
-        task = bar.add_task("configs", total=total, status="")
+        bar_task = bar.add_task("configs", total=budget.candidates, status="")
 
         def show(progress: SessionProgress) -> None:
             failures = sum(progress.failures.values())
             best = progress.best.gflops if progress.best else None
             status = f"failures {failures}  best " + (f"{best:,.1f} GFLOP/s" if best else "-")
-            bar.update(task, completed=progress.tried, status=status)
+            bar.update(bar_task, completed=progress.tried, status=status)
 
         report = run_session(
-            store, info, kernel, workload, table, runner,
-            strategy=strategy, budget=limits, seed=seed, on_result=show,
+            store, info, task.kernel, task.workload, table,
+            strategy=strategy, budget=budget, settings=settings, seed=seed, on_result=show,
         )  # fmt: skip
     progress = report.progress
     failures = ", ".join(f"{count} {status}" for status, count in progress.failures.items())
@@ -166,19 +281,50 @@ def tune(
             else ""
         )
     )
-    if report.interrupted:
-        console.print("Interrupted: every measurement taken so far is stored.")
-    if progress.best is None:
-        console.print("No config passed verification in this session.")
-    else:
-        console.print(f"Best this session: {progress.best.gflops:,.1f} GFLOP/s")
-    console.print(
-        f"See the best stored config: octune best {kernel.name} --m {m} --n {n} --k {k}"
-        + (" --transa" if transa else "")
-        + (" --transb" if transb else "")
+    if report.within_noise:
+        console.print("The top candidates are within noise of each other: either will do.")
+    return report
+
+
+def _summary_row(
+    store: Store, info: DeviceInfo, task: Task, report: SessionReport, objective: Objective
+) -> dict[str, object]:
+    """One workload's line of the summary, read back from the database."""
+    workload = task.workload
+    found = store.best(
+        info.fingerprint, task.kernel.name, workload.key, task.kernel.sha256, objective
     )
-    if report.interrupted:
-        raise typer.Exit(130)
+    progress = report.progress
+    return {
+        "workload": str(workload),
+        "key": workload.key,
+        "best_gflops": found.gflops if found else None,
+        "stored_candidates": found.measured
+        if found
+        else progress.already_measured + progress.tried,
+        "tried_now": progress.tried,
+        "failures_now": dict(progress.failures),
+        "within_noise": report.within_noise,
+    }
+
+
+def _print_summary(rows: list[dict[str, object]], objective: str) -> None:
+    table = Table(title=f"Summary (best by {objective})")
+    for column in ("workload", "best GFLOP/s", "tried now", "stored", "failures now", "note"):
+        table.add_column(column)
+    for row in rows:
+        gflops = row["best_gflops"]
+        failures = row["failures_now"]
+        assert isinstance(failures, dict)
+        table.add_row(
+            str(row["workload"]),
+            f"{gflops:,.1f}" if isinstance(gflops, float) else "-",
+            str(row["tried_now"]),
+            str(row["stored_candidates"]),
+            ", ".join(f"{count} {status}" for status, count in failures.items()) or "-",
+            "top within noise" if row["within_noise"] else "",
+        )
+    console.print(table)
 
 
 def _best_payload(
@@ -258,6 +404,9 @@ def best(
 
 app.command()(serve)
 app.add_typer(token_app, name="token")
+app.command("export")(export)
+app.command("import")(import_)
+app.command("lookup")(lookup)
 
 
 def main() -> None:

@@ -34,6 +34,9 @@ class KernelSpec:
             digest.update(b"\0")
         return digest.hexdigest()
 
+    def __reduce__(self) -> tuple[object, tuple[str, str, str]]:
+        return kernel_from_texts, (self.name, self.source, self.space.source_text)
+
     def defines(self, config: Mapping[str, int], workload: Workload) -> dict[str, int]:
         """Everything the template is compiled with: the workload's defines, then the config's."""
         return {**workload.defines(), **self.space.defines(config)}
@@ -63,6 +66,23 @@ def load_kernel(name: str) -> KernelSpec:
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise OctuneError(f"unknown kernel '{name}': {hint}available kernels: {', '.join(known)}")
     space_text = resources.files("octune.search_spaces").joinpath(f"{name}.yaml").read_text()
+    space = _space(name, space_text)
+    template = resources.files("octune.kernels").joinpath(f"{space.kernel}.cl")
+    if not template.is_file():
+        raise OctuneError(
+            f"{name}.yaml names template kernels/{space.kernel}.cl, which does not exist"
+        )
+    return KernelSpec(name=name, source=template.read_text(), space=space)
+
+
+def kernel_from_texts(name: str, source: str, space_text: str) -> KernelSpec:
+    """A kernel from its template and space texts: how worker processes rebuild a KernelSpec
+    (compiled expressions do not pickle), and how tests load fixture kernels.
+    """
+    return KernelSpec(name=name, source=source, space=_space(name, space_text))
+
+
+def _space(name: str, space_text: str) -> SearchSpace:
     shape_names = {shape_name for cls in PROBLEMS.values() for shape_name in cls.shape_names}
     space = SearchSpace.from_yaml(space_text, f"{name}.yaml", shape_names=shape_names)
     if space.problem not in PROBLEMS:
@@ -70,9 +90,4 @@ def load_kernel(name: str) -> KernelSpec:
             f"{name}.yaml names problem '{space.problem}', which octune does not know: "
             f"use one of {', '.join(PROBLEMS)}"
         )
-    template = resources.files("octune.kernels").joinpath(f"{space.kernel}.cl")
-    if not template.is_file():
-        raise OctuneError(
-            f"{name}.yaml names template kernels/{space.kernel}.cl, which does not exist"
-        )
-    return KernelSpec(name=name, source=template.read_text(), space=space)
+    return space

@@ -6,7 +6,8 @@ a wrong result is recorded with its message, and the session carries on.
 
 from __future__ import annotations
 
-import warnings
+import math
+import time
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -14,11 +15,16 @@ import numpy as np
 import pyopencl as cl
 
 from octune.tuner.device import DeviceInfo
+from octune.tuner.energy import EnergySensor
 from octune.tuner.kernels import KernelSpec
+from octune.tuner.programs import ProgramCache
 from octune.tuner.results import Measurement, Status
 from octune.tuner.workloads import Workload
 
 MESSAGE_LIMIT = 2000
+# Energy counters update every few tens of milliseconds: a burst must last well beyond that.
+ENERGY_BURST_SECONDS = 0.3
+ENERGY_BURST_MAX_RUNS = 2000
 
 
 class Runner(Protocol):
@@ -34,9 +40,10 @@ def _first_lines(text: str, limit: int = MESSAGE_LIMIT) -> str:
 class DeviceRunner:
     """Measures configs of one kernel and one workload on one OpenCL device.
 
-    Programs are cached by (device fingerprint, kernel version, build options), so asking
-    twice for a config never rebuilds it. Timing uses profiling events: warm up, then
-    repeat until `repeats` runs or `max_seconds` of kernel time, and keep every run.
+    Programs are cached in memory and on disk (ProgramCache), so asking twice for a config
+    never rebuilds it. Timing uses profiling events: warm up, then repeat until `repeats` runs
+    or `max_seconds` of kernel time, and keep every run. With an energy sensor, a burst of
+    back-to-back runs gives joules per run and mean power.
     """
 
     def __init__(
@@ -49,6 +56,8 @@ class DeviceRunner:
         repeats: int = 10,
         min_repeats: int = 3,
         max_seconds: float = 1.0,
+        cache: ProgramCache | None = None,
+        energy: EnergySensor | None = None,
     ) -> None:
         self.device = device
         self.info = DeviceInfo.from_cl(device)
@@ -58,6 +67,8 @@ class DeviceRunner:
         self.min_repeats = min_repeats
         self.max_seconds = max_seconds
         self.seed = seed
+        self.cache = cache or ProgramCache()
+        self.energy = energy
         self._open()
 
     def _open(self) -> None:
@@ -67,16 +78,15 @@ class DeviceRunner:
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
         self.data = self.workload.bind(self.context, self.queue, np.random.default_rng(self.seed))
-        self._programs: dict[tuple[str, str, tuple[str, ...]], cl.Program] = {}
+        self._programs: dict[tuple[str, ...], cl.Program] = {}
 
     def build(self, options: list[str]) -> cl.Program:
-        key = (self.info.fingerprint, self.kernel.sha256, tuple(options))
+        key = tuple(options)
         program = self._programs.get(key)
         if program is None:
-            with warnings.catch_warnings():
-                # A successful build's log (e.g. "loop not unrolled") is not the user's concern.
-                warnings.simplefilter("ignore", cl.CompilerWarning)
-                program = cl.Program(self.context, self.kernel.source).build(options=options)
+            program = self.cache.build(
+                self.context, self.info.fingerprint, self.kernel.source, options
+            )
             self._programs[key] = program
         return program
 
@@ -125,14 +135,41 @@ class DeviceRunner:
             )
 
         times: list[float] = []
+        extra: dict[str, float] = {}
         try:
             for repeat in range(1, self.repeats + 1):  # set 0 is warm from the check: start at 1
                 times.append(run(repeat % self.data.input_sets))
                 if len(times) >= self.min_repeats and sum(times) >= self.max_seconds:
                     break
+            if self.energy is not None:
+                extra = self._energy_burst(kernel, global_size, local_size, sorted(times))
         except cl.Error as error:
             self._open()
             return failed(Status.LAUNCH_ERROR, str(error))
+        extra["device_s"] = sum(times)
         return Measurement(
-            config, Status.OK, times_s=tuple(times), flops=flops, max_error=error_ratio
+            config, Status.OK, times_s=tuple(times), flops=flops, max_error=error_ratio, extra=extra
         )
+
+    def _energy_burst(
+        self,
+        kernel: cl.Kernel,
+        global_size: tuple[int, ...],
+        local_size: tuple[int, ...],
+        times: list[float],
+    ) -> dict[str, float]:
+        """Joules per run and mean watts over runs enqueued back to back, so that the counter
+        sees the device busy rather than the host's gaps between timed runs.
+        """
+        assert self.energy is not None
+        median = times[len(times) // 2]
+        runs = min(ENERGY_BURST_MAX_RUNS, max(3, math.ceil(ENERGY_BURST_SECONDS / median)))
+        self.queue.finish()
+        joules, started = self.energy.joules(), time.perf_counter()
+        for repeat in range(runs):
+            kernel(
+                self.queue, global_size, local_size, *self.data.args(repeat % self.data.input_sets)
+            )
+        self.queue.finish()
+        spent, elapsed = self.energy.joules() - joules, time.perf_counter() - started
+        return {"energy_j": spent / runs, "power_w": spent / elapsed, "energy_runs": runs}

@@ -7,8 +7,13 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal, get_args
 
 Config = Mapping[str, int]
+# What "best" means: the shortest run, the fewest joules per run, or the smallest
+# energy-delay product (joules x seconds), which weighs both.
+Objective = Literal["time", "energy", "edp"]
+OBJECTIVES: tuple[str, ...] = get_args(Objective)
 
 
 def config_key(config: Config) -> str:
@@ -53,9 +58,26 @@ class Measurement:
         q1, _, q3 = statistics.quantiles(self.times_s, n=4, method="inclusive")
         return q3 - q1
 
+    def score(self, objective: Objective) -> float | None:
+        return score(self.median_s, self.extra, objective) if self.ok else None
+
     @property
     def gflops(self) -> float | None:
         median = self.median_s
         if not self.ok or not median:
             return None
         return self.flops / median / 1e9
+
+
+def score(median_s: float | None, extra: Mapping[str, float], objective: Objective) -> float | None:
+    """What the objective minimises; None where there is nothing to rank (a failure, or no
+    energy reading for an energy objective).
+    """
+    if median_s is None:
+        return None
+    if objective == "time":
+        return median_s
+    energy = extra.get("energy_j")
+    if energy is None:
+        return None
+    return energy if objective == "energy" else energy * median_s

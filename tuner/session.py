@@ -1,28 +1,36 @@
-"""A tuning session: enumerate the space, let a strategy pick, measure, store every result.
+"""A tuning session: a strategy proposes, builders compile ahead, a supervised worker measures,
+every result is committed, and the top candidates are confirmed at the end.
 
-Each measurement is committed before the next candidate starts, so an interrupted session
-keeps all it measured, and a repeated session skips configs already stored for the same
+Each measurement is committed before the next one is taken, so a killed session loses only
+the candidates in flight, and a repeated session skips configs already stored for the same
 device, kernel version and workload.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 
-from octune.db.store import Store
+from octune.db.store import CONFIRM_STRATEGY, Store
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import KernelSpec
-from octune.tuner.measure import Runner
-from octune.tuner.results import Measurement, config_key
+from octune.tuner.results import OBJECTIVES, Config, Measurement, Objective, Status
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy
+from octune.tuner.workers import BuildPool, Job, Measurer, default_timeout
 from octune.tuner.workloads import Workload
+
+CONFIRM_REPEATS = 30
+CONFIRM_MIN_REPEATS = 10
+CONFIRM_SECONDS = 3.0
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -39,21 +47,51 @@ def parse_duration(text: str) -> float:
 
 @dataclass(frozen=True)
 class Budget:
-    """When to stop: after `candidates` measurements or `seconds` of wall time, whichever first."""
+    """When to stop: after `candidates` measurements, `seconds` of wall time, or `patience`
+    candidates in a row without improvement, whichever comes first.
+    """
 
     candidates: int | None = None
     seconds: float | None = None
+    patience: int | None = None
 
     def __post_init__(self) -> None:
         if self.candidates is not None and self.candidates < 1:
             raise OctuneError(f"budget of {self.candidates} candidates: use --budget 1 or more")
         if self.seconds is not None and self.seconds <= 0:
             raise OctuneError("time budget must be positive: use e.g. --time 30m")
+        if self.patience is not None and self.patience < 1:
+            raise OctuneError(f"patience of {self.patience}: use --patience 1 or more")
 
     def spent(self, measured: int, elapsed: float) -> bool:
         return (self.candidates is not None and measured >= self.candidates) or (
             self.seconds is not None and elapsed >= self.seconds
         )
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How candidates are measured; the defaults suit an overnight run."""
+
+    jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
+    timeout: float | None = None  # per candidate; None: derived from the workload
+    confirm: int = 3  # top candidates re-measured at the end
+    objective: Objective = "time"
+    energy: bool = False  # read the device's energy sensor for every measurement
+    resume: bool = False  # count stored measurements against --budget
+    cache_root: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.jobs < 0:
+            raise OctuneError(f"--jobs {self.jobs}: use 0 (build in the measurer) or more")
+        if self.timeout is not None and self.timeout <= 0:
+            raise OctuneError("--timeout must be positive, e.g. --timeout 60")
+        if self.objective not in OBJECTIVES:
+            raise OctuneError(
+                f"unknown objective '{self.objective}': use one of {', '.join(OBJECTIVES)}"
+            )
+        if self.objective != "time" and not self.energy:
+            raise ValueError("an energy objective needs energy readings")
 
 
 @dataclass
@@ -62,16 +100,21 @@ class Progress:
 
     space_size: int
     already_measured: int
+    objective: Objective = "time"
     tried: int = 0
+    since_improvement: int = 0
     failures: Counter[str] = field(default_factory=Counter)
     best: Measurement | None = None
+    best_score: float = math.inf
 
     def record(self, measurement: Measurement) -> None:
         self.tried += 1
+        self.since_improvement += 1
         if not measurement.ok:
             self.failures[measurement.status.value] += 1
-        elif self.best is None or (measurement.median_s or 0) < (self.best.median_s or 0):
-            self.best = measurement
+        value = measurement.score(self.objective)
+        if value is not None and value < self.best_score:
+            self.best, self.best_score, self.since_improvement = measurement, value, 0
 
 
 @dataclass(frozen=True)
@@ -79,6 +122,61 @@ class SessionReport:
     session_id: int
     progress: Progress
     interrupted: bool
+    confirmed: tuple[Measurement, ...] = ()
+
+    @property
+    def within_noise(self) -> bool:
+        """The two best confirmed candidates differ by less than their spread."""
+        ok = sorted((m for m in self.confirmed if m.ok), key=lambda m: m.median_s or math.inf)
+        if len(ok) < 2:
+            return False
+        first, second = ok[0], ok[1]
+        gap = (second.median_s or 0) - (first.median_s or 0)
+        return gap <= max(first.spread_s or 0, second.spread_s or 0)
+
+
+class Pipeline:
+    """Builds ahead in a process pool and measures, one at a time, in a supervised process."""
+
+    def __init__(self, job: Job, jobs: int, timeout: float) -> None:
+        self.job = job
+        self.builds = BuildPool(job, jobs) if jobs > 0 else None
+        self.measurer = Measurer(job, timeout)
+        self.window = 2 * jobs if jobs > 0 else 1  # enough built ahead that the device never waits
+        self._building: dict[Future[str | None], tuple[int, Config]] = {}
+        self._ready: deque[tuple[int, Config, str | None]] = deque()
+
+    @property
+    def pending(self) -> int:
+        return len(self._building) + len(self._ready)
+
+    def submit(self, row: int, config: Config) -> None:
+        if self.builds is None:
+            self._ready.append((row, config, None))  # the measurer builds it itself
+            return
+        options = self.job.kernel.build_options(config, self.job.workload)
+        self._building[self.builds.submit(options)] = (row, config)
+
+    def next_result(self) -> tuple[int, Measurement]:
+        """The next finished candidate, in the order builds complete."""
+        if not self._ready:
+            wait(self._building, return_when=FIRST_COMPLETED)
+        for future in [f for f in self._building if f.done()]:
+            row, config = self._building.pop(future)
+            self._ready.append((row, config, future.result()))
+        row, config, build_error = self._ready.popleft()
+        if build_error is not None:
+            flops = self.job.workload.flops
+            failed = Measurement(
+                dict(config), Status.BUILD_ERROR, flops=flops, message=build_error[:2000]
+            )
+            return row, failed
+        return row, self.measurer.measure(config)
+
+    def close(self) -> None:
+        if self.builds is not None:
+            self.builds.close()
+        self.measurer.close()
 
 
 def run_session(
@@ -87,13 +185,14 @@ def run_session(
     kernel: KernelSpec,
     workload: Workload,
     table: ConfigTable,
-    runner: Runner,
     *,
     strategy: str,
     budget: Budget,
+    settings: Settings | None = None,
     seed: int | None = None,
     on_result: Callable[[Progress], None] | None = None,
 ) -> SessionReport:
+    settings = settings or Settings()
     strategy_class = get_strategy(strategy)
     device_id = store.device_id(device)
     kernel_id = store.kernel_version_id(
@@ -102,7 +201,17 @@ def run_session(
     workload_id = store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype)
     done_keys = store.measured_config_keys(device_id, kernel_id, workload_id)
     done_rows = {row for row in (table.index_json(key) for key in done_keys) if row is not None}
+    counted_before = len(done_rows) if settings.resume else 0  # --resume: finish the budget
     search = strategy_class(table, seed=seed, skip=done_rows)
+    timeout = settings.timeout or default_timeout(workload)
+    job = Job(
+        device_fingerprint=device.fingerprint,
+        kernel=kernel,
+        workload=workload,
+        seed=seed,
+        cache_root=settings.cache_root,
+        energy=settings.energy,
+    )
     session_id = store.start_session(
         device_id,
         kernel_id,
@@ -112,29 +221,93 @@ def run_session(
         settings={
             "budget_candidates": budget.candidates,
             "budget_seconds": budget.seconds,
+            "patience": budget.patience,
+            "jobs": settings.jobs,
+            "timeout_s": timeout,
+            "objective": settings.objective,
             "octune_version": version("octune"),
         },
     )
-    progress = Progress(space_size=len(table), already_measured=len(done_rows))
+    progress = Progress(
+        space_size=len(table), already_measured=len(done_rows), objective=settings.objective
+    )
     started = time.monotonic()
     interrupted = False
+    pipeline = Pipeline(job, settings.jobs, timeout)
     try:
-        while not budget.spent(progress.tried, time.monotonic() - started):
-            proposed = search.propose(1)
-            if not proposed:
+        while True:
+            while pipeline.pending < pipeline.window and not budget.spent(
+                counted_before + progress.tried + pipeline.pending, time.monotonic() - started
+            ):
+                proposed = search.propose(1)
+                if not proposed:
+                    break
+                pipeline.submit(proposed[0], table.config(proposed[0]))
+            if pipeline.pending == 0:
                 break
-            row = proposed[0]
-            measurement = runner.measure(table.config(row))
+            row, measurement = pipeline.next_result()
             store.add_measurement(session_id, measurement)
             search.observe(row, measurement)
             progress.record(measurement)
             if on_result is not None:
                 on_result(progress)
+            out_of_time = budget.seconds is not None and (
+                time.monotonic() - started >= budget.seconds
+            )
+            if out_of_time or (
+                budget.patience is not None and progress.since_improvement >= budget.patience
+            ):
+                break  # builds still in flight are dropped, never stored
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        pipeline.close()
         store.finish_session(session_id, "interrupted" if interrupted else "completed")
-    return SessionReport(session_id=session_id, progress=progress, interrupted=interrupted)
+    confirmed: tuple[Measurement, ...] = ()
+    if not interrupted and settings.confirm > 0 and progress.tried > 0:
+        try:
+            confirmed = _confirm(store, job, device_id, kernel_id, workload_id, settings, timeout)
+        except KeyboardInterrupt:
+            interrupted = True
+    return SessionReport(session_id, progress, interrupted, confirmed)
 
 
-__all__ = ["Budget", "Progress", "SessionReport", "config_key", "parse_duration", "run_session"]
+def _confirm(
+    store: Store,
+    job: Job,
+    device_id: int,
+    kernel_id: int,
+    workload_id: int,
+    settings: Settings,
+    timeout: float,
+) -> tuple[Measurement, ...]:
+    """Re-measure the stored top candidates with more repeats on fresh inputs, in a session of
+    their own, so that a lucky run cannot crown a config: `best` prefers confirmed results.
+    """
+    top = store.top_configs(device_id, kernel_id, workload_id, settings.confirm)
+    if not top:
+        return ()
+    fresh = replace(
+        job,
+        seed=None if job.seed is None else job.seed + 1,
+        repeats=CONFIRM_REPEATS,
+        min_repeats=CONFIRM_MIN_REPEATS,
+        max_seconds=CONFIRM_SECONDS,
+    )
+    session_id = store.start_session(
+        device_id, kernel_id, workload_id, strategy=CONFIRM_STRATEGY, seed=fresh.seed,
+        settings={"repeats": CONFIRM_REPEATS, "octune_version": version("octune")},
+    )  # fmt: skip
+    measurer = Measurer(fresh, timeout)
+    results: list[Measurement] = []
+    status = "interrupted"
+    try:
+        for config in top:
+            result = measurer.measure(config)
+            store.add_measurement(session_id, result)
+            results.append(result)
+        status = "completed"
+    finally:
+        measurer.close()
+        store.finish_session(session_id, status)
+    return tuple(results)

@@ -1,0 +1,107 @@
+"""Sessions survive hung and crashing candidates, confirm their winners, obey their budgets,
+and reuse built programs from the on-disk cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyopencl as cl
+import pytest
+
+from octune.db.store import CONFIRM_STRATEGY, Store
+from octune.tuner.device import DeviceInfo
+from octune.tuner.kernels import KernelSpec, kernel_from_texts
+from octune.tuner.measure import DeviceRunner
+from octune.tuner.programs import ProgramCache
+from octune.tuner.results import Status
+from octune.tuner.session import Budget, Settings, run_session
+from octune.tuner.space import ConfigTable
+from octune.tuner.workloads import GemmWorkload
+
+FIXTURES = Path(__file__).parent / "fixtures"
+WORKLOAD = GemmWorkload(21, 18, 7)
+
+
+def fixture_kernel(space: str) -> KernelSpec:
+    """A test-only kernel: the fixture template stall.cl with one of the fixture spaces."""
+    source = (FIXTURES / "stall.cl").read_text()
+    return kernel_from_texts(space, source, (FIXTURES / f"{space}.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def stall_kernel() -> KernelSpec:
+    return fixture_kernel("stall")
+
+
+def test_hang_and_crash_are_recorded_and_the_session_goes_on(
+    tmp_path: Path, stall_kernel: KernelSpec, device_info: DeviceInfo
+) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'stall.db'}")
+    table = stall_kernel.space.enumerate(device_info.limits)
+    settings = Settings(jobs=1, timeout=20, confirm=0, cache_root=str(tmp_path / "cache"))
+    report = run_session(
+        store, device_info, stall_kernel, WORKLOAD, table,
+        strategy="exhaustive", budget=Budget(candidates=3), settings=settings,
+    )  # fmt: skip
+    by_mode = {m.config["MODE"]: m for m in store.session_measurements(report.session_id)}
+    assert by_mode[1].status is Status.TIMEOUT, by_mode[1].message
+    assert by_mode[2].status is Status.CRASH, by_mode[2].message
+    assert "SIGSEGV" in by_mode[2].message or "died" in by_mode[2].message
+    assert by_mode[0].status is Status.OK, by_mode[0].message
+    assert report.progress.failures == {"timeout": 1, "crash": 1}
+
+
+def test_confirm_phase_remeasures_the_top_and_best_prefers_it(
+    tmp_path: Path, gemm_kernel: KernelSpec, gemm_table: ConfigTable, device_info: DeviceInfo
+) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'confirm.db'}")
+    settings = Settings(jobs=0, confirm=2, cache_root=str(tmp_path / "cache"))
+    report = run_session(
+        store, device_info, gemm_kernel, WORKLOAD, gemm_table,
+        strategy="random", budget=Budget(candidates=3), settings=settings, seed=4,
+    )  # fmt: skip
+    assert len(report.confirmed) == 2
+    assert all(m.ok and len(m.times_s) >= 10 for m in report.confirmed)
+    searched = store.session_measurements(report.session_id)
+    ok_keys = {str(sorted(m.config.items())) for m in searched if m.ok}
+    assert {str(sorted(m.config.items())) for m in report.confirmed} <= ok_keys
+    best = store.best(device_info.fingerprint, gemm_kernel.name, WORKLOAD.key)
+    assert best is not None and best.session_id != report.session_id
+    assert best.measured == 3  # confirmations are not counted as candidates
+    assert store.session_record(best.session_id)["session"]["strategy"] == CONFIRM_STRATEGY
+
+
+def test_patience_stops_at_the_first_candidate_without_improvement(
+    tmp_path: Path, device_info: DeviceInfo
+) -> None:
+    kernel = fixture_kernel("naive")
+    store = Store(f"sqlite:///{tmp_path / 'patience.db'}")
+    settings = Settings(jobs=0, confirm=0, cache_root=str(tmp_path / "cache"))
+    report = run_session(
+        store, device_info, kernel, WORKLOAD, kernel.space.enumerate(device_info.limits),
+        strategy="exhaustive", budget=Budget(candidates=5, patience=1), settings=settings,
+    )  # fmt: skip
+    times = [m.median_s for m in store.session_measurements(report.session_id)]
+    assert all(t is not None for t in times)
+    improving = [i for i in range(1, len(times)) if times[i] < min(times[:i])]
+    first_stall = next((i for i in range(1, 5) if i not in improving), None)
+    expected = 5 if first_stall is None else first_stall + 1
+    assert report.progress.tried == len(times) == expected
+
+
+def test_program_cache_serves_a_second_runner_and_survives_a_corrupt_entry(
+    tmp_path: Path, cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    cache = ProgramCache(tmp_path / "cache")
+    config = gemm_table.config(0)
+    options = gemm_kernel.build_options(config, WORKLOAD)
+    first = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=1, cache=cache)
+    assert first.measure(config).status is Status.OK
+    entry = cache.path(first.info.fingerprint, gemm_kernel.source, options)
+    assert entry.is_file() and entry.stat().st_size > 0
+
+    entry.write_bytes(b"not a program binary")
+    second = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=2, cache=cache)
+    assert second.measure(config).status is Status.OK  # rebuilt from source, not an error
+    assert entry.read_bytes() != b"not a program binary"

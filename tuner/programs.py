@@ -1,0 +1,72 @@
+"""Building OpenCL programs through an on-disk cache of program binaries.
+
+Builders in other processes fill the cache and the measuring process loads from it, so a
+candidate is compiled once however many processes touch it, and a resumed or repeated
+session does not compile again. Entries are keyed by the device fingerprint (which covers
+the driver version), the exact source and the build options.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import platformdirs
+import pyopencl as cl
+
+CACHE_ENV_VAR = "OCTUNE_CACHE_DIR"
+
+
+def default_cache_root() -> Path:
+    if root := os.environ.get(CACHE_ENV_VAR):
+        return Path(root)
+    return Path(platformdirs.user_cache_dir("octune")) / "programs"
+
+
+class ProgramCache:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or default_cache_root()
+
+    def path(self, fingerprint: str, source: str, options: Sequence[str]) -> Path:
+        digest = hashlib.sha256()
+        for part in (source, *options):
+            digest.update(part.encode())
+            digest.update(b"\0")
+        return self.root / fingerprint / f"{digest.hexdigest()}.bin"
+
+    def build(
+        self, context: cl.Context, fingerprint: str, source: str, options: Sequence[str]
+    ) -> cl.Program:
+        """The built program, from a cached binary when there is a usable one.
+
+        A binary the driver refuses (truncated file, another driver build) is rebuilt from
+        source and replaced; a source build error raises cl.Error for the caller to classify.
+        """
+        path = self.path(fingerprint, source, options)
+        with warnings.catch_warnings():
+            # A successful build's log (e.g. "loop not unrolled") is not the user's concern.
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            if path.is_file():
+                try:
+                    binary = path.read_bytes()
+                    return cl.Program(context, context.devices, [binary]).build(options=options)
+                except (cl.Error, OSError):
+                    pass
+            program = cl.Program(context, source).build(options=list(options))
+        self._save(path, program.binaries[0])
+        return program
+
+    @staticmethod
+    def _save(path: Path, binary: bytes) -> None:
+        """Write to a temporary file and rename, so a reader never sees half a binary."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as handle:
+                handle.write(binary)
+            os.replace(handle.name, path)
+        except OSError:
+            pass  # an unwritable cache costs rebuilds, not results

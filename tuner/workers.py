@@ -1,0 +1,236 @@
+"""Worker processes: parallel builders, and one supervised measurer that may hang or die.
+
+Building takes about a second per candidate while running takes milliseconds, so builders
+fill the program cache ahead of the measurer and the device never waits for the compiler.
+Everything that touches the device runs in a child process: a kernel that never returns is
+killed at its time limit (`timeout`), a driver that segfaults takes down only the child
+(`crash`), and the session restarts the child and goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+
+import pyopencl as cl
+
+from octune.tuner.device import DeviceInfo, list_devices
+from octune.tuner.energy import sensor_for
+from octune.tuner.errors import DeviceError
+from octune.tuner.kernels import KernelSpec
+from octune.tuner.measure import DeviceRunner
+from octune.tuner.programs import ProgramCache
+from octune.tuner.results import Config, Measurement, Status
+from octune.tuner.workloads import Workload
+
+# Spawned, not forked: a forked child would share the parent's OpenCL driver state.
+_CONTEXT = mp.get_context("spawn")
+# Seconds a measurer may take besides running the candidate: start-up, binding the workload
+# (inputs and the float64 reference), loading the program.
+START_SECONDS = 60.0
+# A candidate that kills the measurer is tried once more in a fresh one (the first death may
+# have been a neighbour's fault), then recorded as a crash.
+CRASH_ATTEMPTS = 2
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker process needs to rebuild the measuring context by itself."""
+
+    device_fingerprint: str
+    kernel: KernelSpec
+    workload: Workload
+    seed: int | None = None
+    cache_root: str | None = None
+    repeats: int = 10
+    min_repeats: int = 3
+    max_seconds: float = 1.0
+    energy: bool = False
+
+    @property
+    def cache(self) -> ProgramCache:
+        return ProgramCache(None if self.cache_root is None else Path(self.cache_root))
+
+
+def default_timeout(workload: Workload) -> float:
+    """Seconds a candidate may run: generous for any config worth keeping (0.5 GFLOP/s over
+    a check run and the repeats, plus a minute for drivers such as PoCL that compile at the
+    first launch), short enough that a hung kernel costs minutes, not a night.
+    """
+    return 60.0 + workload.flops / 5e8
+
+
+def default_jobs(device: cl.Device) -> int:
+    """One builder per core for a GPU; none for a CPU device, whose timings builders running
+    on the same cores would spoil (the measurer then builds each candidate itself).
+    """
+    if device.type & cl.device_type.CPU:
+        return 0
+    return os.cpu_count() or 1
+
+
+def find_device(fingerprint: str) -> cl.Device:
+    for device in list_devices():
+        if DeviceInfo.from_cl(device).fingerprint == fingerprint:
+            return device
+    raise DeviceError(f"no OpenCL device with fingerprint {fingerprint}: see `octune devices`")
+
+
+def _detach() -> None:
+    """A worker ignores Ctrl-C (the session stops it cleanly) and dies with its parent, so a
+    session killed with SIGKILL leaves no orphans computing on the device.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+# ---- builders -------------------------------------------------------------------------
+
+_builder: tuple[cl.Context, str, Job] | None = None
+
+
+def _builder_start(job: Job) -> None:
+    global _builder
+    _detach()
+    device = find_device(job.device_fingerprint)
+    _builder = (cl.Context([device]), job.device_fingerprint, job)
+
+
+def _build(options: list[str]) -> str | None:
+    """Fill the program cache; the compiler's message on failure, None on success."""
+    assert _builder is not None
+    context, fingerprint, job = _builder
+    try:
+        job.cache.build(context, fingerprint, job.kernel.source, options)
+    except cl.Error as error:
+        return str(error).strip()
+    return None
+
+
+class BuildPool:
+    """`jobs` builder processes; `submit` returns a future of the build error (None: built)."""
+
+    def __init__(self, job: Job, jobs: int) -> None:
+        self._pool = ProcessPoolExecutor(
+            max_workers=jobs, mp_context=_CONTEXT, initializer=_builder_start, initargs=(job,)
+        )
+
+    def submit(self, options: list[str]) -> Future[str | None]:
+        return self._pool.submit(_build, options)
+
+    def close(self) -> None:
+        processes = list((self._pool._processes or {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.kill()  # a build in a hung compiler must not outlive the session
+
+
+# ---- the measurer ---------------------------------------------------------------------
+
+
+def _measurer_main(connection: Connection, job: Job) -> None:
+    _detach()
+    device = find_device(job.device_fingerprint)
+    runner = DeviceRunner(
+        device,
+        job.kernel,
+        job.workload,
+        seed=job.seed,
+        repeats=job.repeats,
+        min_repeats=job.min_repeats,
+        max_seconds=job.max_seconds,
+        cache=job.cache,
+        energy=sensor_for(device) if job.energy else None,
+    )
+    connection.send("ready")
+    while True:
+        try:
+            config = connection.recv()
+        except EOFError:
+            return
+        if config is None:
+            return
+        connection.send(runner.measure(config))
+
+
+class Measurer:
+    """One supervised measuring process; restarted after a timeout or a crash."""
+
+    def __init__(self, job: Job, timeout: float) -> None:
+        self.job = job
+        self.timeout = timeout
+        self.restarts = 0
+        self._process: BaseProcess | None = None
+        self._connection: Connection | None = None
+
+    def _start(self) -> Connection:
+        parent, child = _CONTEXT.Pipe()
+        process = _CONTEXT.Process(target=_measurer_main, args=(child, self.job), daemon=True)
+        process.start()
+        child.close()
+        if not parent.poll(START_SECONDS + self.timeout) or parent.recv() != "ready":
+            process.kill()
+            raise DeviceError(
+                f"the measuring process could not start on device {self.job.device_fingerprint} "
+                f"(exit code {process.exitcode}): check `octune devices`"
+            )
+        self._process, self._connection = process, parent
+        return parent
+
+    def measure(self, config: Config) -> Measurement:
+        for attempt in range(1, CRASH_ATTEMPTS + 1):
+            result = self._attempt(config)
+            if result.status is not Status.CRASH or attempt == CRASH_ATTEMPTS:
+                return result
+        raise AssertionError("unreachable")
+
+    def _attempt(self, config: Config) -> Measurement:
+        connection = self._connection or self._start()
+        flops = self.job.workload.flops
+        try:
+            connection.send(dict(config))
+            if connection.poll(self.timeout):
+                return connection.recv()
+            self._stop()
+            self.restarts += 1
+            message = f"no result within {self.timeout:.0f} s: the kernel hung or ran far too long"
+            return Measurement(dict(config), Status.TIMEOUT, flops=flops, message=message)
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            exitcode = self._stop()
+            self.restarts += 1
+            return Measurement(
+                dict(config), Status.CRASH, flops=flops, message=_death_message(exitcode)
+            )
+
+    def _stop(self) -> int | None:
+        process, self._process, self._connection = self._process, None, None
+        if process is None:
+            return None
+        process.kill()
+        process.join()
+        return process.exitcode
+
+    def close(self) -> None:
+        if self._connection is not None:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                self._connection.send(None)
+        if self._process is not None:
+            self._process.join(timeout=5)
+        self._stop()
+
+
+def _death_message(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        return f"the measuring process died with {name} (driver crash, abort or out of memory)"
+    return f"the measuring process exited with code {exitcode} while running this candidate"
