@@ -5,7 +5,6 @@ service (``StoreLookup``) and for ``octune export`` bundles, so both answer iden
 from __future__ import annotations
 
 import ast
-import itertools
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -25,10 +24,8 @@ from octune.tuner.lookup import (
 )
 
 if TYPE_CHECKING:
+    from octune.tuner.expr import Expression
     from octune.tuner.space import SearchSpace
-
-#: How many configs, in the space's value order, to try before enumerating for the default.
-DEFAULT_SEARCH_LIMIT = 20_000
 
 
 def problem_spec(name: str) -> Problem:
@@ -113,16 +110,48 @@ def _inline_derived(space: SearchSpace, text: str) -> str:
 
 
 def default_config(space: SearchSpace, limits: Mapping[str, int]) -> tuple[int, ...]:
-    """The first legal config in the space's value order, without enumerating millions."""
-    candidates = itertools.product(*(p.values for p in space.parameters))
-    for values in itertools.islice(candidates, DEFAULT_SEARCH_LIMIT):
-        try:
-            space.check(dict(zip(space.parameter_names, values, strict=True)), limits)
-        except SpaceError:
-            continue
-        return values
-    table = space.enumerate(limits)  # raises SpaceError naming the rule when none is legal
-    return tuple(int(v) for v in table.values[0])
+    """The first legal config in the space's value order (parameters in file order, each
+    value list in order): a depth-first search that checks each rule as soon as the
+    parameters it reads are bound, so it skips the millions that a plain scan would try.
+    """
+    names = space.parameter_names
+    depth = {name: i for i, name in enumerate(names)}
+    reads: dict[str, int] = {}  # derived name -> depth after which it can be computed
+
+    def ready(expression: Expression) -> int:
+        return max((depth.get(n, reads.get(n, -1)) for n in expression.names), default=-1)
+
+    derived_at: dict[int, list[tuple[str, Expression]]] = {}
+    for name, expression in space.derived:
+        reads[name] = ready(expression)
+        derived_at.setdefault(reads[name], []).append((name, expression))
+    rules_at: dict[int, list[Expression]] = {}
+    for expression in space.constraints:
+        rules_at.setdefault(ready(expression), []).append(expression)
+    env: dict[str, int | float | bool] = dict(limits)
+
+    def legal(at: int) -> bool:
+        for name, expression in derived_at.get(at, ()):
+            value, bad = expression.evaluate_masked(env)
+            if bad:
+                return False
+            env[name] = value
+        return all(rule.holds(env) for rule in rules_at.get(at, ()))
+
+    def search(at: int) -> bool:
+        if at == len(names):
+            return True
+        for value in space.parameters[at].values:
+            env[names[at]] = value
+            if legal(at) and search(at + 1):
+                return True
+        return False
+
+    if not (legal(-1) and search(0)):
+        space.enumerate(limits)  # raises the SpaceError that names the rule to relax
+    config = tuple(int(env[name]) for name in names)
+    space.check(dict(zip(names, config, strict=True)), limits)
+    return config
 
 
 def build_table(

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from octune.db.lookup_tables import StoreLookup, build_table, resolve_device
+from octune.db.lookup_tables import StoreLookup, build_table, default_config, resolve_device
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import load_kernel
@@ -45,13 +45,10 @@ DEVICE = DeviceInfo(
 
 
 def config(**changes: int) -> dict[str, int]:
-    """A legal gemm config (the space's first), with changes."""
-    base = {
-        "MWG": 16, "NWG": 16, "KWG": 8, "MDIMC": 4, "NDIMC": 4, "VWM": 1, "VWN": 1, "VWA": 1,
-        "VWB": 1, "SA": 0, "SB": 0, "KUNROLL": 1, "STRM": 0, "STRN": 0, "PF": 0,
-    }  # fmt: skip
-    names = load_kernel("gemm").space.parameter_names
-    return {name: changes.get(name, base.get(name, 0)) for name in names}
+    """The space's default config on DEVICE (legal whatever the space file says), changed."""
+    space = load_kernel("gemm").space
+    base = dict(zip(space.parameter_names, default_config(space, DEVICE.limits), strict=True))
+    return {**base, **changes}
 
 
 def record(store: Store, workload: GemmWorkload, measured: dict[str, float]) -> None:

@@ -1,0 +1,134 @@
+"""Bundles to and from the database: ``octune export`` writes one device's lookup tables,
+``octune import`` merges a bundle into a database (a team server's, say) idempotently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from octune.db.lookup_tables import build_table, device_limits, resolve_device
+from octune.db.store import Store
+from octune.tuner.bundle import Bundle, BundleError, load_bundle, write_bundle
+from octune.tuner.errors import OctuneError
+from octune.tuner.lookup import KernelTable
+from octune.tuner.results import Measurement, Status, config_key
+
+if TYPE_CHECKING:  # importing it loads pyopencl, which export does not need
+    from octune.tuner.device import DeviceInfo
+
+IMPORT_STRATEGY = "import"
+
+
+def export_bundle(
+    store: Store, device_choice: str, kernels: Sequence[str] | None, fmt: str, out: Path
+) -> tuple[dict[str, Any], list[KernelTable]]:
+    """Write the bundle of one stored device; every tuned kernel unless ``kernels`` names some.
+    Each kernel is exported at the version last tuned on the device, as lookups answer.
+    """
+    device = resolve_device(store, device_choice)
+    tuned = store.tuned_kernel_names(device.fingerprint)
+    names = list(kernels) if kernels else tuned
+    if not names:
+        raise OctuneError(
+            f"nothing is tuned on {device.name} ({device.fingerprint}) in {store.url}: "
+            "run `octune tune` on that device first"
+        )
+    tables, sources = [], {}
+    for name in names:
+        stored = store.lookup_kernel(device.fingerprint, name)
+        if stored is None:
+            raise OctuneError(
+                f"kernel '{name}' is not tuned on {device.name} in {store.url}; tuned there: "
+                f"{', '.join(tuned) or 'nothing'} (pass them with --kernels a,b)"
+            )
+        tables.append(build_table(store, device, name, stored.sha256))
+        sources[stored.sha256] = (stored.template_source, stored.space_source)
+    record = {**asdict(device), "limits": device_limits(device)}
+    return write_bundle(out, fmt, record, tables, sources), tables
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    device_fingerprint: str
+    imported: int  # measurements written
+    skipped: int  # entries whose config was already stored for that workload
+
+
+def import_bundle(store: Store, path: Path) -> ImportReport:
+    """Merge a verified bundle's tuned entries into ``store``: one session per workload, one
+    passing measurement per entry. An entry whose config is already stored for the device,
+    kernel version and workload is skipped, so importing twice stores once.
+    """
+    from octune.tuner.kernels import PROBLEMS
+
+    bundle = load_bundle(path)
+    info = _device_info(bundle)
+    device_id = store.device_id(info)
+    imported = skipped = 0
+    for table in bundle.tables.values():
+        template, space = bundle.sources[table.kernel]
+        kernel_id = store.kernel_version_id(table.kernel, table.sha256, template, space)
+        workload_class = PROBLEMS.get(table.problem.name)
+        if workload_class is None:
+            raise BundleError(f"bundle {path}: this octune does not know {table.problem.name}")
+        for entry in table.tuned:
+            workload = workload_class(**dict(zip(table.problem.keys, entry.shape, strict=True)))
+            workload_id = store.workload_id(
+                workload.problem, workload.key, workload.shape, workload.dtype
+            )
+            config = table.entry_config(entry.config)
+            if config_key(config) in store.measured_config_keys(device_id, kernel_id, workload_id):
+                skipped += 1
+                continue
+            session = store.start_session(
+                device_id, kernel_id, workload_id, IMPORT_STRATEGY, None,
+                {"bundle_created_at": bundle.manifest["created_at"],
+                 "bundle_octune_version": bundle.manifest["octune_version"]},
+            )  # fmt: skip
+            store.add_measurement(
+                session,
+                Measurement(
+                    config=config,
+                    status=Status.OK,
+                    times_s=(entry.time_s,),
+                    flops=workload.flops,
+                    message=f"imported from a bundle of {entry.workload_key}",
+                    extra={"bundle_spread_s": entry.spread_s},
+                ),
+            )
+            store.finish_session(session, "completed")
+            imported += 1
+    return ImportReport(info.fingerprint, imported, skipped)
+
+
+def _device_info(bundle: Bundle) -> DeviceInfo:
+    """The bundle's device as a DeviceInfo; its fingerprint must be the one recorded."""
+    from octune.tuner.device import DeviceInfo
+
+    device = bundle.device
+    try:
+        limits = device["limits"]
+        info = DeviceInfo(
+            platform_name=str(device["platform_name"]),
+            platform_version=str(device["platform_version"]),
+            vendor=str(device["vendor"]),
+            name=str(device["name"]),
+            driver_version=str(device["driver_version"]),
+            compute_units=int(device["compute_units"]),
+            max_work_group_size=int(device["max_work_group_size"]),
+            max_work_item_sizes=tuple(int(limits[f"max_work_item_size_{i}"]) for i in range(3)),
+            local_mem_size=int(device["local_mem_size"]),
+            global_mem_size=int(device["global_mem_size"]),
+            device_type=str(device["device_type"]),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise BundleError(f"bundle {bundle.path}: the manifest's device lacks {error}") from None
+    if info.fingerprint != device.get("fingerprint"):
+        raise BundleError(
+            f"bundle {bundle.path}: the manifest's device does not match its fingerprint "
+            f"{device.get('fingerprint')}: the manifest was edited; export again"
+        )
+    return info

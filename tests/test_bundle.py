@@ -1,0 +1,432 @@
+"""Firmware bundles: export from a real database, offline lookups identical to the service's,
+the C header compiled with gcc and compared on random queries, idempotent import, and the
+integrity checks that refuse damaged bundles.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+from test_cli import assert_one_line_error, octune
+from test_lookup import DEVICE, config
+
+from octune.db.export import export_bundle
+from octune.db.lookup_tables import StoreLookup, build_table, resolve_device
+from octune.db.store import Store
+from octune.tuner.bundle import (
+    MANIFEST,
+    SCHEMA_VERSION,
+    BundleError,
+    load_bundle,
+    write_bundle,
+)
+from octune.tuner.errors import SpaceError
+from octune.tuner.kernels import load_kernel
+from octune.tuner.lookup import (
+    Answer,
+    Entry,
+    KernelIndex,
+    KernelTable,
+    Query,
+    QueryError,
+    gemm_query,
+)
+from octune.tuner.workloads import GemmWorkload
+
+
+class Result(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """The `octune` command run in this process (its main(), so one-line errors and exit
+    codes are the real ones) without paying an interpreter start per call.
+    """
+    from octune.tuner.cli import main
+
+    def run(*args: str, db: Path | None = None) -> Result:
+        monkeypatch.setenv("OCTUNE_DATABASE_URL", f"sqlite:///{db or Path('unused.db')}")
+        monkeypatch.setattr(sys, "argv", ["octune", *args])
+        try:
+            main()
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        out, err = capsys.readouterr()
+        return Result(code, " ".join(out.split()) if args[0] != "lookup" else out, err)
+
+    return run
+
+
+GCC = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-O1"]
+SIZES = [1, 3, 16, 17, 64, 100, 128, 255, 256, 512, 1000, 1024, 2048, 4096]
+
+
+def legal_configs(count: int, seed: int) -> list[dict[str, int]]:
+    """Varied configs that the gemm space accepts on DEVICE."""
+    space = load_kernel("gemm").space
+    rng, found = random.Random(seed), []
+    while len(found) < count:
+        candidate = config(
+            MWG=rng.choice([16, 32, 64, 128]), NWG=rng.choice([16, 32, 64, 128]),
+            MDIMC=rng.choice([4, 8, 16]), NDIMC=rng.choice([4, 8, 16]), KWG=rng.choice([8, 16]),
+        )  # fmt: skip
+        try:
+            space.check(candidate, DEVICE.limits)
+        except SpaceError:
+            continue
+        found.append(candidate)
+    return found
+
+
+@pytest.fixture(scope="module")
+def tuned_store(tmp_path_factory):
+    """40 workloads over all layouts, each with two or three measured configs."""
+    path = tmp_path_factory.mktemp("bundle") / "tuned.db"
+    rng = random.Random(11)
+    configs = legal_configs(12, seed=3)
+    with Store(f"sqlite:///{path}") as store:
+        shapes = {
+            (rng.choice(SIZES), rng.choice(SIZES), rng.choice(SIZES), rng.random() < 0.5,
+             rng.random() < 0.3)
+            for _ in range(40)
+        }  # fmt: skip
+        kernel = load_kernel("gemm")
+        ids = (
+            store.device_id(DEVICE),
+            store.kernel_version_id("gemm", kernel.sha256, kernel.source, kernel.space.source_text),
+        )
+        for shape in sorted(shapes):
+            workload = GemmWorkload(*shape)
+            workload_id = store.workload_id("gemm", workload.key, workload.shape, "float32")
+            session = store.start_session(*ids, workload_id, "random", 0, {})
+            for chosen in rng.sample(configs, 3):
+                seconds = workload.flops / (rng.uniform(1, 100) * 1e9)
+                store.add_measurement(session, _ok(chosen, seconds, workload.flops))
+            store.finish_session(session, "completed")
+        yield store
+
+
+def _ok(chosen: dict[str, int], seconds: float, flops: int):
+    from octune.tuner.results import Measurement, Status
+
+    return Measurement(chosen, Status.OK, (seconds * 1.01, seconds, seconds * 0.99), flops)
+
+
+def random_queries(table: KernelTable, count: int, seed: int) -> list[Query]:
+    """Tuned shapes, shapes next to them, and anything in range."""
+    rng = random.Random(seed)
+    queries = []
+    for _ in range(count):
+        kind = rng.random()
+        if kind < 0.25 and table.tuned:
+            m, n, k, ta, tb = rng.choice(table.tuned).shape
+        elif kind < 0.6 and table.tuned:
+            m, n, k, ta, tb = rng.choice(table.tuned).shape
+            m, n, k = (max(1, v + rng.randint(-3, 3)) for v in (m, n, k))
+            ta, tb = rng.choice([(ta, tb), (1 - ta, tb), (ta, 1 - tb)])
+        else:
+            m, n, k = (rng.choice([rng.randint(1, 5000), rng.randint(1, 1 << 20)]) for _ in "mnk")
+            ta, tb = rng.randint(0, 1), rng.randint(0, 1)
+        queries.append(gemm_query(m, n, k, bool(ta), bool(tb)))
+    return queries
+
+
+def test_store_and_bundles_answer_identically(tuned_store, tmp_path):
+    """The service's path (SQLAlchemy) and both offline formats, on the same random queries."""
+    service = StoreLookup(tuned_store)
+    device = service.device(DEVICE.fingerprint)
+    bundles = {}
+    for fmt in ("json", "sqlite"):
+        export_bundle(tuned_store, DEVICE.fingerprint, None, fmt, tmp_path / fmt)
+        bundles[fmt] = load_bundle(tmp_path / fmt)
+    table = service.index(device, "gemm").table
+    assert len(table.tuned) >= 35
+    matches = set()
+    for query in random_queries(table, 400, seed=1):
+        expected = service.lookup(device, query).to_dict()
+        matches.add(expected["match"])
+        for bundle in bundles.values():
+            assert bundle.lookup(query).to_dict() == expected, query
+    assert matches == {"exact", "nearest"}
+    assert bundles["json"].tables["gemm"] == table == bundles["sqlite"].tables["gemm"]
+    assert bundles["json"].sources["gemm"][0] == load_kernel("gemm").source
+
+
+C_PROGRAM = r"""
+#include <stdio.h>
+#include "octune_lookup.h"
+
+int main(void) {
+    long m, n, k;
+    int transa, transb, match, d;
+    char options[4096];
+    struct octune_gemm_config cfg;
+    while (scanf("%ld %ld %ld %d %d", &m, &n, &k, &transa, &transb) == 5) {
+        match = octune_gemm_lookup(m, n, k, transa, transb, &cfg);
+        if (match < 0) { printf("none\n"); continue; }
+        printf("%s", octune_match_names[match]);
+        for (d = 0; d < OCTUNE_GEMM_NDEFINES; d++)
+            printf(" %s=%d", cfg.define_names[d], cfg.defines[d]);
+        printf(" |");
+        for (d = 0; d < OCTUNE_GEMM_WORK_DIM; d++)
+            printf(" %zu/%zu", cfg.global_size[d], cfg.local_size[d]);
+        printf(" | %.17g %.17g |", cfg.time_s, cfg.gflops);
+        if (cfg.source_index < 0) printf(" -");
+        else for (d = 0; d < 5; d++) printf(" %lld", (long long)cfg.source_shape[d]);
+        octune_gemm_build_options(&cfg, options, sizeof options);
+        printf(" | %s | %s %s %s\n", options, cfg.kernel, cfg.entry, cfg.kernel_sha256);
+    }
+    return 0;
+}
+"""
+
+
+def python_line(answer: Answer | None) -> str:
+    """What the C program prints, from the Python answer."""
+    if answer is None:
+        return "none"
+    defines = "".join(f" {name}={value}" for name, value in answer.defines.items())
+    launch = zip(answer.global_size, answer.local_size, strict=True)
+    sizes = "".join(f" {global_}/{local}" for global_, local in launch)
+    time_s = -1.0 if answer.time_s is None else answer.time_s
+    gflops = -1.0 if answer.gflops is None else answer.gflops
+    source = (
+        " -" if answer.source is None else "".join(f" {v}" for v in answer.source["shape"].values())
+    )
+    return (
+        f"{answer.match}{defines} |{sizes} | {time_s:.17g} {gflops:.17g} |{source} | "
+        f"{answer.build_options} | {answer.kernel} {answer.entry} {answer.kernel_sha256}"
+    )
+
+
+def compile_header(table: KernelTable, out: Path) -> Path:
+    kernel = load_kernel("gemm")
+    write_bundle(out, "c-header", {"name": "test", "fingerprint": table.device_fingerprint},
+                 [table], {table.sha256: (kernel.source, kernel.space.source_text)})  # fmt: skip
+    (out / "main.c").write_text(C_PROGRAM)
+    subprocess.run([*GCC, "-I", str(out), "-o", str(out / "lookup"), str(out / "main.c")],
+                   check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
+    return out / "lookup"
+
+
+def test_c_header_answers_as_python(tuned_store, tmp_path):
+    table = build_table(tuned_store, resolve_device(tuned_store, "example"), "gemm")
+    grid = tuple(
+        Entry((s, s, s, ta, 0), "float32", table.tuned[i].config, 1.0, 0.0, 10.0 + i, f"g{s}")
+        for i, (s, ta) in enumerate([(32, 0), (512, 0), (512, 1), (4096, 1)])
+    )
+    # Launch sizes that only some configs can meet for a given N and M, so legality decides.
+    strict = ("N", "M")
+    variants = {
+        "tuned": table,
+        "predicted": replace(table, tuned=(), predictions=grid),
+        "default": replace(table, tuned=()),
+        "strict": replace(table, launch_global=strict),
+        "strict-empty": replace(table, tuned=(), launch_global=strict),
+    }
+    for name, variant in variants.items():
+        program = compile_header(variant, tmp_path / name)
+        index = KernelIndex(variant)
+        queries = random_queries(table, 250, seed=len(name))
+        expected = []
+        for query in queries:
+            try:
+                expected.append(python_line(index.lookup(query)))
+            except QueryError:
+                expected.append("none")
+        stdin = "".join(" ".join(map(str, q.shape.values())) + "\n" for q in queries)
+        result = subprocess.run([program], input=stdin, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        for query, want, got in zip(queries, expected, result.stdout.splitlines(), strict=True):
+            assert got == want, (name, dict(query.shape))
+        kinds = {line.split(" ", 1)[0] for line in expected}
+        assert (
+            kinds
+            == {
+                "tuned": {"exact", "nearest"},
+                "predicted": {"predicted"},
+                "default": {"default"},
+                "strict": {"exact", "nearest", "none"},
+                "strict-empty": {"default", "none"},
+            }[name]
+        )
+
+
+def test_tune_export_lookup_import_end_to_end(tmp_path, cli):
+    """A real tuning session on the OpenCL device, then the whole firmware path by CLI."""
+    db = tmp_path / "tuned.db"
+    shape = ["--m", "96", "--n", "80", "--k", "8", "--transa"]
+    tuned = octune("tune", "gemm", *shape, "--budget", "2", "--seed", "5", "--device", "0",
+                   "--confirm", "0", db=db)  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr + tuned.stdout
+    with Store(f"sqlite:///{db}") as store:
+        (device,) = store.stored_devices()
+        service = StoreLookup(store)
+        expected = service.lookup(device, gemm_query(60, 40, 20)).to_dict()
+        exact = service.lookup(device, gemm_query(96, 80, 8, transa=True)).to_dict()
+
+    for fmt in ("json", "sqlite", "c-header"):
+        exported = cli("export", "--device", device.fingerprint[:6], "--format", fmt,
+                       "--out", str(tmp_path / fmt), db=db)  # fmt: skip
+        assert exported.returncode == 0, exported.stderr
+        assert "1 workloads" in exported.stdout
+    answer = cli("lookup", str(tmp_path / "json"), "--m", "60", "--n", "40", "--k", "20")
+    assert answer.returncode == 0, answer.stderr
+    assert json.loads(answer.stdout) == expected
+    assert expected["match"] == "nearest" and exact["match"] == "exact"
+
+    merged = tmp_path / "team.db"
+    first = cli("import", str(tmp_path / "sqlite"), db=merged)
+    assert first.returncode == 0, first.stderr
+    assert "Imported 1 measurements" in first.stdout
+    again = cli("import", str(tmp_path / "json"), db=merged)
+    assert "Imported 0 measurements" in again.stdout and "1 were already stored" in again.stdout
+    with Store(f"sqlite:///{merged}") as store:
+        lookup = StoreLookup(store)
+        moved = lookup.lookup(lookup.device(device.fingerprint), gemm_query(96, 80, 8, True))
+        assert moved.to_dict() == exact
+
+
+@pytest.fixture
+def bundle(tuned_store, tmp_path) -> Path:
+    export_bundle(tuned_store, DEVICE.fingerprint, ["gemm"], "json", tmp_path / "b")
+    return tmp_path / "b"
+
+
+def rewrite_manifest(bundle: Path, change) -> None:
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    change(manifest)
+    (bundle / MANIFEST).write_text(json.dumps(manifest))
+
+
+def _rehash(bundle: Path, name: str) -> None:
+    import hashlib
+
+    content = (bundle / name).read_bytes()
+
+    def change(manifest):
+        manifest["files"][name] = {"sha256": hashlib.sha256(content).hexdigest(),
+                                   "bytes": len(content)}  # fmt: skip
+
+    rewrite_manifest(bundle, change)
+
+
+def _truncate(bundle: Path) -> None:
+    data = (bundle / "lookup.json").read_bytes()
+    (bundle / "lookup.json").write_bytes(data[: len(data) // 2])
+
+
+def _edit_table(bundle: Path) -> None:
+    text = (bundle / "lookup.json").read_text()
+    (bundle / "lookup.json").write_text(text.replace('"float32"', '"float31"', 1))
+
+
+def _edit_and_rehash(bundle: Path) -> None:
+    data = json.loads((bundle / "lookup.json").read_text())
+    data["kernels"][0]["tuned"]["rows"][0][2] = 10_000  # a config that is not listed
+    (bundle / "lookup.json").write_text(json.dumps(data))
+    _rehash(bundle, "lookup.json")
+
+
+def _edit_source(bundle: Path) -> None:
+    (source,) = (bundle / "kernels").glob("*.cl")
+    source.write_text(source.read_text() + "\n// patched\n")
+    _rehash(bundle, f"kernels/{source.name}")
+
+
+def _newer(bundle: Path) -> None:
+    def change(manifest):
+        manifest["octune_bundle"] = SCHEMA_VERSION + 1
+        manifest["reads_with"] = "octune>=9.0"
+
+    rewrite_manifest(bundle, change)
+
+
+def _unsafe_path(bundle: Path) -> None:
+    def change(manifest):
+        manifest["files"]["../../etc/passwd"] = manifest["files"].pop("lookup.json")
+
+    rewrite_manifest(bundle, change)
+
+
+@pytest.mark.parametrize(
+    ("damage", "fragments"),
+    [
+        (_truncate, ["lookup.json is truncated", "bytes"]),
+        (_edit_table, ["lookup.json does not match its SHA-256", "modified"]),
+        (_edit_and_rehash, ["malformed", "config 10000"]),
+        (_edit_source, ["sources do not hash to the kernel version"]),
+        (_newer, [f"schema version {SCHEMA_VERSION + 1}", "octune>=9.0", "upgrade"]),
+        (_unsafe_path, ["does not list lookup.json"]),
+        (lambda b: (b / "lookup.json").unlink(), ["missing lookup.json"]),
+        (lambda b: (b / MANIFEST).unlink(), ["not an octune bundle"]),
+        (lambda b: (b / MANIFEST).write_text('{"octune_bundle": 1, "fi'), ["not valid JSON"]),
+    ],
+)
+def test_damaged_bundles_are_refused(bundle, damage, fragments, cli):
+    damage(bundle)
+    with pytest.raises(BundleError) as raised:
+        load_bundle(bundle)
+    message = str(raised.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message
+    assert_one_line_error(
+        cli("lookup", str(bundle), "--m", "8", "--n", "8", "--k", "8"), fragments[0]
+    )
+
+
+def test_unsafe_names_in_the_manifest_are_refused(bundle):
+    def change(manifest):
+        manifest["files"]["../outside"] = {"sha256": "0" * 64, "bytes": 1}
+
+    rewrite_manifest(bundle, change)
+    from octune.tuner.bundle import read_manifest, read_verified
+
+    with pytest.raises(BundleError, match="unsafe path"):
+        read_verified(bundle, read_manifest(bundle), "../outside")
+
+
+def test_export_and_import_mistakes_are_one_line_errors(tuned_store, tmp_path, cli):
+    db = tmp_path / "empty.db"
+    with Store(f"sqlite:///{db}") as store:
+        store.device_id(DEVICE)
+    out = str(tmp_path / "o")
+    assert_one_line_error(cli("export", "-d", "example", "--out", out, db=db), "nothing is tuned")
+    assert_one_line_error(
+        cli("export", "-d", "nvidia", "--out", out, db=db), "no device 'nvidia'", "example-cpu"
+    )
+    assert_one_line_error(
+        cli("export", "-d", "example", "--format", "xml", "--out", out, db=db), "--format 'xml'"
+    )
+    export_bundle(tuned_store, "example", None, "c-header", tmp_path / "h")
+    assert_one_line_error(cli("import", str(tmp_path / "h"), db=db), "C header")
+    assert_one_line_error(cli("import", str(tmp_path / "nowhere"), db=db), "not a bundle")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(BundleError, match="cannot write bundle"):
+        export_bundle(tuned_store, "example", None, "json", blocker / "sub")
+
+
+def test_bundle_copies_answer_like_the_original(bundle, tmp_path):
+    """A bundle is relocatable: paths in the manifest are relative."""
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle, copy)
+    query = gemm_query(200, 300, 400)
+    assert load_bundle(copy).lookup(query) == load_bundle(bundle).lookup(query)
+    with pytest.raises(QueryError, match="no kernel 'conv'"):
+        load_bundle(copy).lookup(replace(query, kernel="conv"))
+    with pytest.raises(QueryError, match="m=0"):
+        load_bundle(copy).lookup(gemm_query(0, 1, 1))

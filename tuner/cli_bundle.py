@@ -1,0 +1,81 @@
+"""`octune export`, `octune import` and `octune lookup`: firmware bundles from the command line
+(registered on the main app in ``cli.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from octune.db.export import export_bundle, import_bundle
+from octune.db.store import ENV_VAR, Store
+from octune.tuner.bundle import FORMAT_FILES, load_bundle
+from octune.tuner.errors import OctuneError
+from octune.tuner.lookup import gemm_query
+
+console = Console()
+
+Database = Annotated[
+    str | None, typer.Option("--db", help=f"SQLAlchemy URL [default: ${ENV_VAR} or user SQLite]")
+]
+
+
+def export(
+    device: Annotated[
+        str,
+        typer.Option(
+            "--device", "-d", help="fingerprint, its prefix, or name substring of a stored device"
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="bundle directory (created)")],
+    kernels: Annotated[
+        str | None, typer.Option("--kernels", help="comma-separated [default: all tuned]")
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help=f"bundle format: {', '.join(FORMAT_FILES)}")
+    ] = "json",
+    db: Database = None,
+) -> None:
+    """Write one device's best configs, fallback tables and kernel sources as a bundle."""
+    if fmt not in FORMAT_FILES:
+        raise OctuneError(f"unknown --format '{fmt}': use one of {', '.join(FORMAT_FILES)}")
+    names = [name.strip() for name in kernels.split(",") if name.strip()] if kernels else None
+    with Store(db or Store.default_url()) as store:
+        manifest, tables = export_bundle(store, device, names, fmt, out)
+    size = sum(record["bytes"] for record in manifest["files"].values())
+    what = ", ".join(f"{t.kernel} {t.sha256[:12]} ({len(t.tuned)} workloads)" for t in tables)
+    console.print(
+        f"Exported {what} for {manifest['device']['name']} ({manifest['device']['fingerprint']}) "
+        f"to {out} as {fmt}: {len(manifest['files'])} files, {size:,} bytes"
+    )
+
+
+def import_(
+    bundle: Annotated[Path, typer.Argument(help="bundle directory written by `octune export`")],
+    db: Database = None,
+) -> None:
+    """Merge a bundle's tuned configs into a database; importing twice stores once."""
+    with Store(db or Store.default_url()) as store:
+        report = import_bundle(store, bundle)
+        url = store.url
+    console.print(
+        f"Imported {report.imported} measurements for device {report.device_fingerprint} "
+        f"into {url}; {report.skipped} were already stored"
+    )
+
+
+def lookup(
+    bundle: Annotated[Path, typer.Argument(help="bundle directory (json or sqlite format)")],
+    m: Annotated[int, typer.Option("--m", help="rows of op(A) and C")],
+    n: Annotated[int, typer.Option("--n", help="columns of op(B) and C")],
+    k: Annotated[int, typer.Option("--k", help="columns of op(A), rows of op(B)")],
+    transa: Annotated[bool, typer.Option("--transa", help="op(A) = A^T")] = False,
+    transb: Annotated[bool, typer.Option("--transb", help="op(B) = B^T")] = False,
+) -> None:
+    """Answer a GEMM lookup offline from a bundle, as the config service would (JSON)."""
+    answer = load_bundle(bundle).lookup(gemm_query(m, n, k, transa, transb))
+    print(json.dumps(answer.to_dict(), indent=2))
