@@ -208,3 +208,6 @@ def test_energy_objective_without_a_sensor_is_one_line_error(tmp_path: Path) -> 
     result = octune("tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--objective", "energy",
                     "--device", "0", db=tmp_path / "x.db")  # fmt: skip
     assert_one_line_error(result, "energy sensor", "--objective time")
+    with_flag = octune("tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--energy",
+                       "--device", "0", db=tmp_path / "x.db")  # fmt: skip
+    assert_one_line_error(with_flag, "--energy needs an energy sensor")

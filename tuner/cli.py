@@ -150,7 +150,8 @@ def tune(
     energy: Annotated[
         bool | None,
         typer.Option(
-            "--energy/--no-energy", help="read the energy sensor (default: when one exists)"
+            "--energy/--no-energy",
+            help="record joules and watts per candidate (default: only for energy objectives)",
         ),
     ] = None,
     resume: Annotated[
@@ -173,19 +174,19 @@ def tune(
         total = replace(total, candidates=100 * len(tasks))
     cl_device = select_device(device)
     info = DeviceInfo.from_cl(cl_device)
-    sensor = sensor_for(cl_device)
-    if objective != "time" and sensor is None:
+    wants_energy = objective != "time" if energy is None else energy or objective != "time"
+    if wants_energy and sensor_for(cl_device) is None:
         raise OctuneError(
-            f"objective '{objective}' needs an energy sensor, and none can be read for "
-            f"{info.name} (NVML on NVIDIA GPUs, RAPL under /sys/class/powercap on CPUs): "
-            "use --objective time"
+            f"{'--energy' if objective == 'time' else f'objective {objective!r}'} needs an "
+            f"energy sensor, and none can be read for {info.name} (NVML on NVIDIA GPUs, RAPL "
+            "under /sys/class/powercap on CPUs): use --objective time without --energy"
         )
     settings = Settings(
         jobs=default_jobs(cl_device) if jobs is None else jobs,
         timeout=timeout,
         confirm=confirm,
         objective=objective,
-        energy=(sensor is not None) if energy is None else energy or objective != "time",
+        energy=wants_energy,
         resume=resume,
     )
     store = _open_store(db)
