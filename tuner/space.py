@@ -820,3 +820,11 @@ class ConfigTable:
         except ValueError:
             return None
         return self.index(config) if isinstance(config, dict) else None
+
+    def take(self, rows: NDArray[np.int64]) -> ConfigTable:
+        """A table of some of these rows, e.g. the configs a recording covers; ``rows`` sorted."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) > 1 and not (np.diff(rows) > 0).all():
+            raise ValueError("take() needs strictly increasing rows, so keys stay sorted")
+        values = np.asfortranarray(self.values[rows])
+        return ConfigTable(self.space, self._keys[rows], values, self._limits)

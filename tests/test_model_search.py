@@ -1,0 +1,187 @@
+"""The cost model and the `model` strategy on the synthetic recorded spaces (see
+benchmarks/make_synthetic.py): they must learn the structure, beat random search by a wide
+margin, and tune a second shape faster from the first one's measurements.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from octune.db.store import Store
+from octune.tuner.cost_model import MODELS, Context, Features, targets
+from octune.tuner.device import DeviceInfo
+from octune.tuner.errors import OctuneError
+from octune.tuner.replay import (
+    RecordedSpace,
+    RecordingError,
+    ReplayRunner,
+    replay,
+    restrict,
+    to_reach,
+)
+from octune.tuner.results import Measurement, Status
+from octune.tuner.space import ConfigTable
+from octune.tuner.strategies.model import ModelSearch
+from octune.tuner.strategies.random import RandomSearch
+
+DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+BUDGET = 150
+SEEDS = (0, 1, 2)
+
+
+@pytest.fixture(scope="module")
+def first() -> RecordedSpace:
+    return RecordedSpace.load(DATA / "synthetic_a.json.gz")
+
+
+@pytest.fixture(scope="module")
+def second() -> RecordedSpace:
+    """Another shape on the same device: its sweet spots sit elsewhere."""
+    return RecordedSpace.load(DATA / "synthetic_b.json.gz")
+
+
+@pytest.fixture(scope="module")
+def table(first: RecordedSpace) -> ConfigTable:
+    return first.table()
+
+
+def reach(recorded: RecordedSpace, strategy: ModelSearch | RandomSearch, fraction: float) -> int:
+    """Measurements until `fraction` of the recorded best; BUDGET + 1 when never reached."""
+    trace = replay(strategy, ReplayRunner(recorded), BUDGET)
+    return to_reach(trace, recorded.best_s, fraction) or BUDGET + 1
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.corrcoef(np.argsort(np.argsort(a)), np.argsort(np.argsort(b)))[0, 1])
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_cost_models_learn_the_order_of_configs(name, first, table):
+    """Trained on 200 measured configs, predictions order the other configs like the truth:
+    a model that guessed would score about 0.
+    """
+    times = first.times_for(table)
+    features = Features(table.space).matrix(table.values, first.context)
+    rows = np.random.default_rng(0).choice(len(table), 200, replace=False)
+    y = targets([None if np.isnan(t) else t for t in times[rows]], [1] * len(rows))
+    model = MODELS[name](seed=0).fit(features[rows], y)
+    rest = np.setdiff1d(np.flatnonzero(np.isfinite(times)), rows)
+    assert spearman(model.predict(features[rest]), times[rest]) > 0.6
+    top = rest[model.rank(features[rest])[:20]]
+    assert np.median(times[top]) < np.quantile(times[rest], 0.1)
+
+
+def test_model_needs_far_fewer_measurements_than_random(first, table):
+    model = [reach(first, ModelSearch(table, seed=s, target=first.context), 0.9) for s in SEEDS]
+    blind = [reach(first, RandomSearch(table, seed=s), 0.9) for s in SEEDS]
+    assert max(model) <= BUDGET, model
+    assert np.median(model) * 2 <= np.median(blind), (model, blind)
+
+
+def test_model_proposals_are_far_better_than_random_choice(first, table):
+    """After its random start the model proposes configs from the fast end of the space;
+    replaced by random choice, their median would sit at the space's median.
+    """
+    strategy = ModelSearch(table, seed=4, target=first.context)
+    trace = replay(strategy, ReplayRunner(first), 60)
+    learned = np.asarray(trace[strategy.initial :])
+    times = first.times_for(table)
+    assert np.nanmedian(learned) < np.nanquantile(times, 0.1)
+    assert strategy.fits > 1
+
+
+def test_large_space_is_sampled_and_climbed(first, table):
+    """With a pool smaller than the space, the sampled pool plus hill climbing still learns."""
+    runs = [
+        reach(first, ModelSearch(table, seed=s, target=first.context, pool=400), 0.9) for s in SEEDS
+    ]
+    blind = [reach(first, RandomSearch(table, seed=s), 0.9) for s in SEEDS]
+    assert np.median(runs) * 2 <= np.median(blind), (runs, blind)
+
+
+def test_history_of_another_shape_speeds_up_tuning(first, second, table):
+    history = second.records()
+    cold = [reach(first, ModelSearch(table, seed=s, target=first.context), 0.95) for s in SEEDS]
+    warm = [
+        reach(first, ModelSearch(table, seed=s, target=first.context, history=history), 0.95)
+        for s in SEEDS
+    ]
+    assert np.median(warm) * 2 <= np.median(cold), (warm, cold)
+
+
+def test_history_needs_a_target_and_models_are_named(first, second, table):
+    with pytest.raises(OctuneError, match="no target"):
+        ModelSearch(table, history=second.records())
+    with pytest.raises(OctuneError, match="unknown cost model 'svm'"):
+        ModelSearch(table, model="svm")
+
+
+def test_recording_round_trip_and_replay(first, table, tmp_path):
+    path = tmp_path / "copy.json.gz"
+    first.save(path)
+    again = RecordedSpace.load(path)
+    assert again.parameters == first.parameters
+    np.testing.assert_array_equal(again.configs, first.configs)
+    np.testing.assert_array_equal(again.time_s, first.time_s)
+    runner = ReplayRunner(again)
+    fastest = int(np.nanargmin(first.time_s))
+    config = dict(zip(first.parameters, first.configs[fastest].tolist(), strict=True))
+    result = runner.measure(config)
+    assert result.ok and result.median_s == first.best_s
+    failed = first.status.index("launch_error")
+    bad = dict(zip(first.parameters, first.configs[failed].tolist(), strict=True))
+    assert runner.measure(bad).status is Status.LAUNCH_ERROR
+    part = RecordedSpace.load(path)
+    part.configs, part.status, part.time_s = part.configs[:10], part.status[:10], part.time_s[:10]
+    assert len(part.table()) == 10
+    with pytest.raises(RecordingError, match="was not recorded"):
+        ReplayRunner(part).measure(config if fastest >= 10 else bad)
+
+
+def test_bad_recordings_and_restrictions_are_one_line_errors(first, tmp_path):
+    broken = tmp_path / "broken.json.gz"
+    broken.write_bytes(b"not gzip")
+    with pytest.raises(RecordingError, match=r"cannot read recorded space .*record_space\.py"):
+        RecordedSpace.load(broken)
+    other = tmp_path / "other.json.gz"
+    other.write_bytes(gzip.compress(b'{"format": "something else"}'))
+    with pytest.raises(RecordingError, match="not a recorded space"):
+        RecordedSpace.load(other)
+    space = first.space()
+    with pytest.raises(RecordingError, match=r"TM values \[3\] are not a non-empty subset"):
+        restrict(space, {"TM": [3]})
+    with pytest.raises(RecordingError, match="unknown parameter NOPE"):
+        restrict(space, {"NOPE": [1]})
+    assert len(restrict(space, {"TM": [2], "TN": [4]}).enumerate(first.limits)) > 0
+
+
+def test_store_history_feeds_the_model(first, table, tmp_path, device_info: DeviceInfo):
+    """Measurements stored for one shape come back as records the model warm-starts from."""
+    with Store(f"sqlite:///{tmp_path / 'octune.db'}") as store:
+        device = store.device_id(device_info)
+        kernel = store.kernel_version_id("synthetic", "f" * 64, "source", "space")
+        workload = store.workload_id(
+            "gemm", "gemm:synthetic-a", dict(first.workload["shape"]), "float32"
+        )
+        session = store.start_session(device, kernel, workload, "random", 1, {})
+        for record in first.records()[:50]:
+            status = Status.OK if record.time_s is not None else Status.LAUNCH_ERROR
+            times = (record.time_s,) if record.time_s is not None else ()
+            store.add_measurement(
+                session, Measurement(record.config, status, times, flops=record.flops)
+            )
+        store.finish_session(session, "completed")
+        history = store.history("synthetic", "f" * 64)
+        assert store.history("synthetic", "0" * 64) == []
+    assert len(history) == 50
+    assert history[0].device["fingerprint"] == device_info.fingerprint
+    assert history[0].workload == first.workload["shape"]
+    assert [r.time_s for r in history] == [r.time_s for r in first.records()[:50]]
+    target = Context(first.device, {**first.workload["shape"], "m": 1024})
+    strategy = ModelSearch(table, seed=0, history=history, target=target)
+    assert len(strategy.history[1]) == 50
+    assert len(strategy.propose(4)) == 4 and strategy.fits == 1

@@ -1,0 +1,334 @@
+"""A learned cost model: which configs are worth measuring, for any workload and device.
+
+Features are computed for many configs at once from the search space itself (its parameters,
+derived values, launch geometry and the constraints that name device limits), plus the
+workload's shape and the device's size, so one model serves every shape and device a kernel
+version was tuned on. The target is log(seconds per flop): scale-free across shapes, so what a
+config is good at carries over. Estimators follow scikit-learn's fit/predict, plus ``rank``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, Self
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.ensemble import RandomForestRegressor
+from xgboost import XGBRanker, XGBRegressor
+
+from octune.tuner.expr import Value
+from octune.tuner.space import LIMIT_NAMES, SearchSpace
+
+#: Device description fields (DeviceInfo.to_dict() and the store's device rows share them).
+DEVICE_FIELDS = ("compute_units", "max_work_group_size", "local_mem_size", "global_mem_size")
+#: Failed configs train as this many times slower than the slowest working one: the model
+#: learns to steer clear of regions that do not build or verify.
+FAILURE_PENALTY = math.e
+#: Regression targets slower than this quantile of their context are clipped to it.
+CLIP_QUANTILE = 0.5
+
+
+class Record(Protocol):
+    """One stored measurement in its context: what transfer learning trains on."""
+
+    @property
+    def device(self) -> Mapping[str, Any]: ...
+
+    @property
+    def workload(self) -> Mapping[str, Any]: ...
+
+    @property
+    def config(self) -> Mapping[str, int]: ...
+
+    @property
+    def time_s(self) -> float | None: ...
+
+    @property
+    def flops(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where configs run: the device (DeviceInfo.to_dict() fields) and the workload's shape.
+
+    An empty context is allowed: its features are NaN, which the tree models treat as missing.
+    """
+
+    device: Mapping[str, Any] = field(default_factory=dict)
+    shape: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Groups measurements that are directly comparable: same device, same shape."""
+        shape = ",".join(f"{name}={value}" for name, value in sorted(self.shape.items()))
+        return str(self.device.get("fingerprint", "")), shape
+
+    def limits(self) -> dict[str, int]:
+        """Device limits for the space's expressions; work-item sizes default to the work-group
+        limit where only the store's device row is known (it does not keep them).
+        """
+        device = self.device
+        group = int(device.get("max_work_group_size", 0) or 0)
+        sizes = list(device.get("max_work_item_sizes") or ())
+        sizes = (sizes + [group] * 3)[:3]
+        return {
+            "max_work_group_size": group,
+            "max_work_item_size_0": int(sizes[0]),
+            "max_work_item_size_1": int(sizes[1]),
+            "max_work_item_size_2": int(sizes[2]),
+            "local_mem_size": int(device.get("local_mem_size", 0) or 0),
+            "compute_units": int(device.get("compute_units", 0) or 0),
+        }
+
+
+class Features:
+    """Turns configs of one space, in a context, into a float matrix with named columns."""
+
+    def __init__(self, space: SearchSpace) -> None:
+        self.space = space
+        derived = set(space.derived_names)
+        tunable = derived | set(space.parameter_names)
+        # "X <= limit" style constraints: X / limit says how close a config runs to the device.
+        self.ratios: tuple[tuple[str, str], ...] = tuple(
+            sorted(
+                {
+                    (name, limit)
+                    for expression in space.constraints
+                    for limit in expression.names & set(LIMIT_NAMES)
+                    for name in expression.names & tunable
+                }
+            )
+        )
+        dims = range(len(space.launch_local))
+        self.names: tuple[str, ...] = (
+            *space.parameter_names,
+            *space.derived_names,
+            *(f"{name}/{limit}" for name, limit in self.ratios),
+            *(f"local_{i}" for i in dims),
+            *(f"groups_{i}" for i in dims),
+            "work_group_size",
+            "groups",
+            "groups_per_unit",
+            "last_wave_fill",
+            *(f"shape_{name}" for name in sorted(s.lower() for s in space.shape_names)),
+            *(f"device_{name}" for name in DEVICE_FIELDS),
+            "device_gpu",
+        )
+
+    def matrix(self, configs: NDArray[np.int64], context: Context) -> NDArray[np.float64]:
+        """One row per config (columns in ``space.parameter_names`` order)."""
+        space = self.space
+        count = len(configs)
+        limits = context.limits()
+        shape = {name.upper(): int(v) for name, v in context.shape.items()}
+        env: dict[str, Value] = {**limits, **shape}
+        env.update((name, configs[:, i]) for i, name in enumerate(space.parameter_names))
+        columns: list[NDArray[Any]] = [configs[:, i] for i in range(configs.shape[1])]
+        for name, expression in space.derived:
+            env[name], _ = expression.evaluate_masked(env)
+            columns.append(env[name])  # type: ignore[arg-type]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            columns.extend(
+                np.asarray(env[name], dtype=float) / (limits[limit] or np.nan)
+                for name, limit in self.ratios
+            )
+            columns.extend(self._launch(env, shape, limits["compute_units"]))
+        shape_columns = [shape.get(name.upper(), math.nan) for name in sorted(space.shape_names)]
+        device = context.device
+        device_columns = [float(device.get(name) or math.nan) for name in DEVICE_FIELDS]
+        gpu = device.get("device_type")
+        constants = [*shape_columns, *device_columns, math.nan if gpu is None else gpu == "gpu"]
+        matrix = np.empty((count, len(self.names)), dtype=np.float64)
+        for i, column in enumerate([*columns, *constants]):
+            matrix[:, i] = column
+        return matrix
+
+    def _launch(
+        self, env: dict[str, Value], shape: Mapping[str, int], units: int
+    ) -> list[NDArray[Any] | float]:
+        """Work-group size, group counts and how evenly the groups fill the compute units."""
+        local = [
+            np.asarray(e.evaluate_masked(env)[0], dtype=float) for e in self.space.launch_local
+        ]
+        size = np.prod(local, axis=0)
+        if not shape.keys() >= self.space.shape_names:
+            unknown = [math.nan] * len(local)
+            return [*local, *unknown, size, math.nan, math.nan, math.nan]
+        groups_each = [
+            np.asarray(g.evaluate_masked(env)[0], dtype=float) / lo
+            for g, lo in zip(self.space.launch_global, local, strict=True)
+        ]
+        groups = np.prod(groups_each, axis=0)
+        units = units or math.nan
+        waves = np.ceil(groups / units)
+        return [*local, *groups_each, size, groups, groups / units, groups / (waves * units)]
+
+
+def targets(times_s: Sequence[float | None], flops: Sequence[int]) -> NDArray[np.float64]:
+    """log(seconds per flop), failures (None/NaN) set FAILURE_PENALTY above the slowest."""
+    times = np.array([math.nan if t is None else t for t in times_s], dtype=float)
+    work = np.maximum(np.asarray(flops, dtype=float), 1.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y = np.log(times / work)
+    failed = ~np.isfinite(y)
+    if failed.all():
+        return np.zeros(len(y))
+    y[failed] = np.nanmax(y[~failed]) + math.log(FAILURE_PENALTY)
+    return y
+
+
+def clip_slow(y: NDArray[np.float64], groups: NDArray[np.int64] | None) -> NDArray[np.float64]:
+    """Targets with the slow half of each context flattened to its median: how slow a bad
+    config is does not matter, so the regression spends its trees on ordering the fast ones.
+    """
+    groups = np.zeros(len(y), dtype=np.int64) if groups is None else groups
+    clipped = y.copy()
+    for group in np.unique(groups):
+        rows = groups == group
+        clipped[rows] = np.minimum(y[rows], np.quantile(y[rows], CLIP_QUANTILE))
+    return clipped
+
+
+# --- estimators ---------------------------------------------------------------------------
+
+
+class CostModel(ABC):
+    """fit on (features, log time), predict a score where lower is faster, rank best first."""
+
+    name: ClassVar[str]
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = seed
+
+    @abstractmethod
+    def fit(
+        self,
+        x: NDArray[np.float64],
+        y: NDArray[np.float64],
+        *,
+        groups: NDArray[np.int64] | None = None,
+        weight: NDArray[np.float64] | None = None,
+    ) -> Self:
+        """``groups`` labels rows of the same context: only their order within it matters."""
+
+    @abstractmethod
+    def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        """A score per row; lower means faster (not necessarily log seconds)."""
+
+    def rank(self, x: NDArray[np.float64]) -> NDArray[np.int64]:
+        """Row indices, predicted fastest first (stable, so ties keep their order)."""
+        return np.argsort(self.predict(x), kind="stable")
+
+
+def _seed(seed: int | None) -> int:
+    return 0 if seed is None else seed % (2**31)
+
+
+class XGBoostRegression(CostModel):
+    """Gradient-boosted trees regressing log(seconds per flop)."""
+
+    name = "xgb-regression"
+
+    def fit(
+        self,
+        x: NDArray[np.float64],
+        y: NDArray[np.float64],
+        *,
+        groups: NDArray[np.int64] | None = None,
+        weight: NDArray[np.float64] | None = None,
+    ) -> Self:
+        self.model = XGBRegressor(
+            n_estimators=100,
+            max_depth=5,
+            learning_rate=0.15,
+            subsample=0.8,
+            colsample_bytree=0.8,
+            min_child_weight=1.0,
+            tree_method="hist",
+            n_jobs=1,
+            random_state=_seed(self.seed),
+        )
+        self.model.fit(x, clip_slow(y, groups), sample_weight=weight)
+        return self
+
+    def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        return self.model.predict(x).astype(float)
+
+
+class XGBoostRanking(CostModel):
+    """Gradient-boosted trees with a pairwise ranking objective within each context: only the
+    order of configs is learned, so shapes and devices of very different speed mix freely.
+    """
+
+    name = "xgb-rank"
+    LEVELS = 16  # relevance grades: quantiles of speed within a context
+
+    def fit(
+        self,
+        x: NDArray[np.float64],
+        y: NDArray[np.float64],
+        *,
+        groups: NDArray[np.int64] | None = None,
+        weight: NDArray[np.float64] | None = None,
+    ) -> Self:
+        groups = np.zeros(len(y), dtype=np.int64) if groups is None else groups
+        order = np.argsort(groups, kind="stable")  # XGBoost wants each query's rows together
+        x, y, groups = x[order], y[order], groups[order]
+        labels = np.zeros(len(y))
+        for group in np.unique(groups):
+            rows = groups == group
+            ranks = np.argsort(np.argsort(-y[rows], kind="stable"), kind="stable")
+            labels[rows] = np.floor(ranks * self.LEVELS / max(rows.sum(), 1))
+        self.model = XGBRanker(
+            objective="rank:pairwise",
+            n_estimators=100,
+            max_depth=5,
+            learning_rate=0.15,
+            subsample=0.8,
+            colsample_bytree=0.8,
+            tree_method="hist",
+            n_jobs=1,
+            random_state=_seed(self.seed),
+        )
+        group_weight = None
+        if weight is not None:  # XGBoost ranks weight whole queries: take each group's mean
+            weight = weight[order]
+            group_weight = np.array([weight[groups == g].mean() for g in np.unique(groups)])
+        self.model.fit(x, labels, qid=groups, sample_weight=group_weight)
+        return self
+
+    def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        return -self.model.predict(x).astype(float)
+
+
+class RandomForest(CostModel):
+    """scikit-learn's random forest on log(seconds per flop): the baseline to beat."""
+
+    name = "forest"
+
+    def fit(
+        self,
+        x: NDArray[np.float64],
+        y: NDArray[np.float64],
+        *,
+        groups: NDArray[np.int64] | None = None,
+        weight: NDArray[np.float64] | None = None,
+    ) -> Self:
+        self.model = RandomForestRegressor(
+            n_estimators=60, min_samples_leaf=1, max_features=0.5, n_jobs=1,
+            random_state=_seed(self.seed),
+        )  # fmt: skip
+        self.model.fit(np.nan_to_num(x, nan=-1.0), y, sample_weight=weight)
+        return self
+
+    def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
+        return self.model.predict(np.nan_to_num(x, nan=-1.0)).astype(float)
+
+
+MODELS: dict[str, type[CostModel]] = {
+    model.name: model for model in (XGBoostRegression, XGBoostRanking, RandomForest)
+}

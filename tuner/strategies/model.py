@@ -1,0 +1,218 @@
+"""Model-guided search: measure what a learned cost model predicts fastest, retrain, repeat.
+
+Each round scores a candidate pool (the whole unmeasured space when it is small enough, else
+a large random sample plus a model-guided hill climb from the best configs), proposes the
+predicted best with a share of exploration among the runners-up, and retrains as results
+arrive. Stored measurements of the same kernel version (other shapes, other devices) warm-start
+the model, so the first proposals of a new shape already come from what was learned before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from octune.tuner.cost_model import MODELS, Context, CostModel, Features, Record, targets
+from octune.tuner.errors import OctuneError
+from octune.tuner.results import Measurement
+from octune.tuner.space import ConfigTable
+from octune.tuner.strategies.base import Strategy
+
+#: Score every unmeasured config when the space has at most this many; else sample this many.
+POOL = 100_000
+#: Random configs measured before the model is trusted (when no history warm-starts it).
+INITIAL = 12
+#: Share of proposals drawn at random from the predicted top instead of taken in order.
+EXPLORE = 0.2
+#: Exploration picks among the predicted best this share of the pool (at least a few).
+EXPLORE_TOP = 0.05
+#: Weights of training rows: this shape on this device, other shapes on it, other devices.
+WEIGHT_OWN, WEIGHT_SAME_DEVICE, WEIGHT_OTHER_DEVICE = 4.0, 1.0, 0.5
+#: Stored measurements used per (device, shape) context, sampled when there are more.
+HISTORY_PER_CONTEXT = 1000
+#: Hill-climbing rounds from the best configs when the space is too large to score whole.
+CLIMB_ROUNDS, CLIMB_STARTS = 3, 16
+
+
+class ModelSearch(Strategy):
+    name = "model"
+
+    def __init__(
+        self,
+        table: ConfigTable,
+        *,
+        seed: int | None = None,
+        skip: Collection[int] = (),
+        history: Sequence[Record] = (),
+        target: Context | None = None,
+        model: str = "xgb-regression",
+        initial: int = INITIAL,
+        explore: float = EXPLORE,
+        pool: int = POOL,
+    ) -> None:
+        """``history``: stored measurements of this kernel version to warm-start from;
+        ``target``: the device and shape being tuned, needed to relate history to it;
+        ``pool``: most configs scored per round (a larger space is sampled and climbed).
+        """
+        super().__init__(table, seed=seed, skip=skip)
+        if model not in MODELS:
+            raise OctuneError(f"unknown cost model '{model}': choose one of {', '.join(MODELS)}")
+        if history and target is None:
+            raise OctuneError("model search got history but no target context to relate it to")
+        self.rng = np.random.default_rng(seed)
+        self.features = Features(table.space)
+        self.target = target or Context()
+        self.model_name = model
+        self.initial = initial
+        self.explore = explore
+        self.pool = pool
+        self.proposed = np.zeros(len(table), dtype=bool)
+        self.proposed[list(self.skip)] = True
+        self.rows: list[int] = []
+        self.times: list[float | None] = []
+        self.history = self._history_matrix(history)
+        self.model: CostModel | None = None
+        self._trained_on = -1
+        self._ranking: NDArray[np.int64] = np.empty(0, dtype=np.int64)
+        self.fits = 0
+        self._table_x: NDArray[np.float64] | None = None
+
+    # -- data ------------------------------------------------------------------------------
+
+    def _history_matrix(
+        self, history: Sequence[Record]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+        """Features, targets, context groups and weights of the stored measurements."""
+        names = self.table.names
+        target_key = self.target.key
+        by_context: dict[tuple[str, str], list[Record]] = {}
+        for record in history:
+            context = Context(record.device, record.workload)
+            if context.key != target_key and all(n in record.config for n in names):
+                by_context.setdefault(context.key, []).append(record)
+        parts = []
+        for group, records in enumerate(by_context.values()):
+            if len(records) > HISTORY_PER_CONTEXT:  # bounded: refits stay cheap
+                keep = self.rng.choice(len(records), HISTORY_PER_CONTEXT, replace=False)
+                records = [records[i] for i in sorted(keep)]
+            context = Context(records[0].device, records[0].workload)
+            configs = np.array([[r.config[n] for n in names] for r in records], dtype=np.int64)
+            x = self.features.matrix(configs, context)
+            y = targets([r.time_s for r in records], [r.flops for r in records])
+            same = context.key[0] == target_key[0]
+            weight = WEIGHT_SAME_DEVICE if same else WEIGHT_OTHER_DEVICE
+            parts.append((x, y, np.full(len(y), group + 1), np.full(len(y), weight)))
+        if not parts:
+            empty = np.empty((0, len(self.features.names)))
+            return empty, np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)
+        x, y, groups, weights = (np.concatenate(p) for p in zip(*parts, strict=True))
+        return x, y, groups.astype(np.int64), weights
+
+    def _rows_matrix(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Features of some rows; a table small enough to score whole is featurised once."""
+        if len(self.table) > self.pool:
+            return self.features.matrix(self.table.values[rows], self.target)
+        if self._table_x is None:
+            self._table_x = self.features.matrix(self.table.values, self.target)
+        return self._table_x[rows]
+
+    def observe(self, row: int, measurement: Measurement) -> None:
+        self.rows.append(row)
+        self.times.append(measurement.median_s if measurement.ok else None)
+
+    # -- model -----------------------------------------------------------------------------
+
+    def _due(self) -> bool:
+        """Retrain after each result at first, then after every few: cost grows with data."""
+        new = len(self.rows) - self._trained_on
+        return new > 0 and new >= max(1, len(self.rows) // 10)
+
+    def _fit(self) -> None:
+        hx, hy, hgroups, hweight = self.history
+        own = np.asarray(self.rows, dtype=np.int64)
+        x = np.concatenate([hx, self._rows_matrix(own)])
+        flops = [1] * len(own)  # one shape: relative times are all that matter
+        y = np.concatenate([hy, targets(self.times, flops) if len(own) else np.empty(0)])
+        groups = np.concatenate([hgroups, np.zeros(len(own), dtype=np.int64)])
+        weight = np.concatenate([hweight, np.full(len(own), WEIGHT_OWN)])
+        self.model = MODELS[self.model_name](seed=self.seed).fit(x, y, groups=groups, weight=weight)
+        self._trained_on = len(self.rows)
+        self.fits += 1
+        self._ranking = self._rank_pool()
+
+    def _rank_pool(self) -> NDArray[np.int64]:
+        """Candidate rows, predicted fastest first."""
+        assert self.model is not None
+        free = np.flatnonzero(~self.proposed)
+        if len(free) > self.pool:
+            sample = self.rng.choice(free, self.pool, replace=False)
+            pool = np.union1d(sample, self._climb())
+        else:
+            pool = free
+        return pool[self.model.rank(self._rows_matrix(pool))]
+
+    def _climb(self) -> NDArray[np.int64]:
+        """Rows found by hill climbing on the model from the best measured configs."""
+        assert self.model is not None
+        measured = sorted(
+            (t, r) for r, t in zip(self.rows, self.times, strict=True) if t is not None
+        )
+        frontier = np.asarray([r for _, r in measured[:CLIMB_STARTS]], dtype=np.int64)
+        found: set[int] = set()
+        for _ in range(CLIMB_ROUNDS):
+            neighbours = np.asarray(
+                sorted({n for row in frontier.tolist() for n in self._neighbours(row)}),
+                dtype=np.int64,
+            )
+            neighbours = neighbours[~self.proposed[neighbours]] if len(neighbours) else neighbours
+            if not len(neighbours):
+                break
+            found.update(neighbours.tolist())
+            order = self.model.rank(self._rows_matrix(neighbours))
+            frontier = neighbours[order[:CLIMB_STARTS]]
+        return np.asarray(sorted(found), dtype=np.int64)
+
+    def _neighbours(self, row: int) -> list[int]:
+        """Legal configs that differ from ``row`` in one parameter's value."""
+        config = self.table.config(row)
+        rows = []
+        for parameter in self.table.space.parameters:
+            for value in parameter.values:
+                if value != config[parameter.name]:
+                    found = self.table.index({**config, parameter.name: value})
+                    if found is not None:
+                        rows.append(found)
+        return rows
+
+    # -- proposing -------------------------------------------------------------------------
+
+    def propose(self, count: int) -> list[int]:
+        free = np.flatnonzero(~self.proposed)
+        if not len(free) or count < 1:
+            return []
+        if len(self.history[1]) or len(self.rows) >= self.initial:
+            if self.model is None or self._due():
+                self._fit()
+            picked = self._pick(count)
+        else:  # nothing to learn from yet: a seeded random start
+            picked = self.rng.choice(free, min(count, len(free)), replace=False)
+        self.proposed[picked] = True
+        return [int(row) for row in picked]
+
+    def _pick(self, count: int) -> NDArray[np.int64]:
+        """The predicted best, with some picks drawn at random from the predicted top."""
+        ranking = self._ranking[~self.proposed[self._ranking]]
+        if not len(ranking):  # the pool ran dry between fits: score a fresh one
+            self._ranking = ranking = self._rank_pool()
+        count = min(count, len(ranking))
+        explored = int(self.rng.binomial(count, self.explore))
+        top = max(count * 4, math.ceil(EXPLORE_TOP * len(ranking)))
+        exploit, runners_up = ranking[: count - explored], ranking[count - explored : top]
+        extra = self.rng.choice(runners_up, explored, replace=False)  # top >= count: enough
+        return np.concatenate([exploit, extra]).astype(np.int64)
+
+
+STRATEGY = ModelSearch
