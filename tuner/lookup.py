@@ -40,7 +40,7 @@ import ast
 import functools
 import hashlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -417,89 +417,102 @@ class Answer:
 # --- nearest neighbours -----------------------------------------------------------------------
 
 _LEAF = 8
-# A node is ("leaf", [(point, index), ...]) or (axis, split, low, high).
+# A node is (None, [(point, index), ...]) for a leaf, else (axis, split, low, high).
 _Node = tuple[Any, ...]
 
 
 class _Tree:
-    """A k-d tree over integer points; nearest() returns the accepted point with the smallest
-    (squared distance, index), exactly what a linear scan in index order returns.
+    """A k-d tree over integer points; ``nearest`` returns the point with the smallest
+    (squared distance, index) that is not excluded: what a linear scan in index order finds.
     """
 
     def __init__(self, points: Sequence[tuple[int, ...]], indices: Sequence[int]) -> None:
-        self.size = len(indices)
         self._root = self._build(list(zip(points, indices, strict=True)))
 
     def _build(self, items: list[tuple[tuple[int, ...], int]]) -> _Node:
         if len(items) <= _LEAF:
-            return ("leaf", items)
+            return (None, items)
         dims = len(items[0][0])
         spreads = [max(p[d] for p, _ in items) - min(p[d] for p, _ in items) for d in range(dims)]
         axis = spreads.index(max(spreads))
+        if spreads[axis] == 0:  # all points equal: one leaf, whatever its size
+            return (None, items)
         items.sort(key=lambda item: item[0][axis])
         middle = len(items) // 2
         split = items[middle][0][axis]
         return (axis, split, self._build(items[:middle]), self._build(items[middle:]))
 
-    def nearest(
-        self,
-        query: tuple[int, ...],
-        offset: int,
-        best: tuple[float, int],
-        accept: Callable[[int], bool],
-    ) -> tuple[float, int]:
-        """Improve ``best`` = (distance, index) with this tree's points, each at distance
-        ``offset`` + squared Euclidean distance, keeping only those ``accept`` allows.
+    def nearest(self, query: tuple[int, ...], excluded: Collection[int]) -> int | None:
+        """Exact integer distances decide; ``math.dist`` (a quarter of the cost, float) only
+        skips points that are clearly further than the best so far.
         """
-        stack: list[tuple[_Node, int]] = [(self._root, offset)]
+        best, best_index, radius = math.inf, -1, math.inf
+        dist = math.dist
+        stack: list[tuple[_Node, int]] = [(self._root, 0)]
         while stack:
             node, bound = stack.pop()
-            if bound > best[0]:
+            if bound > best:
                 continue
-            if node[0] == "leaf":
+            if node[0] is None:
                 for point, index in node[1]:
-                    distance = offset
-                    for a, b in zip(point, query, strict=True):
-                        distance += (a - b) * (a - b)
-                    if (distance, index) < best and accept(index):
-                        best = (distance, index)
+                    if dist(point, query) > radius:
+                        continue
+                    distance = 0
+                    for a, b in zip(point, query, strict=False):  # strict costs a third here
+                        a -= b
+                        distance += a * a
+                    if (distance < best or (distance == best and index < best_index)) and (
+                        index not in excluded
+                    ):
+                        best, best_index = distance, index
+                        # Far above float error (1e-16 relative): no tie is ever skipped.
+                        radius = math.sqrt(distance) * (1 + 1e-9) + 1e-6
                 continue
             axis, split, low, high = node
             gap = query[axis] - split
             near, far = (low, high) if gap < 0 else (high, low)
-            stack.append((far, max(bound, offset + gap * gap)))  # popped after near
+            stack.append((far, max(bound, gap * gap)))  # popped after near
             stack.append((near, bound))
-        return best
+        return None if best_index < 0 else best_index
 
 
 class _NeighbourIndex:
-    """Entries grouped by (dtype, layout flags), one tree each over log2 sizes."""
+    """Entries as points (16.16 log2 of each size, then each layout flag times
+    ``LAYOUT_WEIGHT``), one k-d tree per dtype.
+    """
 
     def __init__(self, problem: Problem, entries: Sequence[Entry]) -> None:
         self._sizes = len(problem.sizes)
-        groups: dict[tuple[str, tuple[int, ...]], list[int]] = {}
+        groups: dict[str, list[int]] = {}
         for index, entry in enumerate(entries):
-            groups.setdefault((entry.dtype, entry.shape[self._sizes :]), []).append(index)
-        self._trees: dict[str, list[tuple[tuple[int, ...], _Tree]]] = {}
-        for (dtype, flags), indices in groups.items():
-            points = [tuple(map(log2_fixed, entries[i].shape[: self._sizes])) for i in indices]
-            self._trees.setdefault(dtype, []).append((flags, _Tree(points, indices)))
+            groups.setdefault(entry.dtype, []).append(index)
+        self._trees = {
+            dtype: _Tree([self.point(entries[i].shape) for i in indices], indices)
+            for dtype, indices in groups.items()
+        }
+
+    def point(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        sizes = self._sizes
+        return (
+            *map(log2_fixed, shape[:sizes]),
+            *(flag * LAYOUT_WEIGHT for flag in shape[sizes:]),
+        )
 
     def nearest(
-        self, shape: tuple[int, ...], dtype: str, accept: Callable[[int], bool]
+        self, shape: tuple[int, ...], dtype: str, legal: Callable[[int], bool]
     ) -> int | None:
-        point = tuple(map(log2_fixed, shape[: self._sizes]))
-        flags = shape[self._sizes :]
-        layouts = [
-            (sum(((a - b) * LAYOUT_WEIGHT) ** 2 for a, b in zip(f, flags, strict=True)), tree)
-            for f, tree in self._trees.get(dtype, ())
-        ]
-        best: tuple[float, int] = (math.inf, -1)
-        for offset, tree in sorted(layouts, key=lambda layout: layout[0]):
-            if offset > best[0]:
-                break
-            best = tree.nearest(point, offset, best, accept)
-        return None if best[1] < 0 else best[1]
+        """The nearest entry that ``legal`` accepts; legality is only asked of the winner,
+        and a rejected winner is excluded before searching again.
+        """
+        tree = self._trees.get(dtype)
+        if tree is None:
+            return None
+        point, rejected = self.point(shape), set[int]()
+        while (index := tree.nearest(point, rejected)) is not None:
+            if legal(index):
+                return index
+            rejected.add(index)
+        return None
 
 
 class KernelIndex:
