@@ -300,7 +300,8 @@ def write_bundle(
         files[FORMAT_FILES[fmt]] = cheader.render(device, tables, sources, manifest).encode()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / MANIFEST).unlink(missing_ok=True)
+        for stale in (MANIFEST, *FORMAT_FILES.values()):  # a re-export in another format
+            (out / stale).unlink(missing_ok=True)
         for name, content in files.items():
             path = out / name
             path.parent.mkdir(exist_ok=True)

@@ -227,7 +227,7 @@ struct {p}_entry_ {{
 
 static const char {p}_kernel_[] = {c_string(table.kernel)};
 static const char {p}_entry_name_[] = {c_string(table.entry)};
-static const char {p}_sha256_[] = "{table.sha256}";
+static const char {p}_sha256_[] = {c_string(table.sha256)};
 static const char {p}_extra_options_[] = {c_string(extra)};
 static const char *const {p}_define_names_[{macro}_NDEFINES] = {{
     {", ".join(c_string(n) for n in define_names)}
