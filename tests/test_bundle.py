@@ -69,7 +69,7 @@ def cli(capsys, monkeypatch):
     return run
 
 
-GCC = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-O1"]
+GCC = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"]
 SIZES = [1, 3, 16, 17, 64, 100, 128, 255, 256, 512, 1000, 1024, 2048, 4096]
 
 
@@ -168,11 +168,16 @@ C_PROGRAM = r"""
 #include <stdio.h>
 #include "octune_lookup.h"
 
-int main(void) {
+int main(int argc, char **argv) {
     long m, n, k;
     int transa, transb, match, d;
+    unsigned part;
     char options[4096];
     struct octune_gemm_config cfg;
+    if (argc > 1 && octune_gemm_lookup(4096, 4096, 4096, 0, 0, &cfg) >= 0) {  /* the source */
+        for (part = 0; part < cfg.source_count; part++) fputs(cfg.source[part], stdout);
+        return argv[1][0] == 's' ? 0 : 1;
+    }
     while (scanf("%ld %ld %ld %d %d", &m, &n, &k, &transa, &transb) == 5) {
         match = octune_gemm_lookup(m, n, k, transa, transb, &cfg);
         if (match < 0) { printf("none\n"); continue; }
@@ -251,6 +256,8 @@ def test_c_header_answers_as_python(tuned_store, tmp_path):
         assert result.returncode == 0, result.stderr
         for query, want, got in zip(queries, expected, result.stdout.splitlines(), strict=True):
             assert got == want, (name, dict(query.shape))
+        source = subprocess.run([program, "source"], capture_output=True, text=True, timeout=60)
+        assert source.stdout == load_kernel("gemm").source
         kinds = {line.split(" ", 1)[0] for line in expected}
         assert (
             kinds

@@ -86,6 +86,21 @@ def c_string(text: str) -> str:
     return "\n    ".join(pieces)
 
 
+def source_parts(text: str, limit: int = 4000) -> list[str]:
+    """The source in pieces of at most ``limit`` bytes, cut after a newline where one is
+    near: C99 compilers need only accept 4095-character string literals (-pedantic says so),
+    and OpenCL takes a program as several strings anyway.
+    """
+    parts, rest = [], text.encode()
+    while len(rest) > limit:
+        cut = rest.rfind(b"\n", 0, limit) + 1 or limit
+        while cut < len(rest) and rest[cut] & 0xC0 == 0x80:  # not inside a UTF-8 character
+            cut -= 1
+        parts.append(rest[:cut].decode())
+        rest = rest[cut:]
+    return [*parts, rest.decode()]
+
+
 def _comment(text: str) -> str:
     return re.sub(r"[^ -~]", "?", text).replace("*/", "* /")
 
@@ -188,6 +203,8 @@ def _kernel(table: KernelTable, template: str) -> str:
     config_rows = ",\n    ".join("{" + ", ".join(map(str, c)) + "}" for c in configs)
     entries = _entries(p, "tuned", tuned, configs) + _entries(p, "predicted", predictions, configs)
     name = _comment(table.kernel)
+    parts = source_parts(template)
+    parts_text = ",\n    ".join(c_string(part) for part in parts)
     launch_args = f"int64_t g[{macro}_WORK_DIM], int64_t l[{macro}_WORK_DIM]"
     first_param = len(flag_defines)
     return f"""
@@ -206,7 +223,8 @@ struct {p}_config {{
     const char *kernel;            /* kernel family */
     const char *entry;             /* OpenCL function name */
     const char *kernel_sha256;     /* the kernel version (template + space) it was tuned with */
-    const char *source;            /* that template's OpenCL C source */
+    const char *const *source;     /* that template's OpenCL C source in source_count parts, */
+    unsigned source_count;         /* as clCreateProgramWithSource(ctx, n, parts, NULL, &e) */
     const char *const *define_names;
     int defines[{macro}_NDEFINES];     /* -D values: transposes, then the tuning parameters */
     size_t global_size[{macro}_WORK_DIM];
@@ -232,8 +250,9 @@ static const char {p}_extra_options_[] = {c_string(extra)};
 static const char *const {p}_define_names_[{macro}_NDEFINES] = {{
     {", ".join(c_string(n) for n in define_names)}
 }};
-static const char {p}_source_[] =
-    {c_string(template)};
+static const char *const {p}_source_[{len(parts)}] = {{
+    {parts_text}
+}};
 static const int32_t {p}_configs_[{len(configs)}][{macro}_NPARAMS] = {{
     {config_rows}
 }};
@@ -263,6 +282,7 @@ static inline void {p}_fill_(struct {p}_config *cfg, int match, int config, cons
     cfg->entry = {p}_entry_name_;
     cfg->kernel_sha256 = {p}_sha256_;
     cfg->source = {p}_source_;
+    cfg->source_count = {len(parts)};
     cfg->define_names = {p}_define_names_;
 {flag_copies}
     for (d = 0; d < {macro}_NPARAMS; d++) cfg->defines[{first_param} + d] = {p}_configs_[config][d];
