@@ -464,7 +464,15 @@ def load_bundle(path: str | Path) -> Bundle:
         datas = json.loads(content)["kernels"] if fmt == "json" else _tables_from_sqlite(content)
         tables = [table_from_data(data) for data in datas]
         indexes = {table.kernel: KernelIndex(table) for table in tables}
-    except (KeyError, TypeError, ValueError, IndexError, TableError, sqlite3.Error) as error:
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        IndexError,
+        RecursionError,
+        TableError,
+        sqlite3.Error,
+    ) as error:
         detail = f"missing field {error}" if isinstance(error, KeyError) else str(error)
         raise BundleError(f"{what} is malformed ({detail}); export the bundle again") from None
     sources = {}
