@@ -364,6 +364,7 @@ def best(
     transb: TransBOption = False,
     device: DeviceOption = None,
     db: DbOption = None,
+    objective: ObjectiveOption = "time",
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
 ) -> None:
     """Show the fastest verified config stored for a workload on a device."""
@@ -371,7 +372,12 @@ def best(
     workload = GemmWorkload(m, n, k, transa, transb)
     info = DeviceInfo.from_cl(select_device(device))
     store = _open_store(db)
-    found = store.best(info.fingerprint, kernel.name, workload.key, kernel_sha256=kernel.sha256)
+    found = store.best(info.fingerprint, kernel.name, workload.key, kernel.sha256, objective)
+    if found is None and objective != "time":
+        raise OctuneError(
+            f"no verified config with energy readings stored for {kernel.name} {workload} on "
+            f"{info.name}: tune it with --objective {objective} or --energy first"
+        )
     if found is None:
         older = store.best(info.fingerprint, kernel.name, workload.key)
         what = (
