@@ -161,9 +161,19 @@ def tune(
     summary: Annotated[
         Path | None, typer.Option(help="also write the per-workload summary to this JSON file")
     ] = None,
+    upload: Annotated[
+        str | None,
+        typer.Option(help="config server to send each session to, e.g. http://host:8000"),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="OCTUNE_TOKEN", help="write token for --upload ($OCTUNE_TOKEN)"),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Tune kernels on one device; every candidate is verified and stored as it is measured."""
+    if upload is not None and not token:
+        raise OctuneError("--upload needs a write token: pass --token or set OCTUNE_TOKEN")
     tasks = _tasks(kernel_name, m, n, k, transa, transb, workloads)
     total = Budget(
         candidates=budget,
@@ -203,6 +213,8 @@ def tune(
             console.print(f"Budget spent: {task.workload} and those after it were not tuned.")
             break
         report = _tune_one(store, info, task, strategy, part, settings, seed)
+        if upload is not None and token is not None:
+            _upload(store, report, upload, token)
         used_candidates += report.progress.tried
         rows.append(_summary_row(store, info, task, report, objective))
         if report.interrupted:
@@ -285,6 +297,25 @@ def _tune_one(
     if report.within_noise:
         console.print("The top candidates are within noise of each other: either will do.")
     return report
+
+
+def _upload(store: Store, report: SessionReport, url: str, token: str) -> None:
+    """Send the sessions to a config server. A failure ends nothing: the results stay in the
+    local database, and since uploads are idempotent a later upload of the same session
+    (`OctuneClient.upload_session`) stores each measurement once.
+    """
+    from octune.server.client import OctuneClient  # the server's schemas load only when asked
+
+    try:
+        with OctuneClient(url, token=token) as client:
+            for session_id in report.session_ids:
+                sent = client.upload_session(store, session_id)
+                console.print(
+                    f"Uploaded session {session_id} to {url}: {sent.added} new, "
+                    f"{sent.already_stored} already there"
+                )
+    except OctuneError as error:
+        console.print(f"[yellow]Upload to {url} failed, results kept locally:[/] {error}")
 
 
 def _summary_row(

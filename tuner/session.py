@@ -123,6 +123,14 @@ class SessionReport:
     progress: Progress
     interrupted: bool
     confirmed: tuple[Measurement, ...] = ()
+    confirm_session_id: int | None = None
+
+    @property
+    def session_ids(self) -> tuple[int, ...]:
+        """The search session and, where one ran, its confirm session."""
+        if self.confirm_session_id is None:
+            return (self.session_id,)
+        return (self.session_id, self.confirm_session_id)
 
     @property
     def within_noise(self) -> bool:
@@ -264,29 +272,28 @@ def run_session(
         pipeline.close()
         store.finish_session(session_id, "interrupted" if interrupted else "completed")
     confirmed: tuple[Measurement, ...] = ()
+    confirm_session_id = None
     if not interrupted and settings.confirm > 0 and progress.tried > 0:
-        try:
-            confirmed = _confirm(store, job, device_id, kernel_id, workload_id, settings, timeout)
-        except KeyboardInterrupt:
-            interrupted = True
-    return SessionReport(session_id, progress, interrupted, confirmed)
+        top = store.top_configs(device_id, kernel_id, workload_id, settings.confirm)
+        if top:
+            confirm_session_id = store.start_session(
+                device_id, kernel_id, workload_id, strategy=CONFIRM_STRATEGY,
+                seed=None if seed is None else seed + 1,
+                settings={"repeats": CONFIRM_REPEATS, "octune_version": version("octune")},
+            )  # fmt: skip
+            try:
+                confirmed = _confirm(store, job, confirm_session_id, top, timeout)
+            except KeyboardInterrupt:
+                interrupted = True
+    return SessionReport(session_id, progress, interrupted, confirmed, confirm_session_id)
 
 
 def _confirm(
-    store: Store,
-    job: Job,
-    device_id: int,
-    kernel_id: int,
-    workload_id: int,
-    settings: Settings,
-    timeout: float,
+    store: Store, job: Job, session_id: int, top: list[dict[str, int]], timeout: float
 ) -> tuple[Measurement, ...]:
-    """Re-measure the stored top candidates with more repeats on fresh inputs, in a session of
-    their own, so that a lucky run cannot crown a config: `best` prefers confirmed results.
+    """Re-measure the top candidates with more repeats on fresh inputs, in a session of their
+    own, so that a lucky run cannot crown a config: `best` prefers confirmed results.
     """
-    top = store.top_configs(device_id, kernel_id, workload_id, settings.confirm)
-    if not top:
-        return ()
     fresh = replace(
         job,
         seed=None if job.seed is None else job.seed + 1,
@@ -294,10 +301,6 @@ def _confirm(
         min_repeats=CONFIRM_MIN_REPEATS,
         max_seconds=CONFIRM_SECONDS,
     )
-    session_id = store.start_session(
-        device_id, kernel_id, workload_id, strategy=CONFIRM_STRATEGY, seed=fresh.seed,
-        settings={"repeats": CONFIRM_REPEATS, "octune_version": version("octune")},
-    )  # fmt: skip
     measurer = Measurer(fresh, timeout)
     results: list[Measurement] = []
     status = "interrupted"
