@@ -37,11 +37,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start(command: list[str], port: int) -> subprocess.Popen[bytes]:
+def start(command: list[str], probe: str) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(300):
+    for _ in range(1200):
         try:
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=1)
+            httpx.get(probe, timeout=1)
             return process
         except httpx.TransportError:
             time.sleep(0.1)
@@ -143,7 +143,7 @@ def main() -> None:
             str(octune_port),
             "--no-access-log",
         ],
-        octune_port,
+        f"http://127.0.0.1:{octune_port}/v1/health",
     )
     bare = start(
         [
@@ -160,7 +160,7 @@ def main() -> None:
             "--log-level",
             "warning",
         ],
-        bare_port,
+        f"http://127.0.0.1:{bare_port}/constant",
     )
     try:
         base = f"http://127.0.0.1:{octune_port}"

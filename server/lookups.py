@@ -45,6 +45,7 @@ class LookupService:
         self._checked = -float("inf")
         self._stamp = -1
         self._answers: dict[AnswerKey, bytes] = {}
+        self._raw: dict[bytes, bytes] = {}  # GET /v1/lookup query string -> answer
         self._devices: dict[str, StoredDevice] = {}
         self._kernels: frozenset[str] = frozenset()
 
@@ -57,6 +58,17 @@ class LookupService:
         if time.monotonic() - self._checked >= self.check_every_s:
             return None
         return self._answers.get(key)
+
+    def cached_query(self, query_string: bytes) -> bytes | None:
+        """The answer to a query string answered before (so already validated), if fresh."""
+        if time.monotonic() - self._checked >= self.check_every_s:
+            return None
+        return self._raw.get(query_string)
+
+    def remember_query(self, query_string: bytes, body: bytes) -> None:
+        if len(self._raw) >= MAX_ANSWERS:
+            self._raw.clear()
+        self._raw[query_string] = body
 
     def invalidate(self) -> None:
         """After an upload: forget every table and answer now, not at the next stamp check."""
@@ -79,6 +91,7 @@ class LookupService:
                 found = json.dumps(answer.to_dict(), separators=(",", ":")).encode()
                 if len(self._answers) >= MAX_ANSWERS:
                     self._answers.clear()
+                    self._raw.clear()
                 self._answers[key] = found
             out.append(found)
         return out
@@ -94,6 +107,7 @@ class LookupService:
         with self._lock:
             if stamp != self._stamp:
                 self._answers.clear()
+                self._raw.clear()
                 self._devices.clear()
                 self._kernels = frozenset({*self.store.kernel_names(), *available_kernels()})
                 self._stamp = stamp

@@ -39,6 +39,7 @@ async def lookup(request: Request, query: Annotated[LookupQuery, Query()]) -> Re
     body = service.cached(key)
     if body is None:
         body = await run_in_threadpool(service.answer, key)
+    service.remember_query(request.scope["query_string"], body)
     return Response(body, media_type=_JSON)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from server_testing import Seeder, bearer, make_client, post_upload
 from sqlalchemy import select
@@ -12,6 +14,7 @@ from octune.db.server_store import ServerStore
 from octune.server.client import OctuneClient, session_uploads
 from octune.server.tokens import token_hash
 from octune.tuner.lookup import gemm_query
+from octune.tuner.results import Measurement, Status
 from octune.tuner.workloads import MAX_DIM, GemmWorkload
 
 W64 = GemmWorkload(64, 64, 64)
@@ -215,3 +218,25 @@ def test_client_reports_server_errors_in_one_line(client, seeder, device_info):
         assert answers[0].match == "nearest"
         with pytest.raises(Exception, match=r"server answered 404: unknown device 'nope'"):
             runtime.lookup("nope", m=1, n=1, k=1)
+
+
+def test_repeated_lookups_follow_new_measurements(store, seeder, device_info, write_token):
+    """Repeats are answered from the cache; an upload drops it at once, a measurement written
+    straight into the database within the check interval."""
+    seeder.session(W64, [5, 6])
+    with make_client(store, cache_check_s=0.2) as client:
+        params = {"device": device_info.fingerprint, "m": 64, "n": 64, "k": 64}
+        first = client.get("/v1/lookup", params=params)
+        assert client.get("/v1/lookup", params=params).content == first.content
+        assert first.json()["config"] == seeder.table.config(5)
+        (upload,) = session_uploads(store, seeder.session(W64, [7]))
+        faster = upload.model_copy(deep=True)
+        faster.uid = "another-session-uid"
+        faster.measurements[0].times_s = [1e-4] * 3
+        assert post_upload(client, faster, write_token).json()["added"] == 1
+        assert client.get("/v1/lookup", params=params).json()["config"] == seeder.table.config(7)
+        session_id = seeder.session(W64, [8])
+        store.add_measurement(session_id, Measurement(seeder.table.config(9), Status.OK,
+                                                      (5e-5,) * 3, flops=W64.flops))  # fmt: skip
+        time.sleep(0.3)  # written straight into the database: seen at the next check
+        assert client.get("/v1/lookup", params=params).json()["config"] == seeder.table.config(9)
