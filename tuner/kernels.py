@@ -7,13 +7,13 @@ because a config is only valid for the exact source it was tuned with.
 from __future__ import annotations
 
 import difflib
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
 from octune.tuner.errors import OctuneError
+from octune.tuner.lookup import kernel_version_sha256
 from octune.tuner.space import SearchSpace
 from octune.tuner.workloads import GemmWorkload, Workload
 
@@ -28,11 +28,7 @@ class KernelSpec:
 
     @property
     def sha256(self) -> str:
-        digest = hashlib.sha256()
-        for text in (self.source, self.space.source_text):
-            digest.update(text.encode())
-            digest.update(b"\0")
-        return digest.hexdigest()
+        return kernel_version_sha256(self.source, self.space.source_text)
 
     def __reduce__(self) -> tuple[object, tuple[str, str, str]]:
         return kernel_from_texts, (self.name, self.source, self.space.source_text)

@@ -73,8 +73,9 @@ class TableError(OctuneError):
 
 
 def kernel_version_sha256(template_source: str, space_source: str) -> str:
-    """The SHA-256 that names a kernel version (see ``KernelSpec.sha256``): bundles recompute it
-    to prove that the sources they carry are the ones that were tuned.
+    """The SHA-256 that names a kernel version (``KernelSpec.sha256``); it lives here, in the
+    standard-library-only module, so that bundles can recompute it to prove that the sources
+    they carry are the ones that were tuned.
     """
     digest = hashlib.sha256()
     for text in (template_source, space_source):
