@@ -1,0 +1,113 @@
+"""Record a uniform random sample of the whole GEMM space on a device, fast: candidates go
+through the tuning pipeline (parallel builders, supervised measurer), so a GPU records about a
+thousand configs a minute where benchmarks/record_space.py, which measures one config on several
+shapes at a time with inline builds, records about eighty.
+
+    python benchmarks/record_sample.py --device NVIDIA --shapes 4096x4096x4096 64x4096x4096 \
+        --seconds 150 90 --out benchmarks/data/h100_gemm
+
+Each shape becomes PREFIX_<layout>_<MxNxK>.json.gz (benchmarks/replay.py reads it); the
+measurements also stay in --db, where `octune best`, the service and bundles can use them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+
+from octune.db.store import Store
+from octune.tuner.device import DeviceInfo, select_device
+from octune.tuner.kernels import KernelSpec, load_kernel
+from octune.tuner.replay import RecordedSpace
+from octune.tuner.results import Measurement
+from octune.tuner.session import Budget, Settings, run_session
+from octune.tuner.workers import default_jobs
+from octune.tuner.workloads import GemmWorkload
+
+
+def shape(text: str) -> GemmWorkload:
+    m, n, k = (int(part) for part in text.lower().split("x"))
+    return GemmWorkload(m, n, k)
+
+
+def recording(
+    kernel: KernelSpec,
+    info: DeviceInfo,
+    workload: GemmWorkload,
+    measurements: list[Measurement],
+    notes: dict[str, object],
+) -> RecordedSpace:
+    names = kernel.space.parameter_names
+    return RecordedSpace(
+        kernel={
+            "name": kernel.name,
+            "sha256": kernel.sha256,
+            "source": kernel.source,
+            "space_source": kernel.space.source_text,
+        },
+        device=info.to_dict(),
+        limits=info.limits,
+        workload={
+            "problem": workload.problem,
+            "shape": workload.shape,
+            "dtype": workload.dtype,
+            "flops": workload.flops,
+        },
+        values={p.name: list(p.values) for p in kernel.space.parameters},
+        parameters=names,
+        configs=np.asarray(
+            [[m.config[name] for name in names] for m in measurements], dtype=np.int64
+        ).reshape(-1, len(names)),
+        status=[m.status.value for m in measurements],
+        time_s=np.asarray([m.median_s if m.ok else math.nan for m in measurements], dtype=float),
+        notes=notes,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", type=shape, nargs="+", required=True)
+    parser.add_argument("--seconds", type=float, nargs="+", required=True, help="per shape")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--db", default="sqlite:///record_sample.db")
+    parser.add_argument("--out", required=True, help="file prefix")
+    args = parser.parse_args()
+    if len(args.seconds) not in (1, len(args.shapes)):
+        parser.error("give one --seconds for all shapes or one per shape")
+    seconds = args.seconds * len(args.shapes) if len(args.seconds) == 1 else args.seconds
+
+    cl_device = select_device(args.device)
+    info = DeviceInfo.from_cl(cl_device)
+    kernel = load_kernel("gemm")
+    table = kernel.space.enumerate(info.limits)
+    store = Store(args.db)
+    settings = Settings(jobs=default_jobs(cl_device), confirm=0)
+    for workload, limit in zip(args.shapes, seconds, strict=True):
+        report = run_session(
+            store, info, kernel, workload, table,
+            strategy="random", budget=Budget(seconds=limit), settings=settings, seed=args.seed,
+        )  # fmt: skip
+        measurements = store.session_measurements(report.session_id)
+        notes = {
+            "seconds": limit,
+            "sample": "uniform random over the legal space",
+            "full_space_configs": len(table),
+            "order_seed": args.seed,
+        }
+        path = Path(f"{args.out}_{workload.layout}_{workload.m}x{workload.n}x{workload.k}.json.gz")
+        recording(kernel, info, workload, measurements, notes).save(path)
+        best = report.progress.best
+        tflops = (best.gflops or 0) / 1e3 if best else 0.0
+        print(
+            f"{workload}: {len(measurements)} of {len(table):,} configs in {limit:.0f} s, "
+            f"best {tflops:.2f} TFLOP/s -> {path}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
