@@ -1,11 +1,13 @@
 """Record a GEMM space on a real device for offline replay: every legal config of a sub-grid.
 
-Configs are measured in a seeded random order and the file is rewritten every few configs, so a
-recording cut short by --time (or a kill) is a uniform sample of the sub-grid, and re-running
-the same command resumes it.
+Configs are measured in a seeded random order and the files are rewritten every few configs,
+so a recording cut short by --time (or a kill) is a uniform sample of the sub-grid, and
+re-running the same command resumes it, with the kernel source kept in the file even when the
+checkout's template has changed since. Several shapes are recorded from one build per config
+(the shape is a kernel argument), so a second shape costs only its runs.
 
-    python benchmarks/record_space.py --m 128 --n 128 --k 128 --time 25m \
-        --values MWG=16,32,64 --values SA=1 --out benchmarks/data/pocl_gemm_128.json.gz
+    python benchmarks/record_space.py --shapes 128x128x128 32x512x128 --time 25m \
+        --values MWG=16,32,64 --values SA=1 --out benchmarks/data/pocl_gemm
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import load_kernel
+from octune.tuner.kernels import kernel_from_texts, load_kernel
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.replay import RecordedSpace, restrict
 from octune.tuner.session import parse_duration
@@ -34,11 +36,14 @@ def parse_values(items: list[str]) -> dict[str, list[int]]:
     return values
 
 
+def shape(text: str) -> GemmWorkload:
+    m, n, k = (int(part) for part in text.lower().split("x"))
+    return GemmWorkload(m, n, k)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--m", type=int, required=True)
-    parser.add_argument("--n", type=int, required=True)
-    parser.add_argument("--k", type=int, required=True)
+    parser.add_argument("--shapes", type=shape, nargs="+", required=True, help="e.g. 128x128x128")
     parser.add_argument("--transa", action="store_true")
     parser.add_argument("--transb", action="store_true")
     parser.add_argument("--device", default=None)
@@ -46,65 +51,72 @@ def main() -> None:
     parser.add_argument("--time", default=None, help="stop after this long, e.g. 25m")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", required=True, help="file prefix: PREFIX_NN_MxNxK.json.gz")
     args = parser.parse_args()
 
     cl_device = select_device(args.device)
     info = DeviceInfo.from_cl(cl_device)
+    workloads = [GemmWorkload(w.m, w.n, w.k, args.transa, args.transb) for w in args.shapes]
+    paths = [Path(f"{args.out}_{w.layout}_{w.m}x{w.n}x{w.k}.json.gz") for w in workloads]
     kernel = load_kernel("gemm")
-    workload = GemmWorkload(args.m, args.n, args.k, args.transa, args.transb)
-    values = parse_values(args.values)
-    space = restrict(kernel.space, values)
+    previous = [RecordedSpace.load(path) if path.exists() else None for path in paths]
+    for recorded in previous:
+        if recorded is None:
+            continue
+        if recorded.device["fingerprint"] != info.fingerprint:
+            raise SystemExit(f"recording {recorded.device['name']} is of another device")
+        # Resume with the kernel the recording started with, whatever the checkout holds now.
+        kernel = kernel_from_texts(
+            recorded.kernel["name"], recorded.kernel["source"], recorded.kernel["space_source"]
+        )
+    space = restrict(kernel.space, parse_values(args.values))
     table = space.enumerate(info.limits)
     full = len(kernel.space.enumerate(info.limits))
     order = np.random.default_rng(args.seed).permutation(len(table))
-    print(f"{info.name}: {len(table):,} legal configs in the sub-grid of {full:,} ({workload})")
+    print(f"{info.name}: {len(table):,} legal configs in the sub-grid of {full:,}")
 
-    if args.out.exists():
-        recorded = RecordedSpace.load(args.out)
-        if recorded.kernel["sha256"] != kernel.sha256 or recorded.device["fingerprint"] != (
-            info.fingerprint
-        ):
-            raise SystemExit(f"{args.out} holds another kernel version or device: pick --out")
-        done = {tuple(row) for row in recorded.configs.tolist()}
-        configs, status = recorded.configs.tolist(), recorded.status
-        times = recorded.time_s.tolist()
-        spent = float(recorded.notes.get("seconds", 0.0))
-    else:
-        done, configs, status, times, spent = set(), [], [], [], 0.0
-    runner = DeviceRunner(
-        cl_device, kernel, workload, seed=args.seed, repeats=args.repeats, max_seconds=0.5
-    )
+    runners = [
+        DeviceRunner(cl_device, kernel, w, seed=args.seed, repeats=args.repeats, max_seconds=0.5)
+        for w in workloads
+    ]
+    columns = [
+        (r.configs.tolist(), r.status, r.time_s.tolist()) if r else ([], [], []) for r in previous
+    ]
+    done = {tuple(row) for row in columns[0][0]}
+    spent = float(previous[0].notes.get("seconds", 0.0)) if previous[0] else 0.0
     limit = parse_duration(args.time) if args.time else float("inf")
     started = time.monotonic()
 
     def save() -> None:
-        RecordedSpace(
-            kernel={
-                "name": kernel.name,
-                "sha256": kernel.sha256,
-                "space_source": kernel.space.source_text,
-            },
-            device=info.to_dict(),
-            limits=info.limits,
-            workload={
-                "problem": workload.problem,
-                "shape": workload.shape,
-                "dtype": workload.dtype,
-                "flops": workload.flops,
-            },
-            values={p.name: list(p.values) for p in space.parameters},
-            parameters=space.parameter_names,
-            configs=np.asarray(configs, dtype=np.int64).reshape(-1, len(space.parameter_names)),
-            status=status,
-            time_s=np.asarray(times, dtype=float),
-            notes={
-                "seconds": spent + time.monotonic() - started,
-                "subgrid_configs": len(table),
-                "full_space_configs": full,
-                "order_seed": args.seed,
-            },
-        ).save(args.out)
+        for workload, path, (configs, status, times) in zip(workloads, paths, columns, strict=True):
+            RecordedSpace(
+                kernel={
+                    "name": kernel.name,
+                    "sha256": kernel.sha256,
+                    "source": kernel.source,
+                    "space_source": kernel.space.source_text,
+                },
+                device=info.to_dict(),
+                limits=info.limits,
+                workload={
+                    "problem": workload.problem,
+                    "shape": workload.shape,
+                    "dtype": workload.dtype,
+                    "flops": workload.flops,
+                },
+                values={p.name: list(p.values) for p in space.parameters},
+                parameters=space.parameter_names,
+                configs=np.asarray(configs, dtype=np.int64).reshape(-1, len(space.parameters)),
+                status=status,
+                time_s=np.asarray(times, dtype=float),
+                notes={
+                    "seconds": spent + time.monotonic() - started,
+                    "shapes_per_build": len(workloads),
+                    "subgrid_configs": len(table),
+                    "full_space_configs": full,
+                    "order_seed": args.seed,
+                },
+            ).save(path)
 
     for count, row in enumerate(order, start=1):
         if time.monotonic() - started >= limit:
@@ -113,16 +125,17 @@ def main() -> None:
         key = tuple(config[name] for name in space.parameter_names)
         if key in done:
             continue
-        measurement = runner.measure(config)
-        configs.append(list(key))
-        status.append(measurement.status.value)
-        times.append(measurement.median_s if measurement.ok else float("nan"))
-        if len(configs) % CHECKPOINT_EVERY == 0:
+        for runner, (configs, status, times) in zip(runners, columns, strict=True):
+            measurement = runner.measure(config)
+            configs.append(list(key))
+            status.append(measurement.status.value)
+            times.append(measurement.median_s if measurement.ok else float("nan"))
+        recorded_count = len(columns[0][0])
+        if recorded_count % CHECKPOINT_EVERY == 0:
             save()
-            best = np.nanmin(times) if np.isfinite(times).any() else float("nan")
-            print(f"{len(configs)}/{len(table)} recorded ({count} visited), best {best:.3e} s")
+            print(f"{recorded_count}/{len(table)} recorded ({count} visited)", flush=True)
     save()
-    print(f"wrote {args.out}: {len(configs)} of {len(table)} configs")
+    print(f"wrote {', '.join(map(str, paths))}: {len(columns[0][0])} of {len(table)} configs")
 
 
 if __name__ == "__main__":

@@ -181,16 +181,16 @@ def targets(times_s: Sequence[float | None], flops: Sequence[int]) -> NDArray[np
     return y
 
 
-def clip_slow(y: NDArray[np.float64], groups: NDArray[np.int64] | None) -> NDArray[np.float64]:
-    """Targets with the slow half of each context flattened to its median: how slow a bad
-    config is does not matter, so the regression spends its trees on ordering the fast ones.
+def relative(y: NDArray[np.float64], groups: NDArray[np.int64]) -> NDArray[np.float64]:
+    """Targets relative to their context's median, the slow half flattened to 0: how fast a
+    device or shape is overall, or how slow a bad config is, does not matter; the regression
+    spends its trees on ordering the fast configs of each context.
     """
-    groups = np.zeros(len(y), dtype=np.int64) if groups is None else groups
-    clipped = y.copy()
+    scaled = np.empty_like(y)
     for group in np.unique(groups):
         rows = groups == group
-        clipped[rows] = np.minimum(y[rows], np.quantile(y[rows], CLIP_QUANTILE))
-    return clipped
+        scaled[rows] = np.minimum(y[rows] - np.quantile(y[rows], CLIP_QUANTILE), 0.0)
+    return scaled
 
 
 # --- estimators ---------------------------------------------------------------------------
@@ -202,9 +202,8 @@ class CostModel(ABC):
     name: ClassVar[str]
 
     def __init__(self, seed: int | None = None) -> None:
-        self.seed = seed
+        self.seed = 0 if seed is None else seed % (2**31)
 
-    @abstractmethod
     def fit(
         self,
         x: NDArray[np.float64],
@@ -214,6 +213,19 @@ class CostModel(ABC):
         weight: NDArray[np.float64] | None = None,
     ) -> Self:
         """``groups`` labels rows of the same context: only their order within it matters."""
+        groups = np.zeros(len(y), dtype=np.int64) if groups is None else groups
+        weight = np.ones(len(y)) if weight is None else weight
+        self._fit(x, y, groups, weight)
+        return self
+
+    @abstractmethod
+    def _fit(
+        self,
+        x: NDArray[np.float64],
+        y: NDArray[np.float64],
+        groups: NDArray[np.int64],
+        weight: NDArray[np.float64],
+    ) -> None: ...
 
     @abstractmethod
     def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -223,37 +235,34 @@ class CostModel(ABC):
         """Row indices, predicted fastest first (stable, so ties keep their order)."""
         return np.argsort(self.predict(x), kind="stable")
 
-
-def _seed(seed: int | None) -> int:
-    return 0 if seed is None else seed % (2**31)
+    def _xgboost(self) -> dict[str, Any]:
+        """Settings both XGBoost models share: small, fast trees, one thread, seeded."""
+        return {
+            "n_estimators": 100,
+            "max_depth": 5,
+            "learning_rate": 0.15,
+            "subsample": 0.8,
+            "colsample_bytree": 0.8,
+            "tree_method": "hist",
+            "n_jobs": 1,
+            "random_state": self.seed,
+        }
 
 
 class XGBoostRegression(CostModel):
-    """Gradient-boosted trees regressing log(seconds per flop)."""
+    """Gradient-boosted trees regressing log(seconds per flop), slow tail clipped."""
 
     name = "xgb-regression"
 
-    def fit(
+    def _fit(
         self,
         x: NDArray[np.float64],
         y: NDArray[np.float64],
-        *,
-        groups: NDArray[np.int64] | None = None,
-        weight: NDArray[np.float64] | None = None,
-    ) -> Self:
-        self.model = XGBRegressor(
-            n_estimators=100,
-            max_depth=5,
-            learning_rate=0.15,
-            subsample=0.8,
-            colsample_bytree=0.8,
-            min_child_weight=1.0,
-            tree_method="hist",
-            n_jobs=1,
-            random_state=_seed(self.seed),
-        )
-        self.model.fit(x, clip_slow(y, groups), sample_weight=weight)
-        return self
+        groups: NDArray[np.int64],
+        weight: NDArray[np.float64],
+    ) -> None:
+        self.model = XGBRegressor(**self._xgboost())
+        self.model.fit(x, relative(y, groups), sample_weight=weight)
 
     def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
         return self.model.predict(x).astype(float)
@@ -267,63 +276,45 @@ class XGBoostRanking(CostModel):
     name = "xgb-rank"
     LEVELS = 16  # relevance grades: quantiles of speed within a context
 
-    def fit(
+    def _fit(
         self,
         x: NDArray[np.float64],
         y: NDArray[np.float64],
-        *,
-        groups: NDArray[np.int64] | None = None,
-        weight: NDArray[np.float64] | None = None,
-    ) -> Self:
-        groups = np.zeros(len(y), dtype=np.int64) if groups is None else groups
+        groups: NDArray[np.int64],
+        weight: NDArray[np.float64],
+    ) -> None:
         order = np.argsort(groups, kind="stable")  # XGBoost wants each query's rows together
-        x, y, groups = x[order], y[order], groups[order]
+        x, y, groups, weight = x[order], y[order], groups[order], weight[order]
         labels = np.zeros(len(y))
         for group in np.unique(groups):
             rows = groups == group
             ranks = np.argsort(np.argsort(-y[rows], kind="stable"), kind="stable")
-            labels[rows] = np.floor(ranks * self.LEVELS / max(rows.sum(), 1))
-        self.model = XGBRanker(
-            objective="rank:pairwise",
-            n_estimators=100,
-            max_depth=5,
-            learning_rate=0.15,
-            subsample=0.8,
-            colsample_bytree=0.8,
-            tree_method="hist",
-            n_jobs=1,
-            random_state=_seed(self.seed),
-        )
-        group_weight = None
-        if weight is not None:  # XGBoost ranks weight whole queries: take each group's mean
-            weight = weight[order]
-            group_weight = np.array([weight[groups == g].mean() for g in np.unique(groups)])
-        self.model.fit(x, labels, qid=groups, sample_weight=group_weight)
-        return self
+            labels[rows] = np.floor(ranks * self.LEVELS / rows.sum())
+        # XGBoost weights whole queries in ranking: each context gets its rows' mean weight.
+        query_weight = np.array([weight[groups == g].mean() for g in np.unique(groups)])
+        self.model = XGBRanker(objective="rank:pairwise", **self._xgboost())
+        self.model.fit(x, labels, qid=groups, sample_weight=query_weight)
 
     def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
         return -self.model.predict(x).astype(float)
 
 
 class RandomForest(CostModel):
-    """scikit-learn's random forest on log(seconds per flop): the baseline to beat."""
+    """scikit-learn's random forest on the same clipped targets: the baseline to beat."""
 
     name = "forest"
 
-    def fit(
+    def _fit(
         self,
         x: NDArray[np.float64],
         y: NDArray[np.float64],
-        *,
-        groups: NDArray[np.int64] | None = None,
-        weight: NDArray[np.float64] | None = None,
-    ) -> Self:
+        groups: NDArray[np.int64],
+        weight: NDArray[np.float64],
+    ) -> None:
         self.model = RandomForestRegressor(
-            n_estimators=60, min_samples_leaf=1, max_features=0.5, n_jobs=1,
-            random_state=_seed(self.seed),
-        )  # fmt: skip
-        self.model.fit(np.nan_to_num(x, nan=-1.0), y, sample_weight=weight)
-        return self
+            n_estimators=60, max_features=0.5, n_jobs=1, random_state=self.seed
+        )
+        self.model.fit(np.nan_to_num(x, nan=-1.0), relative(y, groups), sample_weight=weight)
 
     def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
         return self.model.predict(np.nan_to_num(x, nan=-1.0)).astype(float)

@@ -206,11 +206,16 @@ class ReplayRunner:
         return Measurement(config, Status.OK, times_s=(time_s,), flops=self.flops)
 
 
-def replay(strategy: Strategy, runner: Runner, budget: int, batch: int = 1) -> list[float]:
-    """Run a strategy against a recording: recorded times in measurement order (NaN: failed)."""
+def replay(
+    strategy: Strategy, runner: Runner, budget: int, batch: int = 1, stop_s: float = 0.0
+) -> list[float]:
+    """Run a strategy against a recording: recorded times in measurement order (NaN: failed).
+    Stops early once a time of at most ``stop_s`` (the recorded best) has been measured.
+    """
     table = strategy.table
     trace: list[float] = []
-    while len(trace) < budget:
+    best = math.inf
+    while len(trace) < budget and best > stop_s:
         rows = strategy.propose(min(batch, budget - len(trace)))
         if not rows:
             break
@@ -218,6 +223,7 @@ def replay(strategy: Strategy, runner: Runner, budget: int, batch: int = 1) -> l
             measurement = runner.measure(table.config(row))
             strategy.observe(row, measurement)
             trace.append(measurement.median_s if measurement.ok else math.nan)
+            best = min(best, measurement.median_s or math.inf)
     return trace
 
 

@@ -73,6 +73,7 @@ class ModelSearch(Strategy):
         self.proposed[list(self.skip)] = True
         self.rows: list[int] = []
         self.times: list[float | None] = []
+        self.flops: list[int] = []
         self.history = self._history_matrix(history)
         self.model: CostModel | None = None
         self._trained_on = -1
@@ -90,11 +91,12 @@ class ModelSearch(Strategy):
         target_key = self.target.key
         by_context: dict[tuple[str, str], list[Record]] = {}
         for record in history:
-            context = Context(record.device, record.workload)
-            if context.key != target_key and all(n in record.config for n in names):
-                by_context.setdefault(context.key, []).append(record)
+            if all(name in record.config for name in names):  # same parameters: same space
+                by_context.setdefault(Context(record.device, record.workload).key, []).append(
+                    record
+                )
         parts = []
-        for group, records in enumerate(by_context.values()):
+        for group, (key, records) in enumerate(by_context.items(), start=1):
             if len(records) > HISTORY_PER_CONTEXT:  # bounded: refits stay cheap
                 keep = self.rng.choice(len(records), HISTORY_PER_CONTEXT, replace=False)
                 records = [records[i] for i in sorted(keep)]
@@ -102,9 +104,13 @@ class ModelSearch(Strategy):
             configs = np.array([[r.config[n] for n in names] for r in records], dtype=np.int64)
             x = self.features.matrix(configs, context)
             y = targets([r.time_s for r in records], [r.flops for r in records])
-            same = context.key[0] == target_key[0]
-            weight = WEIGHT_SAME_DEVICE if same else WEIGHT_OTHER_DEVICE
-            parts.append((x, y, np.full(len(y), group + 1), np.full(len(y), weight)))
+            if key == target_key:  # an earlier session on this very shape: own data
+                group, weight = 0, WEIGHT_OWN
+            elif key[0] == target_key[0]:
+                weight = WEIGHT_SAME_DEVICE
+            else:
+                weight = WEIGHT_OTHER_DEVICE
+            parts.append((x, y, np.full(len(y), group), np.full(len(y), weight)))
         if not parts:
             empty = np.empty((0, len(self.features.names)))
             return empty, np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)
@@ -122,6 +128,7 @@ class ModelSearch(Strategy):
     def observe(self, row: int, measurement: Measurement) -> None:
         self.rows.append(row)
         self.times.append(measurement.median_s if measurement.ok else None)
+        self.flops.append(measurement.flops)
 
     # -- model -----------------------------------------------------------------------------
 
@@ -134,8 +141,7 @@ class ModelSearch(Strategy):
         hx, hy, hgroups, hweight = self.history
         own = np.asarray(self.rows, dtype=np.int64)
         x = np.concatenate([hx, self._rows_matrix(own)])
-        flops = [1] * len(own)  # one shape: relative times are all that matter
-        y = np.concatenate([hy, targets(self.times, flops) if len(own) else np.empty(0)])
+        y = np.concatenate([hy, targets(self.times, self.flops) if len(own) else np.empty(0)])
         groups = np.concatenate([hgroups, np.zeros(len(own), dtype=np.int64)])
         weight = np.concatenate([hweight, np.full(len(own), WEIGHT_OWN)])
         self.model = MODELS[self.model_name](seed=self.seed).fit(x, y, groups=groups, weight=weight)
