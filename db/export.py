@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from octune.db.lookup_tables import build_table, device_limits, resolve_device
+from octune.db.lookup_tables import TableModel, build_table, device_limits, resolve_device
 from octune.db.store import Store
 from octune.tuner.bundle import Bundle, BundleError, load_bundle, write_bundle
 from octune.tuner.errors import OctuneError
@@ -23,10 +23,16 @@ IMPORT_STRATEGY = "import"
 
 
 def export_bundle(
-    store: Store, device_choice: str, kernels: Sequence[str] | None, fmt: str, out: Path
+    store: Store,
+    device_choice: str,
+    kernels: Sequence[str] | None,
+    fmt: str,
+    out: Path,
+    model: TableModel | None = None,
 ) -> tuple[dict[str, Any], list[KernelTable]]:
     """Write the bundle of one stored device; every tuned kernel unless ``kernels`` names some.
-    Each kernel is exported at the version last tuned on the device, as lookups answer.
+    Each kernel is exported at the version last tuned on the device, as lookups answer, with
+    ``model``'s answers for far shapes (the server's ``ModelAnswers``, so both agree).
     """
     device = resolve_device(store, device_choice)
     tuned = store.tuned_kernel_names(device.fingerprint)
@@ -44,7 +50,7 @@ def export_bundle(
                 f"kernel '{name}' is not tuned on {device.name} in {store.url}; tuned there: "
                 f"{', '.join(tuned) or 'nothing'} (pass them with --kernels a,b)"
             )
-        tables.append(build_table(store, device, name, stored.sha256))
+        tables.append(build_table(store, device, name, stored.sha256, model=model))
         sources[stored.sha256] = (stored.template_source, stored.space_source)
     record = {**asdict(device), "limits": device_limits(device)}
     return write_bundle(out, fmt, record, tables, sources), tables

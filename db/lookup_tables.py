@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from octune.db.store import Store, StoredDevice, StoredKernel
@@ -26,6 +27,10 @@ from octune.tuner.lookup import (
 if TYPE_CHECKING:
     from octune.tuner.expr import Expression
     from octune.tuner.space import SearchSpace
+
+#: Model answers for a freshly built table (``KernelTable.predictions``), e.g.
+#: ``octune.db.predictor.ModelAnswers``: the server and ``octune export`` pass the same one.
+TableModel = Callable[[Store, StoredDevice, KernelTable], Sequence[Entry]]
 
 
 def problem_spec(name: str) -> Problem:
@@ -86,7 +91,8 @@ def resolve_device(store: Store, choice: str) -> StoredDevice:
     )
 
 
-def _space(kernel: StoredKernel) -> SearchSpace:
+def stored_space(kernel: StoredKernel) -> SearchSpace:
+    """A stored kernel version's search space, parsed from the text that was tuned."""
     from octune.tuner.kernels import PROBLEMS
     from octune.tuner.space import SearchSpace
 
@@ -160,9 +166,11 @@ def build_table(
     kernel_name: str,
     kernel_sha256: str | None = None,
     predictions: Iterable[Entry] = (),
+    model: TableModel | None = None,
 ) -> KernelTable:
     """One device's table for one kernel version: the pinned one, else the version last tuned
-    on the device, else the installed kernel (then only the default can answer).
+    on the device, else the installed kernel (then only the default can answer). ``model``
+    adds its answers to ``predictions``.
     """
     from octune.tuner.kernels import KernelSpec, load_kernel
 
@@ -177,7 +185,7 @@ def build_table(
         stored = StoredKernel(
             installed.name, installed.sha256, installed.source, installed.space.source_text
         )
-    space = _space(stored)
+    space = stored_space(stored)
     spec = KernelSpec(stored.name, stored.template_source, space)
     problem = problem_spec(space.problem)
     limits = device_limits(device)
@@ -210,7 +218,7 @@ def build_table(
         *(f"max_work_item_size_{i}" for i in range(dims)),
         *(n for e in (*space.launch_global, *space.launch_local) for n in e.names if n in limits),
     }
-    return KernelTable(
+    table = KernelTable(
         kernel=stored.name,
         sha256=stored.sha256,
         entry=space.entry,
@@ -225,6 +233,9 @@ def build_table(
         tuned=tuple(entries),
         predictions=tuple(predictions),
     )
+    if model is None:
+        return table
+    return replace(table, predictions=(*table.predictions, *model(store, device, table)))
 
 
 def problem_sample(problem: Problem) -> object:
@@ -236,14 +247,20 @@ def problem_sample(problem: Problem) -> object:
 
 class StoreLookup:
     """Lookups against a live database: tables are built on first use and rebuilt when a new
-    measurement lands (checked at most every ``check_every_s`` seconds).
+    measurement lands (checked at most every ``check_every_s`` seconds). ``model`` fills each
+    table's predictions when it is built, so a retrained model follows the same stamp.
     """
 
     def __init__(
-        self, store: Store, predictor: Predictor | None = None, check_every_s: float = 1.0
+        self,
+        store: Store,
+        predictor: Predictor | None = None,
+        check_every_s: float = 1.0,
+        model: TableModel | None = None,
     ) -> None:
         self.store = store
         self.predictor = predictor
+        self.model = model
         self.check_every_s = check_every_s
         self._lock = threading.Lock()
         self._indexes: dict[tuple[str, str, str | None], KernelIndex] = {}
@@ -267,7 +284,9 @@ class StoreLookup:
                     self._indexes.clear()
             found = self._indexes.get(key)
             if found is None:
-                table = build_table(self.store, device, kernel_name, kernel_sha256)
+                table = build_table(
+                    self.store, device, kernel_name, kernel_sha256, model=self.model
+                )
                 found = self._indexes[key] = KernelIndex(table, self.predictor)
             return found
 

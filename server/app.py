@@ -80,8 +80,13 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
 
 
 def _attach(app: FastAPI, store: ServerStore) -> None:
+    settings, model = app.state.settings, None
+    if settings.predict:
+        from octune.db.predictor import ModelAnswers  # loads XGBoost: only where it is used
+
+        model = ModelAnswers()
     app.state.store = store
-    app.state.lookups = LookupService(store, app.state.settings.cache_check_s)
+    app.state.lookups = LookupService(store, settings.cache_check_s, model=model)
 
 
 def _problem(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

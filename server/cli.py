@@ -34,6 +34,9 @@ def serve(
         bool, typer.Option("--require-read-token", help="lookups need a read token too")
     ] = False,
     access_log: Annotated[bool, typer.Option(help="log every request line")] = True,
+    predict: Annotated[
+        bool, typer.Option(help="answer shapes far from all tuned ones with the cost model")
+    ] = True,
 ) -> None:
     """Run the config service: lookups, uploads and the dashboard over HTTP."""
     # Imported here: FastAPI and uvicorn take a while to load, and other commands need neither.
@@ -42,7 +45,9 @@ def serve(
     from octune.server.app import create_app
 
     settings = Settings(
-        database_url=db or Store.default_url(), require_read_token=require_read_token
+        database_url=db or Store.default_url(),
+        require_read_token=require_read_token,
+        predict=predict,
     )
     store = ServerStore(settings.database_url)
     _check_port(host, port)

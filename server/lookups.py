@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from octune.db.lookup_tables import StoreLookup
+from octune.db.lookup_tables import StoreLookup, TableModel
 from octune.db.server_store import ServerStore
 from octune.db.store import StoredDevice
 from octune.tuner.kernels import available_kernels
@@ -36,11 +36,16 @@ class NotFoundError(Exception):
 
 class LookupService:
     def __init__(
-        self, store: ServerStore, check_every_s: float, predictor: Predictor | None = None
+        self,
+        store: ServerStore,
+        check_every_s: float,
+        predictor: Predictor | None = None,
+        model: TableModel | None = None,
     ) -> None:
+        """``model``: the cost model's answers for far shapes, as bundles carry them."""
         self.store = store
         self.check_every_s = check_every_s
-        self.lookup = StoreLookup(store, predictor, check_every_s)
+        self.lookup = StoreLookup(store, predictor, check_every_s, model)
         self._lock = threading.Lock()
         self._checked = -float("inf")
         self._stamp = -1
@@ -73,7 +78,8 @@ class LookupService:
     def invalidate(self) -> None:
         """After an upload: forget every table and answer now, not at the next stamp check."""
         with self._lock:
-            self.lookup = StoreLookup(self.store, self.lookup.predictor, self.check_every_s)
+            old = self.lookup
+            self.lookup = StoreLookup(self.store, old.predictor, self.check_every_s, old.model)
             self._checked = -float("inf")
             self._stamp = -1
 

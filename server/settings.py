@@ -17,3 +17,6 @@ class Settings(BaseModel):
     #: Lookup tables are rebuilt when the database's data version moves; it is checked at most
     #: this often, so a tuner writing straight into the database shows up within this delay.
     cache_check_s: float = Field(default=1.0, ge=0)
+    #: Answer shapes far from every tuned one with the cost model (``octune.db.predictor``),
+    #: as ``octune export`` bundles do; retrained when the tables are rebuilt.
+    predict: bool = True

@@ -237,6 +237,7 @@ def test_c_header_answers_as_python(tuned_store, tmp_path):
     variants = {
         "tuned": table,
         "predicted": replace(table, tuned=(), predictions=grid),
+        "mixed": replace(table, predictions=grid),  # far neighbours yield to the grid
         "default": replace(table, tuned=()),
         "strict": replace(table, launch_global=strict),
         "strict-empty": replace(table, tuned=(), launch_global=strict),
@@ -264,6 +265,7 @@ def test_c_header_answers_as_python(tuned_store, tmp_path):
             == {
                 "tuned": {"exact", "nearest"},
                 "predicted": {"predicted"},
+                "mixed": {"exact", "nearest", "predicted"},
                 "default": {"default"},
                 "strict": {"exact", "nearest", "none"},
                 "strict-empty": {"default", "none"},

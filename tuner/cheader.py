@@ -24,6 +24,7 @@ from octune.tuner.lookup import (
     LOG_BITS,
     LOG_TABLE_BITS,
     MATCHES,
+    NEAR_DISTANCE,
     Entry,
     KernelTable,
     TableError,
@@ -297,9 +298,10 @@ static inline void {p}_fill_(struct {p}_config *cfg, int match, int config, cons
 }}
 
 /* The legal entry nearest to q: squared log2 distance of the sizes plus the transpose
-   penalty; the lowest index wins a tie. -1 when none is legal. */
+   penalty (into *distance); the lowest index wins a tie. -1 when none is legal. */
 static inline int {p}_nearest_(const struct {p}_entry_ *entries, int count, const int64_t q[5],
-                               int64_t g[{macro}_WORK_DIM], int64_t l[{macro}_WORK_DIM]) {{
+                               int64_t g[{macro}_WORK_DIM], int64_t l[{macro}_WORK_DIM],
+                               int64_t *distance_out) {{
     int64_t logs[3], best_distance = 0, gg[{macro}_WORK_DIM], ll[{macro}_WORK_DIM];
     int i, d, best = -1;
     for (d = 0; d < 3; d++) logs[d] = octune_log2_fixed_(q[d]);
@@ -319,6 +321,7 @@ static inline int {p}_nearest_(const struct {p}_entry_ *entries, int count, cons
         best_distance = distance;
         for (d = 0; d < {macro}_WORK_DIM; d++) {{ g[d] = gg[d]; l[d] = ll[d]; }}
     }}
+    *distance_out = best_distance;
     return best;
 }}
 
@@ -327,8 +330,9 @@ static inline int {p}_nearest_(const struct {p}_entry_ *entries, int count, cons
    (sizes 1..{problem.max_size}) or one no config can launch. */
 static inline int {p}_lookup(long m, long n, long k, int transa, int transb,
                              struct {p}_config *cfg) {{
-    int64_t q[5], g[{macro}_WORK_DIM], l[{macro}_WORK_DIM];
-    int i, d;
+    int64_t q[5], g[{macro}_WORK_DIM], l[{macro}_WORK_DIM], distance = 0;
+    int64_t pg[{macro}_WORK_DIM], pl[{macro}_WORK_DIM];
+    int i, j, d;
     const struct {p}_entry_ *found;
     q[0] = m; q[1] = n; q[2] = k; q[3] = transa != 0; q[4] = transb != 0;
     for (d = 0; d < 3; d++) if (q[d] < 1 || q[d] > {macro}_MAX_SIZE) return -1;
@@ -342,24 +346,26 @@ static inline int {p}_lookup(long m, long n, long k, int transa, int transb,
         }}
     }}
     if (i == {macro}_NTUNED) {{
-        i = {p}_nearest_({p}_tuned_, {macro}_NTUNED, q, g, l);
-        if (i >= 0) {{
-            found = &{p}_tuned_[i];
-            {p}_fill_(cfg, OCTUNE_MATCH_NEAREST, found->config, q, g, l);
-        }} else {{
-            i = {p}_nearest_({p}_predicted_, {macro}_NPREDICTED, q, g, l);
+        i = {p}_nearest_({p}_tuned_, {macro}_NTUNED, q, g, l, &distance);
+        /* A neighbour further than OCTUNE_NEAR_DISTANCE yields to the model's answers. */
+        if (i < 0 || ({macro}_NPREDICTED > 0 && distance > OCTUNE_NEAR_DISTANCE)) {{
+            j = {p}_nearest_({p}_predicted_, {macro}_NPREDICTED, q, pg, pl, &distance);
+            if (j >= 0) {{
+                found = &{p}_predicted_[j];
+                {p}_fill_(cfg, OCTUNE_MATCH_PREDICTED, found->config, q, pg, pl);
+                cfg->gflops = found->gflops;
+                cfg->time_s = (double)(INT64_C({problem.flops_per_point}) * q[0] * q[1] * q[2])
+                    / (found->gflops * 1e9);
+                return OCTUNE_MATCH_PREDICTED;
+            }}
             if (i < 0) {{
                 if (!{p}_launch_({p}_configs_[0], q[0], q[1], q[2], g, l)) return -1;
                 {p}_fill_(cfg, OCTUNE_MATCH_DEFAULT, 0, q, g, l);
                 return OCTUNE_MATCH_DEFAULT;
             }}
-            found = &{p}_predicted_[i];
-            {p}_fill_(cfg, OCTUNE_MATCH_PREDICTED, found->config, q, g, l);
-            cfg->gflops = found->gflops;
-            cfg->time_s = (double)(INT64_C({problem.flops_per_point}) * q[0] * q[1] * q[2])
-                / (found->gflops * 1e9);
-            return OCTUNE_MATCH_PREDICTED;
         }}
+        found = &{p}_tuned_[i];
+        {p}_fill_(cfg, OCTUNE_MATCH_NEAREST, found->config, q, g, l);
         cfg->time_s = (double)(INT64_C({problem.flops_per_point}) * q[0] * q[1] * q[2])
             / (found->gflops * 1e9);
     }}
@@ -411,8 +417,10 @@ def render(
  *
  * Self-contained C99: static tables and static inline functions, no allocation. Each kernel
  * has octune_<kernel>_lookup(m, n, k, transa, transb, &cfg): the exact tuned workload, else
- * the nearest tuned workload whose launch is legal for the query, else the model's nearest
- * answer, else the default config -- the same answers as octune's Python lookup.
+ * the nearest tuned workload whose launch is legal for the query (if it is further than
+ * OCTUNE_NEAR_DISTANCE, the model's nearest answer first, where the bundle has any), else the
+ * model's nearest answer, else the default config -- the same answers as octune's Python
+ * lookup.
  */
 #ifndef OCTUNE_LOOKUP_H
 #define OCTUNE_LOOKUP_H
@@ -425,6 +433,7 @@ def render(
 {matches}
 #define OCTUNE_LOG_BITS {LOG_BITS}
 #define OCTUNE_LOG_TABLE_SIZE {1 << LOG_TABLE_BITS}
+#define OCTUNE_NEAR_DISTANCE INT64_C({NEAR_DISTANCE})
 
 static const char *const octune_match_names[{len(MATCHES)}] = {{
     {", ".join(c_string(m) for m in MATCHES)}

@@ -39,15 +39,26 @@ def export(
         str, typer.Option("--format", help=f"bundle format: {', '.join(FORMAT_FILES)}")
     ] = "json",
     db: Database = None,
+    model: Annotated[
+        bool, typer.Option(help="add the cost model's answers for shapes far from all tuned")
+    ] = True,
 ) -> None:
     """Write one device's best configs, fallback tables and kernel sources as a bundle."""
     if fmt not in FORMAT_FILES:
         raise OctuneError(f"unknown --format '{fmt}': use one of {', '.join(FORMAT_FILES)}")
     names = [name.strip() for name in kernels.split(",") if name.strip()] if kernels else None
+    answers = None
+    if model:
+        from octune.db.predictor import ModelAnswers  # loads XGBoost: only where it is used
+
+        answers = ModelAnswers()
     with Store(db or Store.default_url()) as store:
-        manifest, tables = export_bundle(store, device, names, fmt, out)
+        manifest, tables = export_bundle(store, device, names, fmt, out, answers)
     size = sum(record["bytes"] for record in manifest["files"].values())
-    what = ", ".join(f"{t.kernel} {t.sha256[:12]} ({len(t.tuned)} workloads)" for t in tables)
+    what = ", ".join(
+        f"{t.kernel} {t.sha256[:12]} ({len(t.tuned)} workloads, {len(t.predictions)} model answers)"
+        for t in tables
+    )
     console.print(
         f"Exported {what} for {manifest['device']['name']} ({manifest['device']['fingerprint']}) "
         f"to {out} as {fmt}: {len(manifest['files'])} files, {size:,} bytes"

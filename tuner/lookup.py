@@ -15,9 +15,13 @@ The answer, in order of preference:
     with the same transposes are preferred unless they are much further away. Logarithms are
     16.16 fixed point computed with integers, so Python and the generated C header rank the
     same candidates identically; ties go to the earlier entry in the canonical entry order.
+    A neighbour further than ``NEAR_OCTAVES`` answers only where no model does (below): a
+    measured config carries over to shapes close by, but a model trained on every shape of
+    the device knows more about a shape far from all of them than any single neighbour does.
 ``predicted``
     a cost model's config: a live ``Predictor`` passed to ``lookup``, else the table of model
-    answers a bundle carries (answered like ``nearest``, over the model's grid of shapes).
+    answers (``KernelTable.predictions``: the model on a grid of shapes, answered like
+    ``nearest`` over the grid). Where no model answers, the far neighbour does.
 ``default``
     the table's safe default config: the first legal config in the search space's value order
     (space files list the cautious value of each parameter first).
@@ -52,6 +56,11 @@ LOG_BITS = 16
 #: A differing transpose (layout flag) counts as this many octaves along one size.
 LAYOUT_OCTAVES = 2
 LAYOUT_WEIGHT = LAYOUT_OCTAVES << LOG_BITS
+#: A tuned neighbour at most this far (in octaves, as the distance above) beats a model's
+#: answer: as far as a differing transpose alone, or twice the size in every dimension.
+NEAR_OCTAVES = 2
+#: The same as a squared fixed-point distance, as the neighbour search computes it.
+NEAR_DISTANCE = (NEAR_OCTAVES << LOG_BITS) ** 2
 #: Functions a launch expression may call, with their argument counts (min, max).
 LAUNCH_FUNCTIONS: dict[str, tuple[int, int | None]] = {
     "ceil_div": (2, 2),
@@ -499,6 +508,10 @@ class _NeighbourIndex:
             *(flag * LAYOUT_WEIGHT for flag in shape[sizes:]),
         )
 
+    def distance(self, a: tuple[int, ...], b: tuple[int, ...]) -> int:
+        """Squared fixed-point distance between two shapes, as ``_Tree.nearest`` measures it."""
+        return sum((x - y) ** 2 for x, y in zip(self.point(a), self.point(b), strict=True))
+
     def nearest(
         self, shape: tuple[int, ...], dtype: str, legal: Callable[[int], bool]
     ) -> int | None:
@@ -615,11 +628,15 @@ class KernelIndex:
 
             return accept
 
-        index = self._tuned.nearest(shape, query.dtype, legal(table.tuned))
-        if index is not None:
-            return self._answer("nearest", shape, query.dtype, table.tuned[index], launches[index])
-
+        near = self._tuned.nearest(shape, query.dtype, legal(table.tuned))
         model = predictor or self._predictor
+        if near is not None:
+            neighbour, near_launch = table.tuned[near], launches[near]
+            if (model is None and not table.predictions) or self._tuned.distance(
+                neighbour.shape, shape
+            ) <= NEAR_DISTANCE:
+                return self._answer("nearest", shape, query.dtype, neighbour, near_launch)
+
         if model is not None:
             prediction = model(table, query)
             if prediction is not None and (launch := self.launch(prediction.config, shape)):
@@ -627,7 +644,6 @@ class KernelIndex:
                     "predicted", shape, query.dtype, prediction.config, launch,
                     prediction.time_s, prediction.gflops, None,
                 )  # fmt: skip
-        launches.clear()
         index = self._predictions.nearest(shape, query.dtype, legal(table.predictions))
         if index is not None:
             entry = table.predictions[index]
@@ -636,6 +652,8 @@ class KernelIndex:
                 "predicted", shape, query.dtype, entry.config, launches[index],
                 time_s, entry.gflops, None,
             )  # fmt: skip
+        if near is not None:  # far, but nearer to the truth than the default
+            return self._answer("nearest", shape, query.dtype, neighbour, near_launch)
         launch = self.launch(table.default_config, shape)
         if launch is None:
             raise QueryError(

@@ -1,0 +1,242 @@
+"""The cost model's answers for shapes nobody tuned: the lookup's ``predicted`` match.
+
+One model per device and kernel version, trained on that device's stored measurements
+(``Store.history``) with the cost model's features (``octune.tuner.cost_model``) plus the
+layout flags, regressing log(seconds per flop). For a shape it scores a candidate set -- every
+tuned best and each workload's fastest few configs on the device, plus a seeded sample of the
+legal space, minus configs that only ever failed there -- and proposes the one predicted
+fastest whose launch is legal for the shape, with its predicted time.
+
+The service and the bundles must answer identically and a bundle cannot carry a model, so both
+answer ``predicted`` from one table: the model's answer on a grid of shapes (every octave of
+each size, over the layouts and dtypes tuned on the device). ``octune.tuner.lookup`` answers
+from it like ``nearest`` and decides when it beats a tuned neighbour (one further than
+``NEAR_OCTAVES``). ``DeviceModel`` also answers single shapes as a live ``Predictor``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from xgboost import XGBRegressor
+
+from octune.db.lookup_tables import device_limits, stored_space
+from octune.db.store import HistoryRecord, Store, StoredDevice
+from octune.tuner.cost_model import Context, Features, targets
+from octune.tuner.lookup import Entry, KernelIndex, KernelTable, Prediction, Query
+from octune.tuner.space import SearchSpace
+
+#: Sizes of the grid of model answers in every dimension: each octave from 16 to 8192.
+GRID_SIZES: tuple[int, ...] = tuple(1 << e for e in range(4, 14))
+#: Too little to learn from below these: passing measurements, and tuned workloads among them
+#: (one workload says nothing about how the best config moves with the shape).
+MIN_MEASUREMENTS, MIN_WORKLOADS = 20, 2
+#: Candidates: the fastest configs of each stored workload, and a sample of the legal space.
+TOP_PER_WORKLOAD, SAMPLE = 8, 256
+#: Training rows per workload, sampled when there are more: a retrain stays a few seconds.
+ROWS_PER_WORKLOAD = 1000
+#: Feature rows scored per call of the estimator (a grid is about 300,000): bounds memory.
+CHUNK_ROWS = 100_000
+#: ``Entry.workload_key`` of model answers (a bundle's import skips them).
+MODEL_KEY = "model"
+
+
+def time_model(seed: int) -> XGBRegressor:
+    """XGBoost regressing log(seconds per flop) itself. The search's estimators
+    (``cost_model.MODELS``) flatten each shape's slow half, since they only need an order of
+    configs; the lookup needs a time, for small shapes where every config is slow too.
+    """
+    return XGBRegressor(
+        n_estimators=100, max_depth=5, learning_rate=0.15, subsample=0.8, colsample_bytree=0.8,
+        tree_method="hist", n_jobs=1, random_state=seed,
+    )  # fmt: skip
+
+
+@dataclass
+class DeviceModel:
+    """A trained model of one device and kernel version, with the candidates it chooses among."""
+
+    table: KernelTable
+    space: SearchSpace
+    device: dict[str, Any]  # the history's device record: what the device features read
+    estimator: XGBRegressor
+    candidates: NDArray[np.int64]  # one config per row, columns in table.parameters order
+    _features: Features = field(init=False)
+    _index: KernelIndex = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._features = Features(self.space)
+        self._index = KernelIndex(self.table)
+
+    def features(self, configs: NDArray[np.int64], shape: tuple[int, ...]) -> NDArray[np.float64]:
+        """The cost model's features of ``configs`` at ``shape`` (``Problem.keys`` order), then
+        the layout flags, which the search's features leave out (it tunes one layout at a time).
+        """
+        problem = self.table.problem
+        context = Context(self.device, dict(zip(problem.keys, shape, strict=True)))
+        x = self._features.matrix(configs, context)
+        flags = np.tile(np.asarray(shape[len(problem.sizes) :], dtype=float), (len(x), 1))
+        return np.hstack([x, flags])
+
+    def predict(self, shapes: Sequence[tuple[int, ...]]) -> Iterator[Prediction | None]:
+        """For each shape, the candidate predicted fastest whose launch is legal there."""
+        per_chunk = max(1, CHUNK_ROWS // len(self.candidates))
+        for start in range(0, len(shapes), per_chunk):
+            chunk = shapes[start : start + per_chunk]
+            x = np.vstack([self.features(self.candidates, shape) for shape in chunk])
+            scores = self.estimator.predict(x).astype(float)
+            scores = scores.reshape(len(chunk), len(self.candidates))
+            for shape, row in zip(chunk, scores, strict=True):
+                yield self._best(shape, row)
+
+    def _best(self, shape: tuple[int, ...], scores: NDArray[np.float64]) -> Prediction | None:
+        problem = self.table.problem
+        flops = problem.flops_per_point * math.prod(shape[: len(problem.sizes)])
+        for c in np.argsort(scores, kind="stable"):  # legality asked of the best ones only
+            config = tuple(self.candidates[c].tolist())
+            if self._index.launch(config, shape):
+                time_s = math.exp(float(scores[c])) * flops
+                return Prediction(config, time_s, flops / time_s / 1e9)
+        return None
+
+    def __call__(self, table: KernelTable, query: Query) -> Prediction | None:
+        """The live ``Predictor`` hook of ``KernelIndex.lookup``."""
+        if (table.sha256, table.device_fingerprint) != (
+            self.table.sha256,
+            self.table.device_fingerprint,
+        ):
+            return None
+        shape = tuple(int(query.shape[key]) for key in table.problem.keys)
+        return next(self.predict([shape]))
+
+    def grid(self) -> tuple[Entry, ...]:
+        """Model answers on ``GRID_SIZES`` in every dimension, for each layout that was tuned."""
+        problem = self.table.problem
+        sizes = len(problem.sizes)
+        layouts = sorted({entry.shape[sizes:] for entry in self.table.tuned})
+        dtypes = sorted({entry.dtype for entry in self.table.tuned})
+        shapes = [
+            (*point, *layout)
+            for layout in layouts
+            for point in itertools.product(GRID_SIZES, repeat=sizes)
+        ]
+        answers = list(zip(shapes, self.predict(shapes), strict=True))
+        return tuple(
+            Entry(shape, dtype, p.config, p.time_s, 0.0, p.gflops, MODEL_KEY)
+            for dtype in dtypes
+            for shape, p in answers
+            if p is not None
+        )
+
+
+def train(
+    store: Store, device: StoredDevice, table: KernelTable, seed: int = 0
+) -> DeviceModel | None:
+    """The model of ``table``'s device and kernel version, or None with too little data."""
+    problem = table.problem
+    names = table.parameters
+    records = [
+        r
+        for r in store.history(table.kernel, table.sha256)
+        if r.device.get("fingerprint") == device.fingerprint and all(n in r.config for n in names)
+    ]
+    workloads: dict[tuple[int, ...], list[HistoryRecord]] = {}
+    for record in records:
+        shape = tuple(int(record.workload[key]) for key in problem.keys)
+        workloads.setdefault(shape, []).append(record)
+    passing = [shape for shape, rows in workloads.items() if any(r.time_s for r in rows)]
+    if len(passing) < MIN_WORKLOADS or sum(r.time_s is not None for r in records) < (
+        MIN_MEASUREMENTS
+    ):
+        return None
+    stored = store.lookup_kernel(device.fingerprint, table.kernel, table.sha256)
+    assert stored is not None  # the history has rows of it
+    space = stored_space(stored)
+    rng = np.random.default_rng(seed)
+    model = DeviceModel(table, space, records[0].device, time_model(seed), _empty(names))
+    xs, ys = [], []
+    for shape, rows in workloads.items():
+        if len(rows) > ROWS_PER_WORKLOAD:
+            rows = [rows[i] for i in sorted(rng.choice(len(rows), ROWS_PER_WORKLOAD, False))]
+        configs = np.array([[r.config[n] for n in names] for r in rows], dtype=np.int64)
+        xs.append(model.features(configs, shape))
+        ys.append(targets([r.time_s for r in rows], [r.flops for r in rows]))
+    model.estimator.fit(np.vstack(xs), np.concatenate(ys))
+    model.candidates = _candidates(table, space, device, workloads, rng)
+    return model if len(model.candidates) else None
+
+
+def _empty(names: Sequence[str]) -> NDArray[np.int64]:
+    return np.empty((0, len(names)), dtype=np.int64)
+
+
+def _candidates(
+    table: KernelTable,
+    space: SearchSpace,
+    device: StoredDevice,
+    workloads: dict[tuple[int, ...], list[HistoryRecord]],
+    rng: np.random.Generator,
+) -> NDArray[np.int64]:
+    """Configs worth proposing, legal on the device: tuned bests, each workload's fastest few,
+    a seeded sample of the space; not those that failed on the device and never passed.
+    """
+    legal = space.enumerate(device_limits(device))
+    order: dict[tuple[int, ...], None] = dict.fromkeys(e.config for e in table.tuned)
+    passed, failed = set(), set()
+    for rows in workloads.values():
+        fastest = sorted((r for r in rows if r.time_s is not None), key=lambda r: r.time_s or 0)
+        for rank, record in enumerate(fastest):
+            config = tuple(int(record.config[n]) for n in table.parameters)
+            passed.add(config)
+            if rank < TOP_PER_WORKLOAD:
+                order.setdefault(config)
+        failed.update(
+            tuple(int(r.config[n]) for n in table.parameters) for r in rows if r.time_s is None
+        )
+    sample = rng.choice(len(legal), min(SAMPLE, len(legal)), replace=False)
+    order.update(dict.fromkeys(tuple(row) for row in legal.values[np.sort(sample)].tolist()))
+    keep = [
+        config
+        for config in order
+        if config not in failed - passed
+        and legal.index(dict(zip(table.parameters, config, strict=True))) is not None
+    ]
+    return np.array(keep, dtype=np.int64) if keep else _empty(table.parameters)
+
+
+class ModelAnswers:
+    """``TableModel`` for ``build_table``: a device's grid of model answers, trained once per
+    device and kernel version and kept until the database's measurement stamp moves (the
+    stamp ``StoreLookup`` rebuilds its tables on), so a table rebuilt for another reason, or
+    for the same version by hash and by "latest", does not retrain.
+    """
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self._lock = threading.Lock()
+        self._cache: dict[tuple[str, str], tuple[int, DeviceModel | None, tuple[Entry, ...]]] = {}
+
+    def model(self, store: Store, device: StoredDevice, table: KernelTable) -> DeviceModel | None:
+        return self._get(store, device, table)[0]
+
+    def __call__(self, store: Store, device: StoredDevice, table: KernelTable) -> tuple[Entry, ...]:
+        return self._get(store, device, table)[1]
+
+    def _get(
+        self, store: Store, device: StoredDevice, table: KernelTable
+    ) -> tuple[DeviceModel | None, tuple[Entry, ...]]:
+        key = (device.fingerprint, table.sha256)
+        stamp = store.measurement_stamp()
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is None or cached[0] != stamp:
+                model = train(store, device, table, self.seed) if table.tuned else None
+                cached = self._cache[key] = (stamp, model, model.grid() if model else ())
+        return cached[1], cached[2]
