@@ -16,10 +16,16 @@
 //   SA, SB          1: stage the A/B tile in local memory; 0: read fragments from global memory
 //   KUNROLL         unroll factor of the inner K loop
 //   STRM, STRN      0: a work-item owns contiguous rows/columns; 1: strided by the work-group
+//   PF              1: prefetch the next K tile into registers while computing on the current
+//                   one, with two local buffers (one barrier per K tile); 0: load, then compute
 // Derived: each work-item computes an MWI x NWI register tile, MWI = MWG/MDIMC, NWI = NWG/NDIMC.
 
 #if !defined(MWG) || !defined(NWG) || !defined(KWG) || !defined(MDIMC) || !defined(NDIMC)
 #error "tuning parameters missing: build with -D MWG=.. -D NWG=.. -D KWG=.. -D MDIMC=.. -D NDIMC=.."
+#endif
+#if !defined(VWM) || !defined(VWN) || !defined(VWA) || !defined(VWB) || !defined(SA) || \
+    !defined(SB) || !defined(KUNROLL) || !defined(STRM) || !defined(STRN) || !defined(PF)
+#error "tuning parameters missing: see search_spaces/gemm.yaml for the full list"
 #endif
 #if !defined(TRANSA) || !defined(TRANSB)
 #error "workload defines missing: build with -D TRANSA=0|1 -D TRANSB=0|1"
@@ -86,20 +92,45 @@ inline int tile_offset(const int i, const int t, const int wi, const int dimc, c
     return strided ? (i / vw) * (dimc * vw) + t * vw + (i % vw) : t * wi + i;
 }
 
-// Copies a ROWS x COLS tile whose COLS run contiguously in global memory into local memory,
-// either as it is (dst[r][c], row length COLS) or transposed (dst[c][r], row length ROWS), so
-// that the compute loop always reads along M (for A) or N (for B). Elements outside the
-// matrix (rows_left, cols_left) read as zero, which adds nothing to the dot products.
-inline void stage_tile(__local float* dst, const __global float* src, const int ld,
-                       const int rows_left, const int cols_left, const int ROWS, const int COLS,
-                       const int VW, const int transpose, const bool fast, const int tid) {
-    const int vectors_per_row = COLS / VW;
+// Staging a tile goes global memory -> private registers -> local memory in two steps, so that
+// with PF the loads of the next tile can be issued before the compute loop of the current one
+// and their latency hidden behind it.
+//
+// The tile is ROWS x COLS with COLS running contiguously in global memory; the work-group moves
+// it as (ROWS * COLS / VW) vectors of VW floats, each work-item (ROWS * COLS / VW) / WGS of them.
+// Local memory holds it either as it is (dst[r][c], row length COLS) or transposed (dst[c][r],
+// row length ROWS), so that the compute loop always reads along M (for A) or N (for B).
+//
+// Which vector a work-item moves depends on that: a tile copied as it is goes row by row, so
+// neighbouring work-items read neighbouring global addresses (coalesced) and write neighbouring
+// local vectors (no bank conflicts). A tile to transpose goes column by column: neighbouring
+// work-items take neighbouring rows, so the scalar stores of element e of their vectors land on
+// consecutive local addresses, one bank each. Row by row, all work-items sharing a row would
+// store to one bank (ROWS apart), a COLS/VW-way conflict. The global sectors a column-wise load
+// leaves half used are read by the work-items of the next columns at about the same time,
+// from the cache.
+inline void tile_vector(const int l, const int tid, const int ROWS, const int COLS, const int VW,
+                        const int transpose, int* r, int* c) {
+    const int v = tid + l * WGS;
+    if (transpose) {
+        *r = v % ROWS;
+        *c = (v / ROWS) * VW;
+    } else {
+        *r = v / (COLS / VW);
+        *c = (v % (COLS / VW)) * VW;
+    }
+}
+
+// Reads this work-item's vectors of the tile at src into regs. Elements outside the matrix
+// (rows_left, cols_left) read as zero, which adds nothing to the dot products.
+inline void load_tile(float* regs, const __global float* src, const int ld, const int rows_left,
+                      const int cols_left, const int ROWS, const int COLS, const int VW,
+                      const int transpose, const bool fast, const int tid) {
 #pragma unroll
     for (int l = 0; l < (ROWS * COLS / VW) / WGS; ++l) {
-        const int v = tid + l * WGS;
-        const int r = v / vectors_per_row;
-        const int c = (v % vectors_per_row) * VW;
-        float x[8];
+        int r, c;
+        tile_vector(l, tid, ROWS, COLS, VW, transpose, &r, &c);
+        float* x = regs + l * VW;
         if (fast) {
             load_vec(VW, src + r * ld + c, x);
         } else {
@@ -108,16 +139,71 @@ inline void stage_tile(__local float* dst, const __global float* src, const int 
                 x[e] = (r < rows_left && c + e < cols_left) ? src[r * ld + c + e] : 0.0f;
             }
         }
+    }
+}
+
+// Writes what load_tile read into the local tile dst.
+inline void store_tile(__local float* dst, const float* regs, const int ROWS, const int COLS,
+                       const int VW, const int transpose, const int tid) {
+#pragma unroll
+    for (int l = 0; l < (ROWS * COLS / VW) / WGS; ++l) {
+        int r, c;
+        tile_vector(l, tid, ROWS, COLS, VW, transpose, &r, &c);
         if (transpose) {
 #pragma unroll
-            for (int e = 0; e < VW; ++e) {
-                dst[(c + e) * ROWS + r] = x[e];
-            }
+            for (int e = 0; e < VW; ++e) dst[(c + e) * ROWS + r] = regs[l * VW + e];
         } else {
-            store_local_vec(VW, x, dst + r * COLS + c);
+            store_local_vec(VW, regs + l * VW, dst + r * COLS + c);
         }
     }
 }
+
+// The tiles of op(A) (MWG x KWG) and op(B) (KWG x NWG) at K offset kb. In memory op(A) is
+// MWG rows of KWG (TRANSA = 0, transposed on the way to local [k][m]) or KWG rows of MWG; op(B)
+// is KWG rows of NWG (TRANSB = 0) or NWG rows of KWG (transposed to local [k][n]).
+#define A_VECS ((MWG * KWG / VWA) / WGS)
+#define B_VECS ((NWG * KWG / VWB) / WGS)
+
+inline void load_a(float* regs, const __global float* A, const int lda, const int m0,
+                   const int m_left, const int kb, const int k_left, const bool aligned,
+                   const int tid) {
+    const bool fast = aligned && k_left >= KWG && m_left >= MWG;
+#if TRANSA
+    load_tile(regs, A + kb * lda + m0, lda, k_left, m_left, KWG, MWG, VWA, 0, fast, tid);
+#else
+    load_tile(regs, A + m0 * lda + kb, lda, m_left, k_left, MWG, KWG, VWA, 1, fast, tid);
+#endif
+}
+
+inline void store_a(__local float* Als, const float* regs, const int tid) {
+#if TRANSA
+    store_tile(Als, regs, KWG, MWG, VWA, 0, tid);
+#else
+    store_tile(Als, regs, MWG, KWG, VWA, 1, tid);
+#endif
+}
+
+inline void load_b(float* regs, const __global float* B, const int ldb, const int n0,
+                   const int n_left, const int kb, const int k_left, const bool aligned,
+                   const int tid) {
+    const bool fast = aligned && k_left >= KWG && n_left >= NWG;
+#if TRANSB
+    load_tile(regs, B + n0 * ldb + kb, ldb, n_left, k_left, NWG, KWG, VWB, 1, fast, tid);
+#else
+    load_tile(regs, B + kb * ldb + n0, ldb, k_left, n_left, KWG, NWG, VWB, 0, fast, tid);
+#endif
+}
+
+inline void store_b(__local float* Bls, const float* regs, const int tid) {
+#if TRANSB
+    store_tile(Bls, regs, NWG, KWG, VWB, 1, tid);
+#else
+    store_tile(Bls, regs, KWG, NWG, VWB, 0, tid);
+#endif
+}
+
+// Local buffers per operand: two with PF (compute on one while the other is filled).
+#define NBUF (PF ? 2 : 1)
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
 void gemm(const int M, const int N, const int K, const float alpha, const float beta,
@@ -134,10 +220,14 @@ void gemm(const int M, const int N, const int K, const float alpha, const float 
 
     // Aligned for the widest vector access: local arrays of float are only 4-byte aligned.
 #if SA
-    __local float Als[KWG * MWG] __attribute__((aligned(32)));  // [k][m]
+    __local float Als[NBUF * KWG * MWG] __attribute__((aligned(32)));  // [buffer][k][m]
+    float ra[A_VECS * VWA];
+    const bool a_aligned = (lda % VWA) == 0;
 #endif
 #if SB
-    __local float Bls[KWG * NWG] __attribute__((aligned(32)));  // [k][n]
+    __local float Bls[NBUF * KWG * NWG] __attribute__((aligned(32)));  // [buffer][k][n]
+    float rb[B_VECS * VWB];
+    const bool b_aligned = (ldb % VWB) == 0;
 #endif
 
     int m_of[MWI];
@@ -154,33 +244,49 @@ void gemm(const int M, const int N, const int K, const float alpha, const float 
         for (int j = 0; j < NWI; ++j) acc[i][j] = 0.0f;
     }
 
-    const bool a_aligned = (lda % VWA) == 0;
-    const bool b_aligned = (ldb % VWB) == 0;
-
-    for (int k0 = 0; k0 < K; k0 += KWG) {
-        const int k_left = K - k0;
+#if PF && (SA || SB)
+    // Prologue: the first tile goes straight to buffer 0.
 #if SA
-        {
-            const bool fast = a_aligned && k_left >= KWG && m_left >= MWG;
-#if TRANSA
-            stage_tile(Als, A + k0 * lda + m0, lda, k_left, m_left, KWG, MWG, VWA, 0, fast, tid);
-#else
-            stage_tile(Als, A + m0 * lda + k0, lda, m_left, k_left, MWG, KWG, VWA, 1, fast, tid);
-#endif
-        }
+    load_a(ra, A, lda, m0, m_left, 0, K, a_aligned, tid);
+    store_a(Als, ra, tid);
 #endif
 #if SB
-        {
-            const bool fast = b_aligned && k_left >= KWG && n_left >= NWG;
-#if TRANSB
-            stage_tile(Bls, B + n0 * ldb + k0, ldb, n_left, k_left, NWG, KWG, VWB, 1, fast, tid);
-#else
-            stage_tile(Bls, B + k0 * ldb + n0, ldb, k_left, n_left, KWG, NWG, VWB, 0, fast, tid);
+    load_b(rb, B, ldb, n0, n_left, 0, K, b_aligned, tid);
+    store_b(Bls, rb, tid);
 #endif
-        }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+
+    int buf = 0;  // local buffer the compute loop reads
+    for (int k0 = 0; k0 < K; k0 += KWG) {
+        const int k_left = K - k0;
+#if PF
+        // Issue the next tile's global loads now; they complete while this tile is computed.
+        const bool more = KWG < k_left;
+#if SA
+        if (more) load_a(ra, A, lda, m0, m_left, k0 + KWG, k_left - KWG, a_aligned, tid);
+#endif
+#if SB
+        if (more) load_b(rb, B, ldb, n0, n_left, k0 + KWG, k_left - KWG, b_aligned, tid);
+#endif
+#else
+#if SA
+        load_a(ra, A, lda, m0, m_left, k0, k_left, a_aligned, tid);
+        store_a(Als, ra, tid);
+#endif
+#if SB
+        load_b(rb, B, ldb, n0, n_left, k0, k_left, b_aligned, tid);
+        store_b(Bls, rb, tid);
 #endif
 #if SA || SB
         barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+#endif
+#if SA
+        const __local float* Acur = Als + buf * (KWG * MWG);
+#endif
+#if SB
+        const __local float* Bcur = Bls + buf * (KWG * NWG);
 #endif
 
 #pragma unroll 1
@@ -192,7 +298,7 @@ void gemm(const int M, const int N, const int K, const float alpha, const float 
                 float b[NWI];
 #if SA
 #pragma unroll
-                for (int i = 0; i < MWI; i += VWM) load_local_vec(VWM, Als + k * MWG + m_of[i], a + i);
+                for (int i = 0; i < MWI; i += VWM) load_local_vec(VWM, Acur + k * MWG + m_of[i], a + i);
 #else
 #pragma unroll
                 for (int i = 0; i < MWI; ++i) {
@@ -207,7 +313,7 @@ void gemm(const int M, const int N, const int K, const float alpha, const float 
 #endif
 #if SB
 #pragma unroll
-                for (int j = 0; j < NWI; j += VWN) load_local_vec(VWN, Bls + k * NWG + n_of[j], b + j);
+                for (int j = 0; j < NWI; j += VWN) load_local_vec(VWN, Bcur + k * NWG + n_of[j], b + j);
 #else
 #pragma unroll
                 for (int j = 0; j < NWI; ++j) {
@@ -227,7 +333,18 @@ void gemm(const int M, const int N, const int K, const float alpha, const float 
                 }
             }
         }
+#if PF
+        // The other buffer was last read before the previous barrier: safe to fill now.
+        buf = 1 - buf;
+#if SA
+        if (more) store_a(Als + buf * (KWG * MWG), ra, tid);
+#endif
+#if SB
+        if (more) store_b(Bls + buf * (KWG * NWG), rb, tid);
+#endif
+#endif
 #if SA || SB
+        // PF: the next tile is in place; otherwise: everyone is done reading this one.
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
     }

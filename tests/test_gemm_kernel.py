@@ -100,3 +100,34 @@ def test_large_aligned_shape_takes_the_fast_path_correctly(
             context, gemm_kernel, config, workload, rng, alpha=1.0, beta=0.0, pad=0
         )
         assert (np.abs(out - expected) <= tolerance).all(), config
+
+
+def first_config(table: ConfigTable, **fixed: int) -> dict[str, int]:
+    """The first legal config with the given values: small tiles build fast on a CPU."""
+    for config in table.configs():
+        if all(config[name] == value for name, value in fixed.items()):
+            return config
+    raise AssertionError(f"no legal config with {fixed}")
+
+
+@pytest.mark.parametrize(("transa", "transb"), LAYOUTS)
+def test_prefetch_double_buffers_across_many_k_tiles(
+    cl_device: cl.Device,
+    gemm_kernel: KernelSpec,
+    gemm_table: ConfigTable,
+    transa: bool,
+    transb: bool,
+) -> None:
+    """PF = 1 fills one local buffer while computing on the other: K of several tiles and a
+    ragged last one, edge tiles in M and N, and every combination of staged operands.
+    """
+    context = cl.Context([cl_device])
+    rng = np.random.default_rng(7 + 2 * transa + transb)
+    workload = GemmWorkload(37, 45, 8 * 5 + 3, transa, transb)
+    for sa, sb in ((1, 1), (1, 0), (0, 1)):
+        config = first_config(gemm_table, MWG=16, NWG=32, KWG=8, PF=1, SA=sa, SB=sb)
+        out, expected, tolerance = run_gemm(
+            context, gemm_kernel, config, workload, rng, alpha=0.75, beta=0.5, pad=1
+        )
+        error = np.abs(out - expected) - tolerance - 1e-6
+        assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
