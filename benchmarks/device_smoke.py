@@ -29,5 +29,9 @@ for size in (1024, 4096, 1000, 77):
         started = time.perf_counter()
         result = runner.measure(table.config(row))
         gflops = result.gflops or 0
-        print(f"  {result.status.value:12s} {gflops:9.0f} GFLOP/s {time.perf_counter() - started:5.2f} s "
-              f"{result.message[:80]!r} {table.config(row)}", flush=True)
+        seconds = time.perf_counter() - started
+        print(
+            f"  {result.status.value:12s} {gflops:9.0f} GFLOP/s {seconds:5.2f} s "
+            f"{result.message[:80]!r} {table.config(row)}",
+            flush=True,
+        )
