@@ -1,6 +1,7 @@
-"""How good is the service's answer for a shape nobody tuned? Leave one tuned shape out, ask
-the lookup (the same code the server and bundles run) what to use for it, then measure that
-config and the shape's own tuned best side by side on the device.
+"""How good is the service's answer for a shape nobody tuned? Leave one tuned shape out (a
+copy of the database without its measurements), ask the lookup (the same code, cost model
+included, that the server and bundles run) what to use for it, then measure that config, the
+cost model's own pick and the shape's tuned best side by side on the device.
 
     python benchmarks/untuned_shapes.py --device NVIDIA --db sqlite:///tuned.db \
         --shapes 1024x1024x1024 3136x64x576 ...
@@ -14,11 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import sqlite3
 import statistics
-from dataclasses import replace
+import tempfile
 from pathlib import Path
 
 from octune.db.lookup_tables import build_table, resolve_device
+from octune.db.predictor import ModelAnswers
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
@@ -36,15 +40,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", type=shape, nargs="+", required=True)
     parser.add_argument("--device", default=None)
-    parser.add_argument("--db", required=True)
+    parser.add_argument("--db", required=True, help="an SQLite file tuned with every shape")
     parser.add_argument("--out", type=Path, default=Path("untuned_shapes.json"))
     args = parser.parse_args()
 
     cl_device = select_device(args.device)
     info = DeviceInfo.from_cl(cl_device)
     kernel = load_kernel("gemm")
-    store = Store(args.db)
-    table = build_table(store, resolve_device(store, info.fingerprint), "gemm", kernel.sha256)
+    full = Store(f"sqlite:///{args.db}")
+    table = build_table(full, resolve_device(full, info.fingerprint), "gemm", kernel.sha256)
     tuned = {entry.workload_key: entry for entry in table.tuned}
     largest = max(table.tuned, key=lambda entry: _flops(entry.shape))
     rows = []
@@ -52,49 +56,67 @@ def main() -> None:
         own = tuned.get(workload.key)
         if own is None:
             raise SystemExit(f"{workload} is not tuned in {args.db}: tune it first")
-        others = replace(table, tuned=tuple(e for e in table.tuned if e is not own))
-        answer = KernelIndex(others).lookup(
-            gemm_query(workload.m, workload.n, workload.k, workload.transa, workload.transb)
-        )
+        query = gemm_query(workload.m, workload.n, workload.k, workload.transa, workload.transb)
+        with tempfile.TemporaryDirectory() as folder:
+            store = _without(Path(args.db), Path(folder) / "held_out.db", workload.key)
+            device = resolve_device(store, info.fingerprint)
+            model = ModelAnswers()
+            others = build_table(store, device, "gemm", kernel.sha256, model=model)
+            answer = KernelIndex(others).lookup(query)
+            trained = model.model(store, device, others)
+            pick = trained(others, query) if trained is not None else None
         runner = DeviceRunner(cl_device, kernel, workload, seed=1, repeats=20, min_repeats=10)
-        measured = {
-            "answer": runner.measure(answer.config),
-            "tuned": runner.measure(table.entry_config(own.config)),
-            "one_config": runner.measure(table.entry_config(largest.config)),
+        configs = {
+            "answer": answer.config,
+            "model": table.entry_config(pick.config) if pick else answer.config,
+            "tuned": table.entry_config(own.config),
+            "one_config": table.entry_config(largest.config),
         }
-        gflops = {name: m.gflops or 0.0 for name, m in measured.items()}
+        gflops = {name: runner.measure(config).gflops or 0.0 for name, config in configs.items()}
+        best = gflops["tuned"] or float("nan")
         rows.append(
             {
                 "shape": str(workload),
                 "match": answer.match,
                 "from": (answer.source or {}).get("workload_key"),
-                "answer_gflops": gflops["answer"],
-                "tuned_gflops": gflops["tuned"],
-                "one_config_gflops": gflops["one_config"],
-                "ratio": gflops["answer"] / gflops["tuned"] if gflops["tuned"] else 0.0,
-                "one_config_ratio": gflops["one_config"] / gflops["tuned"]
-                if gflops["tuned"]
-                else 0.0,
+                **{f"{name}_gflops": value for name, value in gflops.items()},
+                "ratio": gflops["answer"] / best,
+                "model_ratio": gflops["model"] / best,
+                "one_config_ratio": gflops["one_config"] / best,
             }
         )
         print(json.dumps(rows[-1]), flush=True)
 
-    print("\n| held-out shape | answer | answered from | answer TFLOP/s | tuned best TFLOP/s "
-          "| answer / best | one config / best |")  # fmt: skip
+    print("\n| held-out shape | answer | answer TFLOP/s | tuned best TFLOP/s | answer / best "
+          "| model's pick / best | one config / best |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         print(
-            f"| {row['shape']} | {row['match']} | {row['from']} | {row['answer_gflops'] / 1e3:.2f}"
-            f" | {row['tuned_gflops'] / 1e3:.2f} | {row['ratio']:.2f} | "
+            f"| {row['shape']} | {row['match']} | {row['answer_gflops'] / 1e3:.2f} | "
+            f"{row['tuned_gflops'] / 1e3:.2f} | {row['ratio']:.2f} | {row['model_ratio']:.2f} | "
             f"{row['one_config_ratio']:.2f} |"
         )
-    ratios = [row["ratio"] for row in rows]
-    singles = [row["one_config_ratio"] for row in rows]
+    medians = {
+        name: statistics.median(row[name] for row in rows)
+        for name in ("ratio", "model_ratio", "one_config_ratio")
+    }
     print(
-        f"median answer / tuned best: {statistics.median(ratios):.2f} "
-        f"(one config per device: {statistics.median(singles):.2f})"
+        f"median / tuned best: service answer {medians['ratio']:.2f}, model's pick "
+        f"{medians['model_ratio']:.2f}, one config per device {medians['one_config_ratio']:.2f}"
     )
     args.out.write_text(json.dumps({"device": info.to_dict(), "rows": rows}, indent=2))
+
+
+def _without(source: Path, copy: Path, workload_key: str) -> Store:
+    """A copy of the database in which one workload was never tuned."""
+    shutil.copyfile(source, copy)
+    with sqlite3.connect(copy) as connection:
+        connection.execute(
+            "DELETE FROM measurements WHERE session_id IN (SELECT s.id FROM tuning_sessions s "
+            "JOIN workloads w ON s.workload_id = w.id WHERE w.key = ?)",
+            (workload_key,),
+        )
+    return Store(f"sqlite:///{copy}")
 
 
 def _flops(shape: tuple[int, ...]) -> int:
