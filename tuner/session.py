@@ -210,7 +210,14 @@ def run_session(
     done_keys = store.measured_config_keys(device_id, kernel_id, workload_id)
     done_rows = {row for row in (table.index_json(key) for key in done_keys) if row is not None}
     counted_before = len(done_rows) if settings.resume else 0  # --resume: finish the budget
-    search = strategy_class(table, seed=seed, skip=done_rows)
+    if strategy_class.learns_from_history:
+        from octune.tuner.cost_model import Context  # loads XGBoost: only when a model searches
+
+        history = store.history(kernel.name, kernel.sha256)
+        target = Context(device.to_dict(), workload.shape)
+        search = strategy_class(table, seed=seed, skip=done_rows, history=history, target=target)
+    else:
+        search = strategy_class(table, seed=seed, skip=done_rows)
     timeout = settings.timeout or default_timeout(workload)
     job = Job(
         device_fingerprint=device.fingerprint,

@@ -22,6 +22,9 @@ from octune.tuner.space import ConfigTable
 
 class Strategy(ABC):
     name: ClassVar[str]
+    # A strategy that sets this is built with `history` (the stored measurements of the same
+    # kernel version, Store.history) and `target` (the device and shape being tuned).
+    learns_from_history: ClassVar[bool] = False
 
     def __init__(
         self, table: ConfigTable, *, seed: int | None = None, skip: Collection[int] = ()
