@@ -22,7 +22,7 @@ from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import Strategy
 
 #: Score every unmeasured config when the space has at most this many; else sample this many.
-POOL = 100_000
+POOL = 300_000
 #: Random configs measured before the model is trusted (when no history warm-starts it).
 INITIAL = 12
 #: Share of proposals drawn at random from the predicted top instead of taken in order.
@@ -39,6 +39,7 @@ CLIMB_ROUNDS, CLIMB_STARTS = 3, 16
 
 class ModelSearch(Strategy):
     name = "model"
+    learns_from_history = True
 
     def __init__(
         self,
