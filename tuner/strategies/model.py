@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,6 +40,8 @@ CLIMB_ROUNDS, CLIMB_STARTS = 3, 16
 
 class ModelSearch(Strategy):
     name = "model"
+    #: Tells a session to pass ``history=`` and ``target=`` (other strategies take neither).
+    wants_history: ClassVar[bool] = True
     learns_from_history = True
 
     def __init__(
