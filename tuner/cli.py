@@ -123,7 +123,7 @@ def tune(
     device: DeviceOption = None,
     strategy: Annotated[
         str, typer.Option(help=f"search strategy: {', '.join(available_strategies())}")
-    ] = "random",
+    ] = "model",
     budget: Annotated[
         int | None, typer.Option(help="stop after this many candidates (in all)")
     ] = None,
