@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,9 +39,7 @@ CLIMB_ROUNDS, CLIMB_STARTS = 3, 16
 
 class ModelSearch(Strategy):
     name = "model"
-    #: Tells a session to pass ``history=`` and ``target=`` (other strategies take neither).
-    wants_history: ClassVar[bool] = True
-    learns_from_history = True
+    learns_from_history = True  # the session passes ``history=`` and ``target=``
 
     def __init__(
         self,
