@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
+
+from held_out import without_workload  # benchmarks/held_out.py, beside this script
 
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
@@ -26,16 +26,6 @@ from octune.tuner.kernels import load_kernel
 from octune.tuner.session import Budget, Settings, run_session
 from octune.tuner.workers import default_jobs
 from octune.tuner.workloads import GemmWorkload
-
-
-def history_without(source: Path, copy: Path, workload_key: str) -> None:
-    shutil.copyfile(source, copy)
-    with sqlite3.connect(copy) as connection:
-        connection.execute(
-            "DELETE FROM measurements WHERE session_id IN (SELECT s.id FROM tuning_sessions s "
-            "JOIN workloads w ON s.workload_id = w.id WHERE w.key = ?)",
-            (workload_key,),
-        )
 
 
 def main() -> None:
@@ -64,7 +54,7 @@ def main() -> None:
         ):
             path = Path(folder) / f"{strategy}-{warm}.db"
             if warm:
-                history_without(args.history, path, workload.key)
+                without_workload(args.history, path, workload.key)
             store = Store(f"sqlite:///{path}")
             started = time.perf_counter()
             report = run_session(

@@ -16,13 +16,10 @@ import argparse
 import math
 from pathlib import Path
 
-import numpy as np
-
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import KernelSpec, load_kernel
+from octune.tuner.kernels import load_kernel
 from octune.tuner.replay import RecordedSpace
-from octune.tuner.results import Measurement
 from octune.tuner.session import Budget, Settings, run_session
 from octune.tuner.workers import default_jobs
 from octune.tuner.workloads import GemmWorkload
@@ -31,40 +28,6 @@ from octune.tuner.workloads import GemmWorkload
 def shape(text: str) -> GemmWorkload:
     m, n, k = (int(part) for part in text.lower().split("x"))
     return GemmWorkload(m, n, k)
-
-
-def recording(
-    kernel: KernelSpec,
-    info: DeviceInfo,
-    workload: GemmWorkload,
-    measurements: list[Measurement],
-    notes: dict[str, object],
-) -> RecordedSpace:
-    names = kernel.space.parameter_names
-    return RecordedSpace(
-        kernel={
-            "name": kernel.name,
-            "sha256": kernel.sha256,
-            "source": kernel.source,
-            "space_source": kernel.space.source_text,
-        },
-        device=info.to_dict(),
-        limits=info.limits,
-        workload={
-            "problem": workload.problem,
-            "shape": workload.shape,
-            "dtype": workload.dtype,
-            "flops": workload.flops,
-        },
-        values={p.name: list(p.values) for p in kernel.space.parameters},
-        parameters=names,
-        configs=np.asarray(
-            [[m.config[name] for name in names] for m in measurements], dtype=np.int64
-        ).reshape(-1, len(names)),
-        status=[m.status.value for m in measurements],
-        time_s=np.asarray([m.median_s if m.ok else math.nan for m in measurements], dtype=float),
-        notes=notes,
-    )
 
 
 def main() -> None:
@@ -99,7 +62,14 @@ def main() -> None:
             "order_seed": args.seed,
         }
         path = Path(f"{args.out}_{workload.layout}_{workload.m}x{workload.n}x{workload.k}.json.gz")
-        recording(kernel, info, workload, measurements, notes).save(path)
+        names = kernel.space.parameter_names
+        RecordedSpace.of(
+            kernel, info, workload, kernel.space,
+            configs=[[m.config[name] for name in names] for m in measurements],
+            status=[m.status.value for m in measurements],
+            time_s=[m.median_s if m.ok else math.nan for m in measurements],
+            notes=notes,
+        ).save(path)  # fmt: skip
         best = report.progress.best
         tflops = (best.gflops or 0) / 1e3 if best else 0.0
         print(

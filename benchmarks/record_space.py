@@ -89,26 +89,8 @@ def main() -> None:
 
     def save() -> None:
         for workload, path, (configs, status, times) in zip(workloads, paths, columns, strict=True):
-            RecordedSpace(
-                kernel={
-                    "name": kernel.name,
-                    "sha256": kernel.sha256,
-                    "source": kernel.source,
-                    "space_source": kernel.space.source_text,
-                },
-                device=info.to_dict(),
-                limits=info.limits,
-                workload={
-                    "problem": workload.problem,
-                    "shape": workload.shape,
-                    "dtype": workload.dtype,
-                    "flops": workload.flops,
-                },
-                values={p.name: list(p.values) for p in space.parameters},
-                parameters=space.parameter_names,
-                configs=np.asarray(configs, dtype=np.int64).reshape(-1, len(space.parameters)),
-                status=status,
-                time_s=np.asarray(times, dtype=float),
+            RecordedSpace.of(
+                kernel, info, workload, space, configs, status, times,
                 notes={
                     "seconds": spent + time.monotonic() - started,
                     "shapes_per_build": len(workloads),
@@ -116,7 +98,7 @@ def main() -> None:
                     "full_space_configs": full,
                     "order_seed": args.seed,
                 },
-            ).save(path)
+            ).save(path)  # fmt: skip
 
     for count, row in enumerate(order, start=1):
         if time.monotonic() - started >= limit:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import sqlite3
 import statistics
 import tempfile
 from pathlib import Path
+
+from held_out import without_workload  # benchmarks/held_out.py, beside this script
 
 from octune.db.lookup_tables import build_table, resolve_device
 from octune.db.predictor import ModelAnswers
@@ -58,7 +58,8 @@ def main() -> None:
             raise SystemExit(f"{workload} is not tuned in {args.db}: tune it first")
         query = gemm_query(workload.m, workload.n, workload.k, workload.transa, workload.transb)
         with tempfile.TemporaryDirectory() as folder:
-            store = _without(Path(args.db), Path(folder) / "held_out.db", workload.key)
+            copy = without_workload(Path(args.db), Path(folder) / "held_out.db", workload.key)
+            store = Store(f"sqlite:///{copy}")
             device = resolve_device(store, info.fingerprint)
             model = ModelAnswers()
             others = build_table(store, device, "gemm", kernel.sha256, model=model)
@@ -105,18 +106,6 @@ def main() -> None:
         f"{medians['model_ratio']:.2f}, one config per device {medians['one_config_ratio']:.2f}"
     )
     args.out.write_text(json.dumps({"device": info.to_dict(), "rows": rows}, indent=2))
-
-
-def _without(source: Path, copy: Path, workload_key: str) -> Store:
-    """A copy of the database in which one workload was never tuned."""
-    shutil.copyfile(source, copy)
-    with sqlite3.connect(copy) as connection:
-        connection.execute(
-            "DELETE FROM measurements WHERE session_id IN (SELECT s.id FROM tuning_sessions s "
-            "JOIN workloads w ON s.workload_id = w.id WHERE w.key = ?)",
-            (workload_key,),
-        )
-    return Store(f"sqlite:///{copy}")
 
 
 def _flops(shape: tuple[int, ...]) -> int:

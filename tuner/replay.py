@@ -24,11 +24,14 @@ from numpy.typing import NDArray
 
 from octune.db.store import HistoryRecord
 from octune.tuner.cost_model import Context
+from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError
+from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import Runner
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable, SearchSpace
 from octune.tuner.strategies.base import Strategy
+from octune.tuner.workloads import Workload
 
 FORMAT = "octune-recorded-space/1"
 SHAPE_NAMES = ("M", "N", "K")
@@ -76,6 +79,44 @@ class RecordedSpace:
 
     def __len__(self) -> int:
         return len(self.configs)
+
+    @classmethod
+    def of(
+        cls,
+        kernel: KernelSpec,
+        device: DeviceInfo,
+        workload: Workload,
+        space: SearchSpace,
+        configs: Sequence[Sequence[int]],
+        status: list[str],
+        time_s: Sequence[float],
+        notes: dict[str, Any],
+    ) -> RecordedSpace:
+        """A recording of ``space`` (the whole kernel space or a sub-grid of it), with the
+        kernel's sources, the device and the workload described the way ``load`` reads them.
+        """
+        return cls(
+            kernel={
+                "name": kernel.name,
+                "sha256": kernel.sha256,
+                "source": kernel.source,
+                "space_source": kernel.space.source_text,
+            },
+            device=device.to_dict(),
+            limits=device.limits,
+            workload={
+                "problem": workload.problem,
+                "shape": workload.shape,
+                "dtype": workload.dtype,
+                "flops": workload.flops,
+            },
+            values={p.name: list(p.values) for p in space.parameters},
+            parameters=space.parameter_names,
+            configs=np.asarray(configs, dtype=np.int64).reshape(-1, len(space.parameters)),
+            status=status,
+            time_s=np.asarray(time_s, dtype=float),
+            notes=notes,
+        )
 
     def space(self) -> SearchSpace:
         """The recorded sub-grid as a space, from the YAML text stored in the file."""
