@@ -33,7 +33,7 @@ class Runner(Protocol):
     def measure(self, config: Mapping[str, int]) -> Measurement: ...
 
 
-def _first_lines(text: str, limit: int = MESSAGE_LIMIT) -> str:
+def first_lines(text: str, limit: int = MESSAGE_LIMIT) -> str:
     return text.strip()[:limit]
 
 
@@ -96,7 +96,7 @@ class DeviceRunner:
         flops = self.workload.flops
 
         def failed(status: Status, message: str) -> Measurement:
-            return Measurement(config, status, flops=flops, message=_first_lines(message))
+            return Measurement(config, status, flops=flops, message=first_lines(message))
 
         try:
             program = self.build(self.kernel.build_options(config, self.workload))

@@ -22,6 +22,7 @@ from octune.db.store import CONFIRM_STRATEGY, Store
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import KernelSpec
+from octune.tuner.measure import first_lines
 from octune.tuner.results import OBJECTIVES, Config, Measurement, Objective, Status
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy
@@ -176,7 +177,7 @@ class Pipeline:
         if build_error is not None:
             flops = self.job.workload.flops
             failed = Measurement(
-                dict(config), Status.BUILD_ERROR, flops=flops, message=build_error[:2000]
+                dict(config), Status.BUILD_ERROR, flops=flops, message=first_lines(build_error)
             )
             return row, failed
         return row, self.measurer.measure(config)
@@ -283,13 +284,16 @@ def run_session(
     if not interrupted and settings.confirm > 0 and progress.tried > 0:
         top = store.top_configs(device_id, kernel_id, workload_id, settings.confirm)
         if top:
+            fresh_seed = None if seed is None else seed + 1  # fresh inputs, reproducibly
             confirm_session_id = store.start_session(
                 device_id, kernel_id, workload_id, strategy=CONFIRM_STRATEGY,
-                seed=None if seed is None else seed + 1,
+                seed=fresh_seed,
                 settings={"repeats": CONFIRM_REPEATS, "octune_version": version("octune")},
             )  # fmt: skip
             try:
-                confirmed = _confirm(store, job, confirm_session_id, top, timeout)
+                confirmed = _confirm(
+                    store, replace(job, seed=fresh_seed), confirm_session_id, top, timeout
+                )
             except KeyboardInterrupt:
                 interrupted = True
     return SessionReport(session_id, progress, interrupted, confirmed, confirm_session_id)
@@ -298,12 +302,12 @@ def run_session(
 def _confirm(
     store: Store, job: Job, session_id: int, top: list[dict[str, int]], timeout: float
 ) -> tuple[Measurement, ...]:
-    """Re-measure the top candidates with more repeats on fresh inputs, in a session of their
-    own, so that a lucky run cannot crown a config: `best` prefers confirmed results.
+    """Re-measure the top candidates with more repeats (on the fresh inputs of `job`'s seed), in
+    a session of their own, so that a lucky run cannot crown a config: `best` prefers confirmed
+    results.
     """
     fresh = replace(
         job,
-        seed=None if job.seed is None else job.seed + 1,
         repeats=CONFIRM_REPEATS,
         min_repeats=CONFIRM_MIN_REPEATS,
         max_seconds=CONFIRM_SECONDS,
