@@ -1,10 +1,13 @@
-"""Record a uniform random sample of the whole GEMM space on a device, fast: candidates go
-through the tuning pipeline (parallel builders, supervised measurer), so a GPU records about a
-thousand configs a minute where benchmarks/record_space.py, which measures one config on several
-shapes at a time with inline builds, records about eighty.
+"""Record a uniform random sample of the GEMM space, or of a sub-grid of it, on a device, fast:
+candidates go through the tuning pipeline (parallel builders, supervised measurer), so a GPU
+records about a thousand configs a minute where benchmarks/record_space.py, which measures one
+config on several shapes at a time with inline builds, records about eighty.
 
     python benchmarks/record_sample.py --device NVIDIA --shapes 4096x4096x4096 64x4096x4096 \
         --seconds 150 90 --out benchmarks/data/h100_gemm
+
+With --values NAME=v1,v2 (repeatable) the sample is of that sub-grid, and a sub-grid small
+enough for the time given is recorded whole, which Kernel Tuner's simulation mode needs.
 
 Each shape becomes PREFIX_<layout>_<MxNxK>.json.gz (benchmarks/replay.py reads it); the
 measurements also stay in --db, where `octune best`, the service and bundles can use them.
@@ -19,7 +22,7 @@ from pathlib import Path
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
-from octune.tuner.replay import RecordedSpace
+from octune.tuner.replay import RecordedSpace, parse_sub_grid, restrict
 from octune.tuner.session import Budget, Settings, run_session
 from octune.tuner.workers import default_jobs
 from octune.tuner.workloads import GemmWorkload
@@ -36,6 +39,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, nargs="+", required=True, help="per shape")
     parser.add_argument("--device", default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--values", action="append", default=[], help="NAME=v1,v2 sub-grid")
+    parser.add_argument("--jobs", type=int, default=None, help="builders (default: per device)")
     parser.add_argument("--db", default="sqlite:///record_sample.db")
     parser.add_argument("--out", required=True, help="file prefix")
     args = parser.parse_args()
@@ -46,9 +51,13 @@ def main() -> None:
     cl_device = select_device(args.device)
     info = DeviceInfo.from_cl(cl_device)
     kernel = load_kernel("gemm")
-    table = kernel.space.enumerate(info.limits)
+    space = restrict(kernel.space, parse_sub_grid(args.values))
+    table = space.enumerate(info.limits)
+    full = len(table) if not args.values else len(kernel.space.enumerate(info.limits))
+    print(f"{info.name}: {len(table):,} legal configs to sample of {full:,}", flush=True)
     store = Store(args.db)
-    settings = Settings(jobs=default_jobs(cl_device), confirm=0)
+    jobs = default_jobs(cl_device) if args.jobs is None else args.jobs
+    settings = Settings(jobs=jobs, confirm=0)
     for workload, limit in zip(args.shapes, seconds, strict=True):
         report = run_session(
             store, info, kernel, workload, table,
@@ -57,14 +66,16 @@ def main() -> None:
         measurements = store.session_measurements(report.session_id)
         notes = {
             "seconds": limit,
-            "sample": "uniform random over the legal space",
-            "full_space_configs": len(table),
+            "sample": "uniform random over the legal configs of the sub-grid in `values`",
+            "sub_grid_configs": len(table),
+            "full_space_configs": full,
+            "builders": jobs,
             "order_seed": args.seed,
         }
         path = Path(f"{args.out}_{workload.layout}_{workload.m}x{workload.n}x{workload.k}.json.gz")
         names = kernel.space.parameter_names
         RecordedSpace.of(
-            kernel, info, workload, kernel.space,
+            kernel, info, workload, space,
             configs=[[m.config[name] for name in names] for m in measurements],
             status=[m.status.value for m in measurements],
             time_s=[m.median_s if m.ok else math.nan for m in measurements],

@@ -21,19 +21,11 @@ import numpy as np
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import kernel_from_texts, load_kernel
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.replay import RecordedSpace, restrict
+from octune.tuner.replay import RecordedSpace, parse_sub_grid, restrict
 from octune.tuner.session import parse_duration
 from octune.tuner.workloads import GemmWorkload
 
 CHECKPOINT_EVERY = 10
-
-
-def parse_values(items: list[str]) -> dict[str, list[int]]:
-    values = {}
-    for item in items:
-        name, _, text = item.partition("=")
-        values[name.strip()] = [int(v) for v in text.split(",") if v.strip()]
-    return values
 
 
 def shape(text: str) -> GemmWorkload:
@@ -69,7 +61,7 @@ def main() -> None:
         kernel = kernel_from_texts(
             recorded.kernel["name"], recorded.kernel["source"], recorded.kernel["space_source"]
         )
-    space = restrict(kernel.space, parse_values(args.values))
+    space = restrict(kernel.space, parse_sub_grid(args.values))
     table = space.enumerate(info.limits)
     full = len(kernel.space.enumerate(info.limits))
     order = np.random.default_rng(args.seed).permutation(len(table))

@@ -41,6 +41,21 @@ class RecordingError(OctuneError):
     """A recorded-space file that cannot be read or does not fit its own search space."""
 
 
+def parse_sub_grid(items: Sequence[str]) -> dict[str, list[int]]:
+    """``NAME=v1,v2`` options (as the recording scripts take them) as a values mapping."""
+    values = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        try:
+            chosen = [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            chosen = []
+        if not sep or not chosen:
+            raise RecordingError(f"sub-grid option {item!r} is not NAME=v1,v2,...; e.g. MWG=32,64")
+        values[name.strip()] = chosen
+    return values
+
+
 def restrict(space: SearchSpace, values: Mapping[str, Sequence[int]]) -> SearchSpace:
     """The same space with fewer values for some parameters: a sub-grid worth recording whole."""
     data = yaml.safe_load(space.source_text)
