@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from held_out import without_workload  # benchmarks/held_out.py, beside this script
+from held_out import without_workloads  # benchmarks/held_out.py, beside this script
 
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
@@ -54,7 +54,7 @@ def main() -> None:
         ):
             path = Path(folder) / f"{strategy}-{warm}.db"
             if warm:
-                without_workload(args.history, path, workload.key)
+                without_workloads(args.history, path, [workload.key])
             store = Store(f"sqlite:///{path}")
             started = time.perf_counter()
             report = run_session(

@@ -3,8 +3,11 @@ copy of the database without its measurements), ask the lookup (the same code, c
 included, that the server and bundles run) what to use for it, then measure that config, the
 cost model's own pick and the shape's tuned best side by side on the device.
 
-    python benchmarks/untuned_shapes.py --device NVIDIA --db sqlite:///tuned.db \
+    python benchmarks/untuned_shapes.py --device NVIDIA --db tuned.db \
         --shapes 1024x1024x1024 3136x64x576 ...
+
+With --hold-out-all the lookup sees none of the listed shapes (a grid of tuned shapes answers
+for a set of held-out ones) instead of all but the one asked about (leave-one-out).
 
 Every shape must already be tuned in --db (e.g. by benchmarks/record_sample.py). Also printed:
 the "one config per device" answer that libraries with a single tuned configuration give (the
@@ -19,7 +22,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from held_out import without_workload  # benchmarks/held_out.py, beside this script
+from held_out import without_workloads  # benchmarks/held_out.py, beside this script
 
 from octune.db.lookup_tables import build_table, resolve_device
 from octune.db.predictor import ModelAnswers
@@ -41,6 +44,7 @@ def main() -> None:
     parser.add_argument("--shapes", type=shape, nargs="+", required=True)
     parser.add_argument("--device", default=None)
     parser.add_argument("--db", required=True, help="an SQLite file tuned with every shape")
+    parser.add_argument("--hold-out-all", action="store_true", help="hide every listed shape")
     parser.add_argument("--out", type=Path, default=Path("untuned_shapes.json"))
     args = parser.parse_args()
 
@@ -58,7 +62,8 @@ def main() -> None:
             raise SystemExit(f"{workload} is not tuned in {args.db}: tune it first")
         query = gemm_query(workload.m, workload.n, workload.k, workload.transa, workload.transb)
         with tempfile.TemporaryDirectory() as folder:
-            copy = without_workload(Path(args.db), Path(folder) / "held_out.db", workload.key)
+            hidden = [w.key for w in args.shapes] if args.hold_out_all else [workload.key]
+            copy = without_workloads(Path(args.db), Path(folder) / "held_out.db", hidden)
             store = Store(f"sqlite:///{copy}")
             device = resolve_device(store, info.fingerprint)
             model = ModelAnswers()
