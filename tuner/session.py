@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -64,10 +65,13 @@ class Budget:
         if self.patience is not None and self.patience < 1:
             raise OctuneError(f"patience of {self.patience}: use --patience 1 or more")
 
-    def spent(self, measured: int, elapsed: float) -> bool:
-        return (self.candidates is not None and measured >= self.candidates) or (
-            self.seconds is not None and elapsed >= self.seconds
-        )
+    def room(self, started: int, elapsed: float) -> int:
+        """How many more candidates may start, after `started` and `elapsed` seconds."""
+        if self.seconds is not None and elapsed >= self.seconds:
+            return 0
+        if self.candidates is None:
+            return sys.maxsize
+        return max(0, self.candidates - started)
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,9 @@ class Pipeline:
         self.builds = BuildPool(job, jobs) if jobs > 0 else None
         self.measurer = Measurer(job, timeout)
         self.window = 2 * jobs if jobs > 0 else 1  # enough built ahead that the device never waits
+        # Proposals come in batches of half a window: a learning strategy then refits once per
+        # batch, while the other half, still building or waiting, keeps the device busy.
+        self.refill = max(1, self.window // 2)
         self._building: dict[Future[str | None], tuple[int, Config]] = {}
         self._ready: deque[tuple[int, Config, str | None]] = deque()
 
@@ -252,13 +259,13 @@ def run_session(
     pipeline = Pipeline(job, settings.jobs, timeout)
     try:
         while True:
-            while pipeline.pending < pipeline.window and not budget.spent(
-                counted_before + progress.tried + pipeline.pending, time.monotonic() - started
-            ):
-                proposed = search.propose(1)
-                if not proposed:
-                    break
-                pipeline.submit(proposed[0], table.config(proposed[0]))
+            free = pipeline.window - pipeline.pending
+            if free >= pipeline.refill or pipeline.pending == 0:
+                room = budget.room(
+                    counted_before + progress.tried + pipeline.pending, time.monotonic() - started
+                )
+                for row in search.propose(min(free, room)) if room > 0 else []:
+                    pipeline.submit(row, table.config(row))
             if pipeline.pending == 0:
                 break
             row, measurement = pipeline.next_result()
