@@ -29,7 +29,7 @@ from octune.db.predictor import ModelAnswers
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
-from octune.tuner.lookup import KernelIndex, gemm_query
+from octune.tuner.lookup import Answer, KernelIndex, Prediction, gemm_query
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.workloads import GemmWorkload
 
@@ -55,25 +55,36 @@ def main() -> None:
     table = build_table(full, resolve_device(full, info.fingerprint), "gemm", kernel.sha256)
     tuned = {entry.workload_key: entry for entry in table.tuned}
     largest = max(table.tuned, key=lambda entry: _flops(entry.shape))
-    rows = []
     for workload in args.shapes:
-        own = tuned.get(workload.key)
-        if own is None:
+        if workload.key not in tuned:
             raise SystemExit(f"{workload} is not tuned in {args.db}: tune it first")
-        query = gemm_query(workload.m, workload.n, workload.k, workload.transa, workload.transb)
+    groups = [args.shapes] if args.hold_out_all else [[workload] for workload in args.shapes]
+    asked: dict[str, tuple[Answer, Answer, Prediction | None]] = {}
+    for group in groups:
         with tempfile.TemporaryDirectory() as folder:
-            hidden = [w.key for w in args.shapes] if args.hold_out_all else [workload.key]
+            hidden = [w.key for w in group]
             copy = without_workloads(Path(args.db), Path(folder) / "held_out.db", hidden)
             store = Store(f"sqlite:///{copy}")
             device = resolve_device(store, info.fingerprint)
             model = ModelAnswers()
             others = build_table(store, device, "gemm", kernel.sha256, model=model)
-            answer = KernelIndex(others).lookup(query)
+            neighbours = KernelIndex(build_table(store, device, "gemm", kernel.sha256))
             trained = model.model(store, device, others)
-            pick = trained(others, query) if trained is not None else None
+            for workload in group:
+                query = gemm_query(
+                    workload.m, workload.n, workload.k, workload.transa, workload.transb
+                )
+                pick = trained(others, query) if trained is not None else None
+                answer = KernelIndex(others).lookup(query)
+                asked[workload.key] = (answer, neighbours.lookup(query), pick)
+    rows = []
+    for workload in args.shapes:
+        own = tuned[workload.key]
+        answer, nearest, pick = asked[workload.key]
         runner = DeviceRunner(cl_device, kernel, workload, seed=1, repeats=20, min_repeats=10)
         configs = {
             "answer": answer.config,
+            "nearest": nearest.config,
             "model": table.entry_config(pick.config) if pick else answer.config,
             "tuned": table.entry_config(own.config),
             "one_config": table.entry_config(largest.config),
@@ -87,6 +98,7 @@ def main() -> None:
                 "from": (answer.source or {}).get("workload_key"),
                 **{f"{name}_gflops": value for name, value in gflops.items()},
                 "ratio": gflops["answer"] / best,
+                "nearest_ratio": gflops["nearest"] / best,
                 "model_ratio": gflops["model"] / best,
                 "one_config_ratio": gflops["one_config"] / best,
             }
@@ -94,20 +106,21 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
 
     print("\n| held-out shape | answer | answer TFLOP/s | tuned best TFLOP/s | answer / best "
-          "| model's pick / best | one config / best |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          "| nearest / best | model's pick / best | one config / best |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         print(
             f"| {row['shape']} | {row['match']} | {row['answer_gflops'] / 1e3:.2f} | "
-            f"{row['tuned_gflops'] / 1e3:.2f} | {row['ratio']:.2f} | {row['model_ratio']:.2f} | "
-            f"{row['one_config_ratio']:.2f} |"
+            f"{row['tuned_gflops'] / 1e3:.2f} | {row['ratio']:.2f} | {row['nearest_ratio']:.2f} | "
+            f"{row['model_ratio']:.2f} | {row['one_config_ratio']:.2f} |"
         )
     medians = {
         name: statistics.median(row[name] for row in rows)
-        for name in ("ratio", "model_ratio", "one_config_ratio")
+        for name in ("ratio", "nearest_ratio", "model_ratio", "one_config_ratio")
     }
     print(
-        f"median / tuned best: service answer {medians['ratio']:.2f}, model's pick "
+        f"median / tuned best: service answer {medians['ratio']:.2f}, nearest tuned shape's "
+        f"best {medians['nearest_ratio']:.2f}, model's pick "
         f"{medians['model_ratio']:.2f}, one config per device {medians['one_config_ratio']:.2f}"
     )
     args.out.write_text(json.dumps({"device": info.to_dict(), "rows": rows}, indent=2))
