@@ -11,6 +11,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from sqlalchemy import func, select
+
+from octune.db.models import Device, KernelVersion, MeasurementRow, TuningSession
 from octune.db.store import Store, StoredDevice, StoredKernel
 from octune.tuner.errors import SpaceError
 from octune.tuner.lookup import (
@@ -31,6 +34,22 @@ if TYPE_CHECKING:
 #: Model answers for a freshly built table (``KernelTable.predictions``), e.g.
 #: ``octune.db.predictor.ModelAnswers``: the server and ``octune export`` pass the same one.
 TableModel = Callable[[Store, StoredDevice, KernelTable], Sequence[Entry]]
+
+
+def version_stamp(store: Store, device_fingerprint: str, kernel_sha256: str) -> tuple[int, int]:
+    """The newest id and the number of the measurements of one kernel version on one device:
+    what a model trained on them depends on, in one indexed query instead of reading them all.
+    """
+    query = (
+        select(func.coalesce(func.max(MeasurementRow.id), 0), func.count(MeasurementRow.id))
+        .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
+        .join(Device, TuningSession.device_id == Device.id)
+        .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
+        .where(Device.fingerprint == device_fingerprint, KernelVersion.sha256 == kernel_sha256)
+    )
+    with store._session() as session:  # a read-only query over the store's own schema
+        newest, count = session.execute(query).one()
+    return int(newest), int(count)
 
 
 def problem_spec(name: str) -> Problem:
@@ -248,7 +267,8 @@ def problem_sample(problem: Problem) -> object:
 class StoreLookup:
     """Lookups against a live database: tables are built on first use and rebuilt when a new
     measurement lands (checked at most every ``check_every_s`` seconds). ``model`` fills each
-    table's predictions when it is built, so a retrained model follows the same stamp.
+    table's predictions when it is built; a model trained later swaps its answers in with
+    ``swap_predictions``.
     """
 
     def __init__(
@@ -294,3 +314,17 @@ class StoreLookup:
         self, device: StoredDevice, query: Query, kernel_sha256: str | None = None
     ) -> Answer:
         return self.index(device, query.kernel, kernel_sha256).lookup(query)
+
+    def swap_predictions(
+        self, device_fingerprint: str, kernel_sha256: str, predictions: Sequence[Entry]
+    ) -> None:
+        """New model answers for the tables of one device and kernel version, without reading
+        the database again. Under the lock, so a table being built with the old answers is
+        swapped once it is in.
+        """
+        with self._lock:
+            for key, index in self._indexes.items():
+                table = index.table
+                if (table.device_fingerprint, table.sha256) == (device_fingerprint, kernel_sha256):
+                    table = replace(table, predictions=tuple(predictions))
+                    self._indexes[key] = KernelIndex(table, self.predictor)

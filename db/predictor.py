@@ -16,10 +16,14 @@ from it like ``nearest`` and decides when it beats a tuned neighbour (one furthe
 
 from __future__ import annotations
 
+import gc
 import itertools
+import logging
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 from xgboost import XGBRegressor
 
-from octune.db.lookup_tables import device_limits, stored_space
+from octune.db.lookup_tables import device_limits, stored_space, version_stamp
 from octune.db.store import HistoryRecord, Store, StoredDevice
 from octune.tuner.cost_model import Context, Features, targets
 from octune.tuner.lookup import Entry, KernelIndex, KernelTable, Prediction, Query
@@ -46,6 +50,8 @@ ROWS_PER_WORKLOAD = 1000
 CHUNK_ROWS = 100_000
 #: ``Entry.workload_key`` of model answers (a bundle's import skips them).
 MODEL_KEY = "model"
+
+log = logging.getLogger(__name__)
 
 
 def time_model(seed: int) -> XGBRegressor:
@@ -211,32 +217,143 @@ def _candidates(
     return np.array(keep, dtype=np.int64) if keep else _empty(table.parameters)
 
 
+ModelKey = tuple[str, str]  # device fingerprint, kernel version sha256
+
+
+@dataclass(frozen=True)
+class Trained:
+    """A model and its grid of answers, for the data stamp (``version_stamp``) it was fit on."""
+
+    stamp: tuple[int, int]
+    model: DeviceModel | None
+    answers: tuple[Entry, ...]
+
+
+UNTRAINED = Trained((-1, -1), None, ())
+
+
 class ModelAnswers:
     """``TableModel`` for ``build_table``: a device's grid of model answers, trained once per
-    device and kernel version and kept until the database's measurement stamp moves (the
-    stamp ``StoreLookup`` rebuilds its tables on), so a table rebuilt for another reason, or
-    for the same version by hash and by "latest", does not retrain.
+    device and kernel version and kept until that pair's measurements change (its
+    ``version_stamp``), so a table rebuilt for another reason, for another device, or for the
+    same version by hash and by "latest", does not retrain. Trains when asked: for
+    ``octune export``; the server uses ``BackgroundModelAnswers``.
     """
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
         self._lock = threading.Lock()
-        self._cache: dict[tuple[str, str], tuple[int, DeviceModel | None, tuple[Entry, ...]]] = {}
+        self._cache: dict[ModelKey, Trained] = {}
 
     def model(self, store: Store, device: StoredDevice, table: KernelTable) -> DeviceModel | None:
-        return self._get(store, device, table)[0]
+        return self._trained(store, device, table).model
 
     def __call__(self, store: Store, device: StoredDevice, table: KernelTable) -> tuple[Entry, ...]:
-        return self._get(store, device, table)[1]
+        return self._trained(store, device, table).answers
 
-    def _get(
-        self, store: Store, device: StoredDevice, table: KernelTable
-    ) -> tuple[DeviceModel | None, tuple[Entry, ...]]:
+    def _trained(self, store: Store, device: StoredDevice, table: KernelTable) -> Trained:
         key = (device.fingerprint, table.sha256)
-        stamp = store.measurement_stamp()
+        stamp = version_stamp(store, *key)
         with self._lock:
             cached = self._cache.get(key)
-            if cached is None or cached[0] != stamp:
-                model = train(store, device, table, self.seed) if table.tuned else None
-                cached = self._cache[key] = (stamp, model, model.grid() if model else ())
-        return cached[1], cached[2]
+            if cached is None or cached.stamp != stamp:
+                cached = self._cache[key] = self._train(store, device, table, stamp)
+        return cached
+
+    def _train(
+        self, store: Store, device: StoredDevice, table: KernelTable, stamp: tuple[int, int]
+    ) -> Trained:
+        model = train(store, device, table, self.seed) if table.tuned else None
+        return Trained(stamp, model, model.grid() if model else ())
+
+
+class BackgroundModelAnswers(ModelAnswers):
+    """The server's ``TableModel``: building a table never waits for training (seconds to
+    minutes). A table gets the answers of the model last trained for its device and kernel
+    version -- none before the first, so the lookup answers from the tuned workloads alone --
+    and a missing or stale model is trained on one background thread, one at a time; the
+    ``subscribe``d callbacks hear of each new one, so the server swaps its answers in.
+    """
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(seed)
+        self._worker: ThreadPoolExecutor | None = None  # started by the first training
+        self._queued: set[ModelKey] = set()
+        self._idle = threading.Condition(self._lock)
+        self._listeners: list[Callable[[str, str, tuple[Entry, ...]], None]] = []
+
+    def subscribe(self, listener: Callable[[str, str, tuple[Entry, ...]], None]) -> None:
+        """Call ``listener(device_fingerprint, kernel_sha256, answers)`` after each training."""
+        self._listeners.append(listener)
+
+    @property
+    def training(self) -> int:
+        """Models queued or being trained."""
+        return len(self._queued)
+
+    def wait(self) -> None:
+        """Return once no model is queued or being trained and the listeners have heard of
+        every one trained: the hook for tests and benchmarks (lookups never wait).
+        """
+        with self._idle:
+            self._idle.wait_for(lambda: not self._queued)
+
+    def close(self) -> None:
+        """Drop queued trainings and finish the one in progress (it reads the store, which its
+        owner closes next); a later table starts training again.
+        """
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=True, cancel_futures=True)
+        with self._idle:
+            self._queued.clear()
+            self._idle.notify_all()
+
+    def _trained(self, store: Store, device: StoredDevice, table: KernelTable) -> Trained:
+        key = (device.fingerprint, table.sha256)
+        stamp = version_stamp(store, *key)
+        with self._lock:
+            cached = self._cache.get(key, UNTRAINED)
+            if cached.stamp != stamp and key not in self._queued:
+                self._queued.add(key)
+                if self._worker is None:
+                    self._worker = ThreadPoolExecutor(1, thread_name_prefix="octune-model")
+                self._worker.submit(self._retrain, store, device, table)
+        return cached
+
+    def _retrain(self, store: Store, device: StoredDevice, table: KernelTable) -> None:
+        """Train until the model is as new as the data (measurements may land meanwhile)."""
+        key = (device.fingerprint, table.sha256)
+        try:
+            stamp = version_stamp(store, *key)
+            while stamp != self._cache.get(key, UNTRAINED).stamp:
+                with _no_cyclic_gc():
+                    trained = self._train(store, device, table, stamp)
+                with self._lock:
+                    self._cache[key] = trained
+                for listener in self._listeners:
+                    listener(*key, trained.answers)
+                stamp = version_stamp(store, *key)
+        except Exception:  # a background thread has nobody to raise to; the next table retries
+            log.exception("training the cost model of %s, kernel %s failed", *key)
+        finally:
+            with self._idle:
+                self._queued.discard(key)
+                self._idle.notify_all()
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector, process-wide. Reading a device's history makes
+    millions of objects, and the full collections that their allocation triggers stop every
+    thread for seconds (up to 8 s each on a million measurements): lookups served meanwhile
+    would stall on them. Reference counting still frees what the history leaves behind.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -43,14 +43,14 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if store is not None:
-            yield
-            return
-        _attach(app, ServerStore(settings.database_url))
+        if store is None:
+            _attach(app, ServerStore(settings.database_url))
         try:
             yield
         finally:
-            app.state.store.close()
+            app.state.lookups.close()  # before the store: training reads it
+            if store is None:
+                app.state.store.close()
 
     app = FastAPI(
         title="octune config service",
@@ -73,18 +73,18 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(StoreError, _store_error)
     app.add_exception_handler(OctuneError, _bad_input)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if not settings.require_read_token:
-        app.add_middleware(RepeatedLookups)
+        app.add_middleware(CachedLookups)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # outermost: runs first
     return app
 
 
 def _attach(app: FastAPI, store: ServerStore) -> None:
     settings, model = app.state.settings, None
     if settings.predict:
-        from octune.db.predictor import ModelAnswers  # loads XGBoost: only where it is used
+        from octune.db.predictor import BackgroundModelAnswers  # loads XGBoost: only if used
 
-        model = ModelAnswers()
+        model = BackgroundModelAnswers()
     app.state.store = store
     app.state.lookups = LookupService(store, settings.cache_check_s, model=model)
 
@@ -121,18 +121,31 @@ async def _bad_input(_request: Request, error: Exception) -> JSONResponse:
     return _problem(422, str(error))
 
 
-class RepeatedLookups:
-    """Answer a GET /v1/lookup whose query string, byte for byte, was answered before straight
-    from the cache: a runtime repeats its questions, and validating them again costs more than
-    the answer. Only with open reads: a token check must not be skipped.
+class CachedLookups:
+    """Lookups whose answers are all cached, answered before FastAPI routes and validates them:
+    a runtime repeats its questions, and that machinery costs more than the answers.
+    ``GET /v1/lookup`` by its query string, byte for byte (answered before, so valid);
+    ``POST /v1/lookup/batch`` by validating the body in one pydantic call on the raw bytes
+    (once per distinct body) and joining each workload's cached answer. Anything else (an
+    invalid body, an answer not cached) goes on to the app, a batch with its body replayed.
+    Only with open reads: a token check must not be skipped. Inside ``BodyLimit``, which has
+    checked the declared length.
     """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] == "GET" and scope["path"] == "/v1/lookup":
-            body = scope["app"].state.lookups.cached_query(scope["query_string"])
+        if scope["type"] == "http" and scope["path"].startswith("/v1/lookup"):
+            lookups: LookupService = scope["app"].state.lookups
+            body = None
+            if scope["method"] == "GET" and scope["path"] == "/v1/lookup":
+                body = lookups.cached_query(scope["query_string"])
+            elif scope["method"] == "POST" and scope["path"] == "/v1/lookup/batch":
+                request = await _json_body(scope, receive)
+                if request is not None:
+                    body = lookups.cached_batch(request)
+                    receive = _replay(request, receive)
             if body is not None:
                 headers = [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())]
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -142,6 +155,32 @@ class RepeatedLookups:
 
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+async def _json_body(scope: Scope, receive: Receive) -> bytes | None:
+    """The whole body of a request that declares its length and JSON (or no) content type,
+    as FastAPI would parse it; None for any other, which the app reads itself.
+    """
+    headers = dict(scope["headers"])
+    kind = headers.get(b"content-type", b"application/json").split(b";")[0].strip().lower()
+    if b"content-length" not in headers or kind != b"application/json":
+        return None
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with ``body`` already read: the body once, then whatever follows."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 class BodyLimit:

@@ -6,7 +6,8 @@ Invalidation: every cached answer belongs to one *stamp* of the database, its ne
 measurement id. A request checks the stamp at most every ``check_every_s`` seconds (one
 indexed query) and drops every answer when it moved, so measurements that a tuner writes
 straight into the database show up within that delay; an upload through this server drops
-the cache at once. ``StoreLookup`` rebuilds its tables on the same stamp.
+the cache at once, and so does a cost model finishing its (background) training.
+``StoreLookup`` rebuilds its tables on the same stamp.
 """
 
 from __future__ import annotations
@@ -15,19 +16,31 @@ import difflib
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from octune.db.lookup_tables import StoreLookup, TableModel
+from pydantic import ValidationError
+
+from octune.db.lookup_tables import StoreLookup
 from octune.db.server_store import ServerStore
 from octune.db.store import StoredDevice
+from octune.server.schemas import BatchLookup, GemmShape
 from octune.tuner.kernels import available_kernels
-from octune.tuner.lookup import Predictor, Query, QueryError
+from octune.tuner.lookup import Entry, Query, QueryError
+
+if TYPE_CHECKING:  # importing it loads XGBoost
+    from octune.db.predictor import BackgroundModelAnswers
 
 #: Answers kept serialised; past this many the cache starts over (a runtime asks a few
 #: hundred shapes, a benchmark a few thousand).
 MAX_ANSWERS = 200_000
 
-AnswerKey = tuple[str, str, tuple[tuple[str, int], ...], str]
+#: Batch bodies whose validated keys are kept (a runtime sends a few), and their bytes, before
+#: that cache starts over: few objects for the garbage collector to scan.
+MAX_BATCHES, MAX_BATCH_BYTES = 1024, 16 << 20
+
+#: device, kernel, then the shape's fields (``GemmShape``: m, n, k, transa, transb, dtype)
+AnswerKey = tuple[str, str, int, int, int, bool, bool, str]
 
 
 class NotFoundError(Exception):
@@ -39,36 +52,82 @@ class LookupService:
         self,
         store: ServerStore,
         check_every_s: float,
-        predictor: Predictor | None = None,
-        model: TableModel | None = None,
+        model: BackgroundModelAnswers | None = None,
     ) -> None:
         """``model``: the cost model's answers for far shapes, as bundles carry them."""
         self.store = store
         self.check_every_s = check_every_s
-        self.lookup = StoreLookup(store, predictor, check_every_s, model)
+        self.model = model
+        self.lookup = self._tables()
         self._lock = threading.Lock()
         self._checked = -float("inf")
         self._stamp = -1
+        self._generation = 0  # bumped whenever answers are dropped
         self._answers: dict[AnswerKey, bytes] = {}
         self._raw: dict[bytes, bytes] = {}  # GET /v1/lookup query string -> answer
+        self._batches: dict[bytes, list[AnswerKey]] = {}  # valid batch body -> its keys
+        self._batch_bytes = 0
         self._devices: dict[str, StoredDevice] = {}
         self._kernels: frozenset[str] = frozenset()
+        if model is not None:
+            model.subscribe(self._model_trained)
 
     @staticmethod
-    def key(device: str, kernel: str, shape: Mapping[str, int], dtype: str) -> AnswerKey:
-        return (device, kernel, tuple(shape.items()), dtype)
+    def key(device: str, kernel: str, shape: GemmShape) -> AnswerKey:
+        return (device, kernel, shape.m, shape.n, shape.k, shape.transa, shape.transb, shape.dtype)
 
-    def cached(self, key: AnswerKey) -> bytes | None:
-        """The answer without touching the database, if it is cached and not due a check."""
-        if time.monotonic() - self._checked >= self.check_every_s:
+    @staticmethod
+    def batch_keys(batch: BatchLookup) -> list[AnswerKey]:
+        device, kernel = batch.device, batch.kernel
+        return [
+            (device, kernel, w.m, w.n, w.k, w.transa, w.transb, w.dtype) for w in batch.workloads
+        ]
+
+    @staticmethod
+    def batch_body(answers: Sequence[bytes]) -> bytes:
+        """``BatchAnswer`` JSON from answers already serialised."""
+        return b'{"answers":[' + b",".join(answers) + b"]}"
+
+    def _fresh(self) -> bool:
+        return time.monotonic() - self._checked < self.check_every_s
+
+    def cached(self, keys: Sequence[AnswerKey]) -> list[bytes] | None:
+        """The answers without touching the database, if all are cached and not due a check."""
+        if not self._fresh():
             return None
-        return self._answers.get(key)
+        answers, found = self._answers, []
+        for key in keys:
+            answer = answers.get(key)
+            if answer is None:
+                return None
+            found.append(answer)
+        return found
 
     def cached_query(self, query_string: bytes) -> bytes | None:
         """The answer to a query string answered before (so already validated), if fresh."""
-        if time.monotonic() - self._checked >= self.check_every_s:
+        return self._raw.get(query_string) if self._fresh() else None
+
+    def cached_batch(self, body: bytes) -> bytes | None:
+        """The answer to a raw ``BatchLookup`` body whose answers are all cached; None when the
+        app must answer it (or say why it is invalid). The body is validated in one call on
+        the bytes, and only once: a runtime sends the same batch again and again, and its
+        validation costs more than the answers.
+        """
+        if not self._fresh():
             return None
-        return self._raw.get(query_string)
+        keys = self._batches.get(body)
+        if keys is None:
+            try:
+                keys = self.batch_keys(BatchLookup.model_validate_json(body))
+            except ValidationError:
+                return None
+            if len(self._batches) >= MAX_BATCHES or self._batch_bytes > MAX_BATCH_BYTES:
+                self._batches.clear()
+                self._batch_bytes = 0
+            self._batches[body] = keys
+            self._batch_bytes += len(body)
+        found = self.cached(keys)
+        return None if found is None else self.batch_body(found)
 
     def remember_query(self, query_string: bytes, body: bytes) -> None:
         if len(self._raw) >= MAX_ANSWERS:
@@ -78,32 +137,53 @@ class LookupService:
     def invalidate(self) -> None:
         """After an upload: forget every table and answer now, not at the next stamp check."""
         with self._lock:
-            old = self.lookup
-            self.lookup = StoreLookup(self.store, old.predictor, self.check_every_s, old.model)
+            self.lookup = self._tables()
             self._checked = -float("inf")
             self._stamp = -1
+            self._drop()
+
+    def _tables(self) -> StoreLookup:
+        return StoreLookup(self.store, check_every_s=self.check_every_s, model=self.model)
+
+    def close(self) -> None:
+        """Stop training models: call before closing the store."""
+        if self.model is not None:
+            self.model.close()
 
     def answers(self, keys: Sequence[AnswerKey]) -> list[bytes]:
         """Answers as JSON bytes, in order; may query the database (call from a worker thread)."""
         self._refresh()
+        generation = self._generation
         out = []
         for key in keys:
             found = self._answers.get(key)
             if found is None:
-                choice, kernel, shape, dtype = key
+                choice, kernel, m, n, k, transa, transb, dtype = key
                 device = self._device(choice)
                 self._check_kernel(kernel)
-                answer = self.lookup.lookup(device, Query(kernel, dict(shape), dtype))
+                shape = {"m": m, "n": n, "k": k, "transa": int(transa), "transb": int(transb)}
+                answer = self.lookup.lookup(device, Query(kernel, shape, dtype))
                 found = json.dumps(answer.to_dict(), separators=(",", ":")).encode()
-                if len(self._answers) >= MAX_ANSWERS:
-                    self._answers.clear()
-                    self._raw.clear()
-                self._answers[key] = found
+                with self._lock:
+                    if generation == self._generation:  # not answered from dropped tables
+                        if len(self._answers) >= MAX_ANSWERS:
+                            self._answers.clear()
+                            self._raw.clear()
+                        self._answers[key] = found
             out.append(found)
         return out
 
-    def answer(self, key: AnswerKey) -> bytes:
-        return self.answers([key])[0]
+    def _drop(self) -> None:
+        """Forget every answer; the caller holds the lock."""
+        self._answers.clear()
+        self._raw.clear()
+        self._generation += 1
+
+    def _model_trained(self, device: str, kernel_sha256: str, answers: Sequence[Entry]) -> None:
+        """A model finished training (on its own thread): its answers replace the old ones."""
+        self.lookup.swap_predictions(device, kernel_sha256, answers)
+        with self._lock:
+            self._drop()
 
     def _refresh(self) -> None:
         now = time.monotonic()
@@ -112,8 +192,7 @@ class LookupService:
         stamp = self.store.measurement_stamp()
         with self._lock:
             if stamp != self._stamp:
-                self._answers.clear()
-                self._raw.clear()
+                self._drop()
                 self._devices.clear()
                 self._kernels = frozenset({*self.store.kernel_names(), *available_kernels()})
                 self._stamp = stamp

@@ -120,6 +120,9 @@ class Readiness(BaseModel):
     status: Literal["ready"]
     database: str
     schema_revision: str
+    models_training: int = Field(
+        description="cost models queued or training; lookups answer without them meanwhile"
+    )
 
 
 # --- uploads --------------------------------------------------------------------------------

@@ -18,5 +18,6 @@ class Settings(BaseModel):
     #: this often, so a tuner writing straight into the database shows up within this delay.
     cache_check_s: float = Field(default=1.0, ge=0)
     #: Answer shapes far from every tuned one with the cost model (``octune.db.predictor``),
-    #: as ``octune export`` bundles do; retrained when the tables are rebuilt.
+    #: as ``octune export`` bundles do; retrained in the background when a device's
+    #: measurements change, lookups answering from the previous model (or none) meanwhile.
     predict: bool = True

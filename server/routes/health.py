@@ -17,5 +17,10 @@ async def health() -> Health:
 @router.get("/ready")
 def ready(request: Request) -> Readiness:
     """503 with the database's own words when it is down or unreachable."""
-    store = request.app.state.store
-    return Readiness(status="ready", database=store.url, schema_revision=store.revision())
+    store, model = request.app.state.store, request.app.state.lookups.model
+    return Readiness(
+        status="ready",
+        database=store.url,
+        schema_revision=store.revision(),
+        models_training=model.training if model is not None else 0,
+    )

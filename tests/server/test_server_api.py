@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -73,6 +74,42 @@ def test_batch_answers_in_order(client, seeder, device_info):
     assert [a["shape"]["m"] for a in answers] == [w["m"] for w in workloads]
     assert [a["match"] for a in answers[:3]] == ["exact", "exact", "nearest"]
     assert answers[2]["shape"]["transb"] == 1
+
+
+def test_cached_batches_answer_like_the_app_and_anything_else_reaches_it(
+    store, seeder, device_info, read_token
+):
+    """With every answer cached, a batch is answered before FastAPI (``CachedLookups``): the
+    same bytes; an invalid body, an uncached workload or a missing token still reach the app.
+    """
+    seeder.session(W64, [5])
+    fp = device_info.fingerprint
+    body = {"device": fp, "workloads": [{"m": 64, "n": 64, "k": 64}, {"m": 70, "n": 64, "k": 64}]}
+    with make_client(store, cache_check_s=3600.0) as client:
+        assert client.app.state.lookups.cached_batch(json.dumps(body).encode()) is None
+        first = client.post("/v1/lookup/batch", json=body)
+        assert first.status_code == 200, first.text
+        assert client.app.state.lookups.cached_batch(json.dumps(body).encode()) == first.content
+        assert client.post("/v1/lookup/batch", json=body).content == first.content
+        more = {**body, "workloads": [*body["workloads"], {"m": 8, "n": 8, "k": 8}]}
+        answers = client.post("/v1/lookup/batch", json=more).json()["answers"]
+        assert json.dumps({"answers": answers[:2]}, separators=(",", ":")) == first.text
+        for bad, fragment in (
+            ({**body, "workloads": []}, "workloads: List should have at least 1 item"),
+            ({**body, "workloads": [{"m": 0, "n": 1, "k": 1}]}, "workloads.0.m: Input should"),
+            ({**body, "extra": 1}, "extra: Extra inputs are not permitted"),
+        ):
+            response = client.post("/v1/lookup/batch", json=bad)
+            assert response.status_code == 422, response.text
+            assert fragment in response.json()["message"]
+        for content, kind in ((b"{", "application/json"), (json.dumps(body), "text/plain")):
+            response = client.post(
+                "/v1/lookup/batch", content=content, headers={"Content-Type": kind}
+            )
+            assert response.status_code == 422, response.text
+    with make_client(store, cache_check_s=3600.0, require_read_token=True) as client:
+        assert client.post("/v1/lookup/batch", json=body, headers=bearer(read_token)).is_success
+        assert client.post("/v1/lookup/batch", json=body).status_code == 401
 
 
 def test_unknown_device_and_kernel_are_404_with_closest_names(client, seeder, device_info):

@@ -1,0 +1,88 @@
+"""The cost model trains off the request path (``BackgroundModelAnswers``): a device never
+trained answers from its tuned workloads until its model is ready, an upload keeps the previous
+model's answers until the retrained one is ready, and only the device whose measurements
+changed is retrained. Synchronisation is the model's own ``wait()`` hook, never a sleep.
+"""
+
+from __future__ import annotations
+
+from server_testing import Seeder, make_client, post_upload
+
+from octune.db.lookup_tables import StoreLookup
+from octune.db.predictor import ModelAnswers
+from octune.db.server_store import ServerStore
+from octune.server.client import session_uploads
+from octune.tuner.lookup import gemm_query
+from octune.tuner.workloads import GemmWorkload
+
+#: Two tuned corners (the model needs two workloads and 20 passing measurements) ...
+TUNED = [GemmWorkload(16, 16, 256), GemmWorkload(4096, 4096, 256)]
+ROWS = [37 * i for i in range(12)]
+#: ... and a shape further than NEAR_OCTAVES from both: only a model's answer is "predicted".
+FAR = {"m": 256, "n": 256, "k": 256}
+
+
+def far_answer(client, device: str) -> dict:
+    response = client.get("/v1/lookup", params={"device": device, **FAR})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def trained_answer(store: ServerStore, device: str) -> dict:
+    """What a model trained in the foreground on the database as it is now answers."""
+    lookup = StoreLookup(store, model=ModelAnswers())
+    return lookup.lookup(lookup.device(device), gemm_query(**FAR)).to_dict()
+
+
+def test_an_untrained_device_answers_from_its_tuned_workloads_until_the_model_is_ready(
+    store, seeder: Seeder, device_info
+):
+    for workload in TUNED:
+        seeder.session(workload, ROWS)
+    fp = device_info.fingerprint
+    with make_client(store, cache_check_s=0.0) as client:
+        models = client.app.state.lookups.model
+        assert far_answer(client, fp)["match"] == "nearest"  # no waiting for the training
+        models.wait()
+        assert client.get("/v1/ready").json()["models_training"] == 0
+        answer = far_answer(client, fp)
+    assert answer["match"] == "predicted"
+    assert answer == trained_answer(store, fp)
+
+
+def test_an_upload_retrains_only_its_device_and_the_old_model_answers_meanwhile(
+    store, seeder: Seeder, device_info, other_device, gemm_kernel, gemm_table, write_token,
+    tmp_path,
+):  # fmt: skip
+    other = Seeder(store, other_device, gemm_kernel, gemm_table)
+    for workload in TUNED:
+        seeder.session(workload, ROWS)
+        other.session(workload, ROWS)
+    fp, other_fp = device_info.fingerprint, other_device.fingerprint
+    new = GemmWorkload(16, 4096, 256)  # far from FAR too: FAR stays the model's to answer
+    with ServerStore(f"sqlite:///{tmp_path / 'tuner.db'}") as tuner:
+        (upload,) = session_uploads(
+            tuner, Seeder(tuner, device_info, gemm_kernel, gemm_table).session(new, ROWS)
+        )
+    with make_client(store, cache_check_s=0.0) as client:
+        models = client.app.state.lookups.model
+        trained: list[str] = []
+        models.subscribe(lambda device, _sha256, _answers: trained.append(device))
+        for device in (fp, other_fp):
+            far_answer(client, device)
+        models.wait()
+        assert sorted(trained) == sorted([fp, other_fp])
+        before = {device: far_answer(client, device) for device in (fp, other_fp)}
+        assert {answer["match"] for answer in before.values()} == {"predicted"}
+
+        assert post_upload(client, upload, write_token).json()["added"] == len(ROWS)
+        shape = {"m": new.m, "n": new.n, "k": new.k}
+        exact = client.get("/v1/lookup", params={"device": fp, **shape}).json()
+        assert exact["match"] == "exact"  # the tables follow the upload at once
+        assert far_answer(client, fp) == before[fp]  # the previous model, not a wait
+        assert far_answer(client, other_fp) == before[other_fp]
+        models.wait()
+        after = {device: far_answer(client, device) for device in (fp, other_fp)}
+    assert sorted(trained) == sorted([fp, other_fp, fp])  # the other device kept its model
+    assert after[other_fp] == before[other_fp]
+    assert after[fp] == trained_answer(store, fp) != before[fp]
