@@ -109,8 +109,10 @@ def test_service_bundles_and_c_header_answer_predicted_identically(store, tmp_pa
     space = load_kernel("gemm").space
     settings = Settings(database_url="unused://", cache_check_s=0.0)
     with TestClient(create_app(settings, store)) as client:
-        response = client.get("/v1/lookup", params={"device": DEVICE.fingerprint, "m": 256,
-                                                     "n": 256, "k": 256})  # fmt: skip
+        params = {"device": DEVICE.fingerprint, "m": 256, "n": 256, "k": 256}
+        client.get("/v1/lookup", params=params)  # starts the device's training, off this request
+        client.app.state.lookups.model.wait()
+        response = client.get("/v1/lookup", params=params)
         assert response.status_code == 200, response.text
         served = response.json()
         assert served["match"] == "predicted" and served["source"] is None
