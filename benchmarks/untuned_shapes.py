@@ -1,7 +1,9 @@
 """How good is the service's answer for a shape nobody tuned? Leave one tuned shape out (a
 copy of the database without its measurements), ask the lookup (the same code, cost model
-included, that the server and bundles run) what to use for it, then measure that config, the
-cost model's own pick and the shape's tuned best side by side on the device.
+included, that the server and bundles run) what to use for it, then measure side by side on the
+device: the service's answer (its live model scores the shape itself), a bundle's (the model's
+answers on a grid of shapes, after tuned neighbours within two octaves), the nearest tuned
+shape's best, and the shape's own tuned best.
 
     python benchmarks/untuned_shapes.py --device NVIDIA --db tuned.db \
         --shapes 1024x1024x1024 3136x64x576 ...
@@ -29,7 +31,7 @@ from octune.db.predictor import ModelAnswers
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
-from octune.tuner.lookup import Answer, KernelIndex, Prediction, gemm_query
+from octune.tuner.lookup import Answer, KernelIndex, gemm_query
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.workloads import GemmWorkload
 
@@ -59,7 +61,7 @@ def main() -> None:
         if workload.key not in tuned:
             raise SystemExit(f"{workload} is not tuned in {args.db}: tune it first")
     groups = [args.shapes] if args.hold_out_all else [[workload] for workload in args.shapes]
-    asked: dict[str, tuple[Answer, Answer, Prediction | None]] = {}
+    asked: dict[str, tuple[Answer, Answer, Answer]] = {}
     for group in groups:
         with tempfile.TemporaryDirectory() as folder:
             hidden = [w.key for w in group]
@@ -69,23 +71,26 @@ def main() -> None:
             model = ModelAnswers()
             others = build_table(store, device, "gemm", kernel.sha256, model=model)
             neighbours = KernelIndex(build_table(store, device, "gemm", kernel.sha256))
-            trained = model.model(store, device, others)
+            service = KernelIndex(others, model.model(store, device, others))
+            bundle = KernelIndex(others)
             for workload in group:
                 query = gemm_query(
                     workload.m, workload.n, workload.k, workload.transa, workload.transb
                 )
-                pick = trained(others, query) if trained is not None else None
-                answer = KernelIndex(others).lookup(query)
-                asked[workload.key] = (answer, neighbours.lookup(query), pick)
+                asked[workload.key] = (
+                    service.lookup(query),
+                    bundle.lookup(query),
+                    neighbours.lookup(query),
+                )
     rows = []
     for workload in args.shapes:
         own = tuned[workload.key]
-        answer, nearest, pick = asked[workload.key]
+        answer, bundle, nearest = asked[workload.key]
         runner = DeviceRunner(cl_device, kernel, workload, seed=1, repeats=20, min_repeats=10)
         configs = {
             "answer": answer.config,
+            "bundle": bundle.config,
             "nearest": nearest.config,
-            "model": table.entry_config(pick.config) if pick else answer.config,
             "tuned": table.entry_config(own.config),
             "one_config": table.entry_config(largest.config),
         }
@@ -95,34 +100,34 @@ def main() -> None:
             {
                 "shape": str(workload),
                 "match": answer.match,
+                "bundle_match": bundle.match,
                 "from": (answer.source or {}).get("workload_key"),
                 **{f"{name}_gflops": value for name, value in gflops.items()},
                 "ratio": gflops["answer"] / best,
                 "nearest_ratio": gflops["nearest"] / best,
-                "model_ratio": gflops["model"] / best,
+                "bundle_ratio": gflops["bundle"] / best,
                 "one_config_ratio": gflops["one_config"] / best,
             }
         )
         print(json.dumps(rows[-1]), flush=True)
 
-    print("\n| held-out shape | answer | answer TFLOP/s | tuned best TFLOP/s | answer / best "
-          "| nearest / best | model's pick / best | one config / best |")  # fmt: skip
+    print("\n| held-out shape | service answer | TFLOP/s | tuned best TFLOP/s | service / best "
+          "| bundle / best | nearest / best | one config / best |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         print(
             f"| {row['shape']} | {row['match']} | {row['answer_gflops'] / 1e3:.2f} | "
-            f"{row['tuned_gflops'] / 1e3:.2f} | {row['ratio']:.2f} | {row['nearest_ratio']:.2f} | "
-            f"{row['model_ratio']:.2f} | {row['one_config_ratio']:.2f} |"
+            f"{row['tuned_gflops'] / 1e3:.2f} | {row['ratio']:.2f} | "
+            f"{row['bundle_ratio']:.2f} ({row['bundle_match']}) | {row['nearest_ratio']:.2f} | "
+            f"{row['one_config_ratio']:.2f} |"
         )
-    medians = {
-        name: statistics.median(row[name] for row in rows)
-        for name in ("ratio", "nearest_ratio", "model_ratio", "one_config_ratio")
-    }
-    print(
-        f"median / tuned best: service answer {medians['ratio']:.2f}, nearest tuned shape's "
-        f"best {medians['nearest_ratio']:.2f}, model's pick "
-        f"{medians['model_ratio']:.2f}, one config per device {medians['one_config_ratio']:.2f}"
+    names = {"ratio": "service", "bundle_ratio": "bundle", "nearest_ratio": "nearest tuned shape",
+             "one_config_ratio": "one config per device"}  # fmt: skip
+    medians = ", ".join(
+        f"{label} {statistics.median(row[name] for row in rows):.2f}"
+        for name, label in names.items()
     )
+    print(f"median / tuned best: {medians}")
     args.out.write_text(json.dumps({"device": info.to_dict(), "rows": rows}, indent=2))
 
 

@@ -267,8 +267,8 @@ def problem_sample(problem: Problem) -> object:
 class StoreLookup:
     """Lookups against a live database: tables are built on first use and rebuilt when a new
     measurement lands (checked at most every ``check_every_s`` seconds). ``model`` fills each
-    table's predictions when it is built; a model trained later swaps its answers in with
-    ``swap_predictions``.
+    table's predictions when it is built; a model trained later swaps its answers, and itself as
+    the live ``Predictor`` of its device and kernel version, in with ``swap_predictions``.
     """
 
     def __init__(
@@ -284,6 +284,7 @@ class StoreLookup:
         self.check_every_s = check_every_s
         self._lock = threading.Lock()
         self._indexes: dict[tuple[str, str, str | None], KernelIndex] = {}
+        self._live: dict[tuple[str, str], Predictor] = {}  # (device, kernel sha256) -> model
         self._stamp = -1
         self._checked = -float("inf")
 
@@ -307,8 +308,11 @@ class StoreLookup:
                 table = build_table(
                     self.store, device, kernel_name, kernel_sha256, model=self.model
                 )
-                found = self._indexes[key] = KernelIndex(table, self.predictor)
+                found = self._indexes[key] = KernelIndex(table, self._predictor(table))
             return found
+
+    def _predictor(self, table: KernelTable) -> Predictor | None:
+        return self._live.get((table.device_fingerprint, table.sha256), self.predictor)
 
     def lookup(
         self, device: StoredDevice, query: Query, kernel_sha256: str | None = None
@@ -316,15 +320,21 @@ class StoreLookup:
         return self.index(device, query.kernel, kernel_sha256).lookup(query)
 
     def swap_predictions(
-        self, device_fingerprint: str, kernel_sha256: str, predictions: Sequence[Entry]
+        self,
+        device_fingerprint: str,
+        kernel_sha256: str,
+        predictions: Sequence[Entry],
+        live: Predictor | None = None,
     ) -> None:
-        """New model answers for the tables of one device and kernel version, without reading
-        the database again. Under the lock, so a table being built with the old answers is
-        swapped once it is in.
+        """New model answers (and the ``live`` model) for the tables of one device and kernel
+        version, without reading the database again. Under the lock, so a table being built
+        with the old answers is swapped once it is in.
         """
         with self._lock:
+            if live is not None:
+                self._live[(device_fingerprint, kernel_sha256)] = live
             for key, index in self._indexes.items():
                 table = index.table
                 if (table.device_fingerprint, table.sha256) == (device_fingerprint, kernel_sha256):
                     table = replace(table, predictions=tuple(predictions))
-                    self._indexes[key] = KernelIndex(table, self.predictor)
+                    self._indexes[key] = KernelIndex(table, self._predictor(table))

@@ -267,6 +267,10 @@ class ModelAnswers:
         return Trained(stamp, model, model.grid() if model else ())
 
 
+#: Hears (device fingerprint, kernel sha256, grid answers, live model) after each training.
+ModelListener = Callable[[str, str, tuple[Entry, ...], "DeviceModel | None"], None]
+
+
 class BackgroundModelAnswers(ModelAnswers):
     """The server's ``TableModel``: building a table never waits for training (seconds to
     minutes). A table gets the answers of the model last trained for its device and kernel
@@ -280,10 +284,13 @@ class BackgroundModelAnswers(ModelAnswers):
         self._worker: ThreadPoolExecutor | None = None  # started by the first training
         self._queued: set[ModelKey] = set()
         self._idle = threading.Condition(self._lock)
-        self._listeners: list[Callable[[str, str, tuple[Entry, ...]], None]] = []
+        self._listeners: list[ModelListener] = []
 
-    def subscribe(self, listener: Callable[[str, str, tuple[Entry, ...]], None]) -> None:
-        """Call ``listener(device_fingerprint, kernel_sha256, answers)`` after each training."""
+    def subscribe(self, listener: ModelListener) -> None:
+        """Call ``listener(device_fingerprint, kernel_sha256, answers, model)`` after each
+        training: the grid of answers (what bundles carry) and the model itself, which answers
+        any shape live.
+        """
         self._listeners.append(listener)
 
     @property
@@ -333,7 +340,7 @@ class BackgroundModelAnswers(ModelAnswers):
                 with self._lock:
                     self._cache[key] = trained
                 for listener in self._listeners:
-                    listener(*key, trained.answers)
+                    listener(*key, trained.answers, trained.model)
                 stamp = version_stamp(store, *key)
         except Exception:  # a background thread has nobody to raise to; the next table retries
             log.exception("training the cost model of %s, kernel %s failed", *key)

@@ -26,7 +26,7 @@ from octune.db.server_store import ServerStore
 from octune.db.store import StoredDevice
 from octune.server.schemas import BatchLookup, GemmShape
 from octune.tuner.kernels import available_kernels
-from octune.tuner.lookup import Entry, Query, QueryError
+from octune.tuner.lookup import Entry, Predictor, Query, QueryError
 
 if TYPE_CHECKING:  # importing it loads XGBoost
     from octune.db.predictor import BackgroundModelAnswers
@@ -179,9 +179,11 @@ class LookupService:
         self._raw.clear()
         self._generation += 1
 
-    def _model_trained(self, device: str, kernel_sha256: str, answers: Sequence[Entry]) -> None:
-        """A model finished training (on its own thread): its answers replace the old ones."""
-        self.lookup.swap_predictions(device, kernel_sha256, answers)
+    def _model_trained(
+        self, device: str, kernel_sha256: str, answers: Sequence[Entry], live: Predictor | None
+    ) -> None:
+        """A model finished training (on its own thread): it and its answers replace the old."""
+        self.lookup.swap_predictions(device, kernel_sha256, answers, live)
         with self._lock:
             self._drop()
 

@@ -135,7 +135,7 @@ def test_new_measurements_rebuild_the_cached_table(store):
     assert lookup.lookup(device, gemm_query(512, 512, 512)).match == "exact"
 
 
-def test_predicted_comes_after_nearest_and_before_default(store):
+def test_a_live_model_answers_first_and_a_grid_of_answers_only_beyond_near_neighbours(store):
     device = resolve_device(store, DEVICE.fingerprint)
     table = build_table(store, device, "gemm")
     empty = replace(table, tuned=())
@@ -144,21 +144,22 @@ def test_predicted_comes_after_nearest_and_before_default(store):
     def model(_table: KernelTable, query) -> Prediction:
         return Prediction(model_config, 0.5, 10.0)
 
-    with_tuned = KernelIndex(table, model).lookup(gemm_query(300, 300, 300))
-    assert with_tuned.match == "nearest"
-    predicted = KernelIndex(empty, model).lookup(gemm_query(300, 300, 300))
-    assert predicted.match == "predicted" and predicted.config["MWG"] == 64
-    assert (predicted.time_s, predicted.gflops) == (0.5, 10.0)
+    # A live model scores the query's own shape: it answers before the tuned neighbour.
+    live = KernelIndex(table, model).lookup(gemm_query(300, 300, 300))
+    assert live.match == "predicted" and live.config["MWG"] == 64
+    assert (live.time_s, live.gflops) == (0.5, 10.0)
+    assert KernelIndex(table).lookup(gemm_query(300, 300, 300)).match == "nearest"
 
-    # A bundle's table of model answers: the nearest grid point answers.
-    grid = [
+    # A bundle's table of model answers: the nearest grid point answers, but only where no
+    # tuned neighbour is within NEAR_OCTAVES.
+    grid = tuple(
         Entry((size, size, size, 0, 0), "float32", tuple(config(MWG=mwg).values()), 1.0, 0.0,
               float(size), f"grid-{size}")
         for size, mwg in ((64, 16), (1024, 128))
-    ]  # fmt: skip
-    from_table = KernelIndex(replace(empty, predictions=tuple(grid))).lookup(
-        gemm_query(900, 900, 900)
-    )
+    )  # fmt: skip
+    near = KernelIndex(replace(table, predictions=grid)).lookup(gemm_query(300, 300, 300))
+    assert near.match == "nearest"
+    from_table = KernelIndex(replace(empty, predictions=grid)).lookup(gemm_query(900, 900, 900))
     assert from_table.match == "predicted" and from_table.config["MWG"] == 128
     assert from_table.gflops == 1024.0
     assert KernelIndex(empty).lookup(gemm_query(300, 300, 300)).match == "default"

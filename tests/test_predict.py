@@ -105,7 +105,7 @@ def test_model_picks_the_best_candidate_where_random_and_nearest_do_not(store):
         assert predicted.gflops == pytest.approx(chosen, rel=0.25)  # a time worth reporting
 
 
-def test_service_bundles_and_c_header_answer_predicted_identically(store, tmp_path):
+def test_service_answers_live_and_bundles_and_c_header_from_the_grid_identically(store, tmp_path):
     space = load_kernel("gemm").space
     settings = Settings(database_url="unused://", cache_check_s=0.0)
     with TestClient(create_app(settings, store)) as client:
@@ -130,12 +130,23 @@ def test_service_bundles_and_c_header_answer_predicted_identically(store, tmp_pa
         response = client.post("/v1/lookup/batch", json=body)
         assert response.status_code == 200, response.text
         batch = response.json()["answers"]
+    # The service's live model scores every untuned shape itself ...
     assert batch[0] == served
-    assert {answer["match"] for answer in batch} == {"exact", "nearest", "predicted"}
+    assert {answer["match"] for answer in batch} == {"exact", "predicted"}
+    # ... where a bundle carries its answers on a grid of shapes, which the database path
+    # without a live model answers from too: those two agree on every query, and with the
+    # service on tuned shapes and on grid points (256^3).
+    offline = StoreLookup(store, model=answers)
+    device = offline.device(DEVICE.fingerprint)
+    expected = [offline.lookup(device, query).to_dict() for query in queries]
+    assert {answer["match"] for answer in expected} == {"exact", "nearest", "predicted"}
+    assert {**expected[0], "time_s": pytest.approx(served["time_s"])} == served
+    for answer, offline_answer in zip(batch, expected, strict=True):
+        assert offline_answer["match"] != "exact" or answer == offline_answer
     for fmt in ("json", "sqlite"):
         bundle = load_bundle(tmp_path / fmt)
         assert len(bundle.tables["gemm"].predictions) == len(GRID_SIZES) ** 3
-        for query, answer in zip(queries, batch, strict=True):
+        for query, answer in zip(queries, expected, strict=True):
             assert bundle.lookup(query).to_dict() == answer, query
 
     bundled = load_bundle(tmp_path / "json").tables["gemm"]

@@ -12,7 +12,7 @@ from octune.db.lookup_tables import StoreLookup
 from octune.db.predictor import ModelAnswers
 from octune.db.server_store import ServerStore
 from octune.server.client import session_uploads
-from octune.tuner.lookup import gemm_query
+from octune.tuner.lookup import KernelIndex, gemm_query
 from octune.tuner.workloads import GemmWorkload
 
 #: Two tuned corners (the model needs two workloads and 20 passing measurements) ...
@@ -29,9 +29,14 @@ def far_answer(client, device: str) -> dict:
 
 
 def trained_answer(store: ServerStore, device: str) -> dict:
-    """What a model trained in the foreground on the database as it is now answers."""
-    lookup = StoreLookup(store, model=ModelAnswers())
-    return lookup.lookup(lookup.device(device), gemm_query(**FAR)).to_dict()
+    """What a model trained in the foreground on the database as it is now answers live."""
+    answers = ModelAnswers()
+    lookup = StoreLookup(store, model=answers)
+    found = lookup.device(device)
+    table = lookup.index(found, "gemm").table
+    return (
+        KernelIndex(table, answers.model(store, found, table)).lookup(gemm_query(**FAR)).to_dict()
+    )
 
 
 def test_an_untrained_device_answers_from_its_tuned_workloads_until_the_model_is_ready(
@@ -67,7 +72,7 @@ def test_an_upload_retrains_only_its_device_and_the_old_model_answers_meanwhile(
     with make_client(store, cache_check_s=0.0) as client:
         models = client.app.state.lookups.model
         trained: list[str] = []
-        models.subscribe(lambda device, _sha256, _answers: trained.append(device))
+        models.subscribe(lambda device, _sha256, _answers, _live: trained.append(device))
         for device in (fp, other_fp):
             far_answer(client, device)
         models.wait()
