@@ -338,9 +338,10 @@ class BackgroundModelAnswers(ModelAnswers):
                 with _no_cyclic_gc():
                     trained = self._train(store, device, table, stamp)
                 with self._lock:
-                    self._cache[key] = trained
-                for listener in self._listeners:
-                    listener(*key, trained.answers, trained.model)
+                    previous, self._cache[key] = self._cache.get(key, UNTRAINED), trained
+                if trained.model is not None or previous.model is not None:
+                    for listener in self._listeners:  # too little data, before and now: no news
+                        listener(*key, trained.answers, trained.model)
                 stamp = version_stamp(store, *key)
         except Exception:  # a background thread has nobody to raise to; the next table retries
             log.exception("training the cost model of %s, kernel %s failed", *key)
