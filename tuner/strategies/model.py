@@ -33,6 +33,11 @@ EXPLORE = 0.2
 EXPLORE_TOP = 0.05
 #: Weights of training rows: this shape on this device, other shapes on it, other devices.
 WEIGHT_OWN, WEIGHT_SAME_DEVICE, WEIGHT_OTHER_DEVICE = 4.0, 1.0, 0.5
+#: ... and this shape's results weigh, in all, at least this share of the whole history's
+#: weight: a history of very different shapes must not outvote the shape's own results for
+#: long (benchmarks/RESULTS.md: with transfer, 4096³ from two skinny shapes needed 62 instead
+#: of 103 measurements to 95 %).
+OWN_SHARE = 1.0
 #: Stored measurements used per (device, shape) context, sampled when there are more.
 HISTORY_PER_CONTEXT = 1000
 #: Retrain once the results have grown by this share since the last fit (after every result
@@ -158,7 +163,8 @@ class ModelSearch(Strategy):
         x = np.concatenate([hx, self._rows_matrix(own)])
         y = np.concatenate([hy, targets(self.times, self.flops) if len(own) else np.empty(0)])
         groups = np.concatenate([hgroups, np.zeros(len(own), dtype=np.int64)])
-        weight = np.concatenate([hweight, np.full(len(own), WEIGHT_OWN)])
+        own_weight = max(WEIGHT_OWN, OWN_SHARE * hweight.sum() / max(len(own), 1))
+        weight = np.concatenate([hweight, np.full(len(own), own_weight)])
         self.model = MODELS[self.model_name](seed=self.seed).fit(x, y, groups=groups, weight=weight)
         self._trained_on = len(self.rows)
         self.fits += 1
