@@ -4,8 +4,8 @@
     python benchmarks/service_load.py sqlite:////tmp/octune-1m.db [--seconds 10]
 
 Scenarios: the bare constant endpoint; single lookups that hit exact tuned workloads (wrk
-rotates over 250 of them); single lookups of untuned shapes (nearest); a batch of 50
-workloads per request, the same body each time (as a runtime repeats its batch) and a new body
+rotates over 250 of them); single lookups of untuned shapes (the live model answers); a batch
+of 50 workloads per request, the same body each time (as a runtime repeats its batch) and a new body
 each time (the same workloads, whitespace varied: validated anew). Each server is one uvicorn
 process (uvloop, httptools, no access log); wrk runs on the same machine, so server and load
 generator share its cores. The first lookup starts the device's cost model training in the
@@ -210,7 +210,7 @@ def main() -> None:
         scenarios = [
             ("bare FastAPI constant", f"http://127.0.0.1:{bare_port}", lua(["/constant"], None)),
             ("lookup, exact hit", base, lua(exact, None)),
-            ("lookup, untuned shape (nearest)", base, lua(untuned, None)),
+            ("lookup, untuned shape (predicted)", base, lua(untuned, None)),
             ("batch lookup, 50 workloads", base + "/v1/lookup/batch", lua([], batch)),
             (
                 "batch lookup, 50 workloads, every body new",

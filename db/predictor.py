@@ -356,7 +356,9 @@ def _no_cyclic_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector, process-wide. Reading a device's history makes
     millions of objects, and the full collections that their allocation triggers stop every
     thread for seconds (up to 8 s each on a million measurements): lookups served meanwhile
-    would stall on them. Reference counting still frees what the history leaves behind.
+    would stall on them. Reference counting still frees what the history leaves behind; one
+    collection at the end, still counted as training, settles the generations so that the
+    first automatic one after it does not stall lookups instead.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -364,4 +366,5 @@ def _no_cyclic_gc() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            gc.collect()
             gc.enable()

@@ -38,8 +38,11 @@ WEIGHT_OWN, WEIGHT_SAME_DEVICE, WEIGHT_OTHER_DEVICE = 4.0, 1.0, 0.5
 #: long (benchmarks/RESULTS.md: with transfer, 4096³ from two skinny shapes needed 62 instead
 #: of 103 measurements to 95 %).
 OWN_SHARE = 1.0
-#: Stored measurements used per (device, shape) context, sampled when there are more.
-HISTORY_PER_CONTEXT = 1000
+#: Stored measurements used per (device, shape) context, sampled when there are more, and in
+#: all, taken from the contexts most like the target first (same device, then nearest shape):
+#: refits stay cheap on a device tuned for many shapes, and far shapes, whose fast configs
+#: mislead the most, are the ones left out.
+HISTORY_PER_CONTEXT, HISTORY_ROWS = 1000, 4000
 #: Retrain once the results have grown by this share since the last fit (after every result
 #: up to 20): refits grow logarithmically with the budget. 0.2 halved the early refits but
 #: needed 85 instead of 62 measurements to 95 % on synthetic_a (median of 20 seeds).
@@ -107,11 +110,15 @@ class ModelSearch(Strategy):
                 by_context.setdefault(Context(record.device, record.workload).key, []).append(
                     record
                 )
-        parts = []
-        for group, (key, records) in enumerate(by_context.items(), start=1):
-            if len(records) > HISTORY_PER_CONTEXT:  # bounded: refits stay cheap
-                keep = self.rng.choice(len(records), HISTORY_PER_CONTEXT, replace=False)
+        parts, room = [], HISTORY_ROWS
+        nearest_first = sorted(by_context.items(), key=lambda item: self._distance(item[1][0]))
+        for group, (key, records) in enumerate(nearest_first, start=1):
+            if room <= 0:
+                break
+            if len(records) > min(HISTORY_PER_CONTEXT, room):
+                keep = self.rng.choice(len(records), min(HISTORY_PER_CONTEXT, room), replace=False)
                 records = [records[i] for i in sorted(keep)]
+            room -= len(records)
             context = Context(records[0].device, records[0].workload)
             configs = np.array([[r.config[n] for n in names] for r in records], dtype=np.int64)
             x = self.features.matrix(configs, context)
@@ -128,6 +135,19 @@ class ModelSearch(Strategy):
             return empty, np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)
         x, y, groups, weights = (np.concatenate(p) for p in zip(*parts, strict=True))
         return x, y, groups.astype(np.int64), weights
+
+    def _distance(self, record: Record) -> tuple[bool, float]:
+        """How unlike the target a record's context is: another device, then how many octaves
+        apart the shapes are (Euclidean over log2 of each size; a flag counts one octave).
+        """
+        target = self.target
+        other_device = record.device.get("fingerprint") != target.device.get("fingerprint")
+        shape = record.workload
+        octaves = sum(
+            (math.log2(int(shape.get(name, 0)) + 1) - math.log2(int(value) + 1)) ** 2
+            for name, value in target.shape.items()
+        )
+        return other_device, math.sqrt(octaves)
 
     def _rows_matrix(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """Features of some rows; a table small enough to score whole is featurised once."""
