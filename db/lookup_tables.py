@@ -11,9 +11,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
-
-from octune.db.models import Device, KernelVersion, MeasurementRow, TuningSession
 from octune.db.store import Store, StoredDevice, StoredKernel
 from octune.tuner.errors import SpaceError
 from octune.tuner.lookup import (
@@ -34,22 +31,6 @@ if TYPE_CHECKING:
 #: Model answers for a freshly built table (``KernelTable.predictions``), e.g.
 #: ``octune.db.predictor.ModelAnswers``: the server and ``octune export`` pass the same one.
 TableModel = Callable[[Store, StoredDevice, KernelTable], Sequence[Entry]]
-
-
-def version_stamp(store: Store, device_fingerprint: str, kernel_sha256: str) -> tuple[int, int]:
-    """The newest id and the number of the measurements of one kernel version on one device:
-    what a model trained on them depends on, in one indexed query instead of reading them all.
-    """
-    query = (
-        select(func.coalesce(func.max(MeasurementRow.id), 0), func.count(MeasurementRow.id))
-        .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
-        .join(Device, TuningSession.device_id == Device.id)
-        .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
-        .where(Device.fingerprint == device_fingerprint, KernelVersion.sha256 == kernel_sha256)
-    )
-    with store._session() as session:  # a read-only query over the store's own schema
-        newest, count = session.execute(query).one()
-    return int(newest), int(count)
 
 
 def problem_spec(name: str) -> Problem:

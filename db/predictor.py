@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 from xgboost import XGBRegressor
 
-from octune.db.lookup_tables import device_limits, stored_space, version_stamp
+from octune.db.lookup_tables import device_limits, stored_space
 from octune.db.store import HistoryRecord, Store, StoredDevice
 from octune.tuner.cost_model import Context, Features, targets
 from octune.tuner.lookup import Entry, KernelIndex, KernelTable, Prediction, Query
@@ -150,8 +150,8 @@ def train(
     names = table.parameters
     records = [
         r
-        for r in store.history(table.kernel, table.sha256)
-        if r.device.get("fingerprint") == device.fingerprint and all(n in r.config for n in names)
+        for r in store.history(table.kernel, table.sha256, device.fingerprint)
+        if all(n in r.config for n in names)
     ]
     workloads: dict[tuple[int, ...], list[HistoryRecord]] = {}
     for record in records:
@@ -222,7 +222,9 @@ ModelKey = tuple[str, str]  # device fingerprint, kernel version sha256
 
 @dataclass(frozen=True)
 class Trained:
-    """A model and its grid of answers, for the data stamp (``version_stamp``) it was fit on."""
+    """A model and its grid of answers, for the data stamp (``Store.version_stamp``) it was
+    fit on.
+    """
 
     stamp: tuple[int, int]
     model: DeviceModel | None
@@ -234,9 +236,9 @@ UNTRAINED = Trained((-1, -1), None, ())
 
 class ModelAnswers:
     """``TableModel`` for ``build_table``: a device's grid of model answers, trained once per
-    device and kernel version and kept until that pair's measurements change (its
-    ``version_stamp``), so a table rebuilt for another reason, for another device, or for the
-    same version by hash and by "latest", does not retrain. Trains when asked: for
+    device and kernel version and kept until that pair's measurements change
+    (``Store.version_stamp``), so a table rebuilt for another reason, for another device, or
+    for the same version by hash and by "latest", does not retrain. Trains when asked: for
     ``octune export``; the server uses ``BackgroundModelAnswers``.
     """
 
@@ -253,7 +255,7 @@ class ModelAnswers:
 
     def _trained(self, store: Store, device: StoredDevice, table: KernelTable) -> Trained:
         key = (device.fingerprint, table.sha256)
-        stamp = version_stamp(store, *key)
+        stamp = store.version_stamp(*key)
         with self._lock:
             cached = self._cache.get(key)
             if cached is None or cached.stamp != stamp:
@@ -319,7 +321,7 @@ class BackgroundModelAnswers(ModelAnswers):
 
     def _trained(self, store: Store, device: StoredDevice, table: KernelTable) -> Trained:
         key = (device.fingerprint, table.sha256)
-        stamp = version_stamp(store, *key)
+        stamp = store.version_stamp(*key)
         with self._lock:
             cached = self._cache.get(key, UNTRAINED)
             if cached.stamp != stamp and key not in self._queued:
@@ -333,7 +335,7 @@ class BackgroundModelAnswers(ModelAnswers):
         """Train until the model is as new as the data (measurements may land meanwhile)."""
         key = (device.fingerprint, table.sha256)
         try:
-            stamp = version_stamp(store, *key)
+            stamp = store.version_stamp(*key)
             while stamp != self._cache.get(key, UNTRAINED).stamp:
                 with _no_cyclic_gc():
                     trained = self._train(store, device, table, stamp)
@@ -342,7 +344,7 @@ class BackgroundModelAnswers(ModelAnswers):
                 if trained.model is not None or previous.model is not None:
                     for listener in self._listeners:  # too little data, before and now: no news
                         listener(*key, trained.answers, trained.model)
-                stamp = version_stamp(store, *key)
+                stamp = store.version_stamp(*key)
         except Exception:  # a background thread has nobody to raise to; the next table retries
             log.exception("training the cost model of %s, kernel %s failed", *key)
         finally:

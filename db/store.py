@@ -534,9 +534,28 @@ class Store:
         with self._session() as session:
             return session.scalar(select(func.max(MeasurementRow.id))) or 0
 
-    def history(self, kernel_name: str, kernel_sha256: str) -> list[HistoryRecord]:
-        """Every measurement of one kernel version, on every device and workload, failures
-        included: what the cost model warm-starts from (``ModelSearch(history=...)``).
+    def version_stamp(self, device_fingerprint: str, kernel_sha256: str) -> tuple[int, int]:
+        """The newest id and the number of the measurements of one kernel version on one
+        device: what a model trained on them depends on, in one indexed query instead of
+        reading them all.
+        """
+        query = (
+            select(func.coalesce(func.max(MeasurementRow.id), 0), func.count(MeasurementRow.id))
+            .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
+            .join(Device, TuningSession.device_id == Device.id)
+            .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
+            .where(Device.fingerprint == device_fingerprint, KernelVersion.sha256 == kernel_sha256)
+        )
+        with self._session() as session:
+            newest, count = session.execute(query).one()
+        return int(newest), int(count)
+
+    def history(
+        self, kernel_name: str, kernel_sha256: str, device_fingerprint: str | None = None
+    ) -> list[HistoryRecord]:
+        """Every measurement of one kernel version, on every device (or the one given) and
+        workload, failures included: what the cost model warm-starts from
+        (``ModelSearch(history=...)``) and the lookup's model trains on.
         """
         query = (
             select(MeasurementRow, Device, Workload)
@@ -547,6 +566,8 @@ class Store:
             .where(KernelVersion.name == kernel_name, KernelVersion.sha256 == kernel_sha256)
             .order_by(MeasurementRow.id)
         )
+        if device_fingerprint is not None:
+            query = query.where(Device.fingerprint == device_fingerprint)
         with self._session() as session:
             rows = session.execute(query).all()
         devices: dict[int, dict[str, Any]] = {}

@@ -187,6 +187,9 @@ def test_store_history_feeds_the_model(first, table, tmp_path, device_info: Devi
         store.finish_session(session, "completed")
         history = store.history("synthetic", "f" * 64)
         assert store.history("synthetic", "0" * 64) == []
+        assert store.history("synthetic", "f" * 64, device_info.fingerprint) == history
+        assert store.history("synthetic", "f" * 64, "0" * 16) == []
+        assert store.version_stamp(device_info.fingerprint, "f" * 64)[1] == 50
     assert len(history) == 50
     assert history[0].device["fingerprint"] == device_info.fingerprint
     assert history[0].workload == first.workload["shape"]
