@@ -28,14 +28,9 @@ from octune.tuner.workers import default_jobs
 from octune.tuner.workloads import GemmWorkload
 
 
-def shape(text: str) -> GemmWorkload:
-    m, n, k = (int(part) for part in text.lower().split("x"))
-    return GemmWorkload(m, n, k)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", type=shape, nargs="+", required=True)
+    parser.add_argument("--shapes", type=GemmWorkload.parse, nargs="+", required=True)
     parser.add_argument("--seconds", type=float, nargs="+", required=True, help="per shape")
     parser.add_argument("--device", default=None)
     parser.add_argument("--seed", type=int, default=0)

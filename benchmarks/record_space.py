@@ -28,14 +28,11 @@ from octune.tuner.workloads import GemmWorkload
 CHECKPOINT_EVERY = 10
 
 
-def shape(text: str) -> GemmWorkload:
-    m, n, k = (int(part) for part in text.lower().split("x"))
-    return GemmWorkload(m, n, k)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", type=shape, nargs="+", required=True, help="e.g. 128x128x128")
+    parser.add_argument(
+        "--shapes", type=GemmWorkload.parse, nargs="+", required=True, help="e.g. 128x128x128"
+    )
     parser.add_argument("--transa", action="store_true")
     parser.add_argument("--transb", action="store_true")
     parser.add_argument("--device", default=None)

@@ -78,6 +78,12 @@ class GemmWorkload:
     problem: ClassVar[str] = "gemm"
     shape_names: ClassVar[tuple[str, ...]] = ("M", "N", "K")
 
+    @classmethod
+    def parse(cls, text: str) -> GemmWorkload:
+        """An NN workload from ``MxNxK`` text, as the benchmark scripts take shapes."""
+        m, n, k = (int(part) for part in text.lower().split("x"))
+        return cls(m, n, k)
+
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
             value = getattr(self, name)
