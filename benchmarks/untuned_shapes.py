@@ -22,6 +22,7 @@ import argparse
 import json
 import statistics
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from held_out import without_workloads  # benchmarks/held_out.py, beside this script
@@ -36,14 +37,9 @@ from octune.tuner.measure import DeviceRunner
 from octune.tuner.workloads import GemmWorkload
 
 
-def shape(text: str) -> GemmWorkload:
-    m, n, k = (int(part) for part in text.lower().split("x"))
-    return GemmWorkload(m, n, k)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", type=shape, nargs="+", required=True)
+    parser.add_argument("--shapes", type=GemmWorkload.parse, nargs="+", required=True)
     parser.add_argument("--device", default=None)
     parser.add_argument("--db", required=True, help="an SQLite file tuned with every shape")
     parser.add_argument("--hold-out-all", action="store_true", help="hide every listed shape")
@@ -70,7 +66,7 @@ def main() -> None:
             device = resolve_device(store, info.fingerprint)
             model = ModelAnswers()
             others = build_table(store, device, "gemm", kernel.sha256, model=model)
-            neighbours = KernelIndex(build_table(store, device, "gemm", kernel.sha256))
+            neighbours = KernelIndex(replace(others, predictions=()))
             service = KernelIndex(others, model.model(store, device, others))
             bundle = KernelIndex(others)
             for workload in group:

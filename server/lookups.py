@@ -78,10 +78,7 @@ class LookupService:
 
     @staticmethod
     def batch_keys(batch: BatchLookup) -> list[AnswerKey]:
-        device, kernel = batch.device, batch.kernel
-        return [
-            (device, kernel, w.m, w.n, w.k, w.transa, w.transb, w.dtype) for w in batch.workloads
-        ]
+        return [LookupService.key(batch.device, batch.kernel, w) for w in batch.workloads]
 
     @staticmethod
     def batch_body(answers: Sequence[bytes]) -> bytes:
