@@ -17,6 +17,7 @@ from octune.tuner.programs import ProgramCache
 from octune.tuner.results import Status
 from octune.tuner.session import Budget, Settings, run_session
 from octune.tuner.space import ConfigTable
+from octune.tuner.workers import Job, Measurer
 from octune.tuner.workloads import GemmWorkload
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -105,3 +106,24 @@ def test_program_cache_serves_a_second_runner_and_survives_a_corrupt_entry(
     second = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=2, cache=cache)
     assert second.measure(config).status is Status.OK  # rebuilt from source, not an error
     assert entry.read_bytes() != b"not a program binary"
+
+
+def test_measurer_hands_a_candidate_over_and_its_result_back_later(
+    tmp_path: Path, device_info: DeviceInfo
+) -> None:
+    kernel = fixture_kernel("naive")
+    job = Job(device_info.fingerprint, kernel, WORKLOAD, seed=3, cache_root=str(tmp_path))
+    measurer = Measurer(job, timeout=60)
+    config = kernel.space.enumerate(device_info.limits).config(1)
+    try:
+        with pytest.raises(RuntimeError, match="start"):
+            measurer.finish()
+        measurer.start(config)
+        with pytest.raises(RuntimeError, match="busy"):
+            measurer.start(config)  # one candidate on the device at a time
+        result = measurer.finish()
+        assert result.status is Status.OK, result.message
+        assert result.config == config
+        assert measurer.measure(config).status is Status.OK  # ready for the next one
+    finally:
+        measurer.close()

@@ -293,6 +293,8 @@ def _tune_one(
             if progress.already_measured
             else ""
         )
+        + f"; the {strategy} strategy took {progress.strategy_s:.1f} s"
+        + f" of the {progress.elapsed_s:.1f} s"
     )
     if report.within_noise:
         console.print("The top candidates are within noise of each other: either will do.")

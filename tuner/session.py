@@ -1,7 +1,7 @@
 """A tuning session: a strategy proposes, builders compile ahead, a supervised worker measures,
 every result is committed, and the top candidates are confirmed at the end.
 
-Each measurement is committed before the next one is taken, so a killed session loses only
+Each measurement is committed while the next one is taken, so a killed session loses only
 the candidates in flight, and a repeated session skips configs already stored for the same
 device, kernel version and workload.
 """
@@ -111,6 +111,8 @@ class Progress:
     failures: Counter[str] = field(default_factory=Counter)
     best: Measurement | None = None
     best_score: float = math.inf
+    elapsed_s: float = 0.0
+    strategy_s: float = 0.0  # of elapsed_s, spent proposing and learning from results
 
     def record(self, measurement: Measurement) -> None:
         self.tried += 1
@@ -149,7 +151,12 @@ class SessionReport:
 
 
 class Pipeline:
-    """Builds ahead in a process pool and measures, one at a time, in a supervised process."""
+    """Builds ahead in a process pool and measures, one at a time, in a supervised process.
+
+    With builders, the next built candidate goes to the device before a result is handed
+    back, so storing it and proposing more overlap the device's work. Without them (a CPU
+    device, whose timings the main loop's work would disturb) each candidate is measured alone.
+    """
 
     def __init__(self, job: Job, jobs: int, timeout: float) -> None:
         self.job = job
@@ -161,10 +168,13 @@ class Pipeline:
         self.refill = max(1, self.window // 2)
         self._building: dict[Future[str | None], tuple[int, Config]] = {}
         self._ready: deque[tuple[int, Config, str | None]] = deque()
+        self._failed: deque[tuple[int, Measurement]] = deque()  # never reached the device
+        self._measuring: int | None = None  # the row on the device now
 
     @property
     def pending(self) -> int:
-        return len(self._building) + len(self._ready)
+        on_device = self._measuring is not None
+        return len(self._building) + len(self._ready) + len(self._failed) + on_device
 
     def submit(self, row: int, config: Config) -> None:
         if self.builds is None:
@@ -175,19 +185,40 @@ class Pipeline:
 
     def next_result(self) -> tuple[int, Measurement]:
         """The next finished candidate, in the order builds complete."""
-        if not self._ready:
-            wait(self._building, return_when=FIRST_COMPLETED)
-        for future in [f for f in self._building if f.done()]:
-            row, config = self._building.pop(future)
-            self._ready.append((row, config, future.result()))
-        row, config, build_error = self._ready.popleft()
-        if build_error is not None:
-            flops = self.job.workload.flops
-            failed = Measurement(
-                dict(config), Status.BUILD_ERROR, flops=flops, message=first_lines(build_error)
-            )
-            return row, failed
-        return row, self.measurer.measure(config)
+        if not self._failed and self._measuring is None:
+            self._start_next(wait_for_builds=True)
+        if self._failed:
+            return self._failed.popleft()
+        row = self._measuring
+        assert row is not None, "next_result() with nothing pending"
+        measurement = self.measurer.finish()
+        self._measuring = None
+        if self.builds is not None:
+            self._start_next(wait_for_builds=False)
+        return row, measurement
+
+    def _start_next(self, *, wait_for_builds: bool) -> None:
+        """Put the next built candidate on the device; failed builds queue as results."""
+        while self._measuring is None:
+            if wait_for_builds and self._building and not self._ready and not self._failed:
+                wait(self._building, return_when=FIRST_COMPLETED)
+            for future in [f for f in self._building if f.done()]:
+                row, config = self._building.pop(future)
+                self._ready.append((row, config, future.result()))
+            if not self._ready:
+                return
+            row, config, build_error = self._ready.popleft()
+            if build_error is None:
+                self.measurer.start(config)
+                self._measuring = row
+            else:
+                failed = Measurement(
+                    dict(config),
+                    Status.BUILD_ERROR,
+                    flops=self.job.workload.flops,
+                    message=first_lines(build_error),
+                )
+                self._failed.append((row, failed))
 
     def close(self) -> None:
         if self.builds is not None:
@@ -264,13 +295,19 @@ def run_session(
                 room = budget.room(
                     counted_before + progress.tried + pipeline.pending, time.monotonic() - started
                 )
-                for row in search.propose(min(free, room)) if room > 0 else []:
+                thinking = time.monotonic()
+                proposed = search.propose(min(free, room)) if room > 0 else []
+                progress.strategy_s += time.monotonic() - thinking
+                for row in proposed:
                     pipeline.submit(row, table.config(row))
             if pipeline.pending == 0:
                 break
             row, measurement = pipeline.next_result()
             store.add_measurement(session_id, measurement)
+            thinking = time.monotonic()
             search.observe(row, measurement)
+            progress.strategy_s += time.monotonic() - thinking
+            progress.elapsed_s = time.monotonic() - started
             progress.record(measurement)
             if on_result is not None:
                 on_result(progress)

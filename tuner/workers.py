@@ -15,6 +15,7 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -164,7 +165,11 @@ def _measurer_main(connection: Connection, job: Job) -> None:
 
 
 class Measurer:
-    """One supervised measuring process; restarted after a timeout or a crash."""
+    """One supervised measuring process; restarted after a timeout or a crash.
+
+    `start` hands a candidate over and returns at once, `finish` collects its result: the
+    caller can store and propose while the device measures.
+    """
 
     def __init__(self, job: Job, timeout: float) -> None:
         self.job = job
@@ -172,6 +177,8 @@ class Measurer:
         self.restarts = 0
         self._process: BaseProcess | None = None
         self._connection: Connection | None = None
+        self._in_flight: Config | None = None
+        self._deadline = 0.0
 
     def _start(self) -> Connection:
         parent, child = _CONTEXT.Pipe()
@@ -188,18 +195,39 @@ class Measurer:
         return parent
 
     def measure(self, config: Config) -> Measurement:
+        self.start(config)
+        return self.finish()
+
+    def start(self, config: Config) -> None:
+        if self._in_flight is not None:
+            raise RuntimeError("the measurer is busy: finish() the candidate in flight first")
+        self._in_flight = dict(config)
+        self._send(self._in_flight)
+
+    def finish(self) -> Measurement:
+        config, self._in_flight = self._in_flight, None
+        if config is None:
+            raise RuntimeError("nothing to finish: start() a candidate first")
         for attempt in range(1, CRASH_ATTEMPTS + 1):
-            result = self._attempt(config)
+            if attempt > 1:
+                self._send(config)
+            result = self._receive(config)
             if result.status is not Status.CRASH or attempt == CRASH_ATTEMPTS:
                 return result
         raise AssertionError("unreachable")
 
-    def _attempt(self, config: Config) -> Measurement:
+    def _send(self, config: Config) -> None:
         connection = self._connection or self._start()
+        self._deadline = time.monotonic() + self.timeout
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            connection.send(config)  # a dead process shows as end of file in _receive
+
+    def _receive(self, config: Config) -> Measurement:
+        connection = self._connection
+        assert connection is not None
         flops = self.job.workload.flops
         try:
-            connection.send(dict(config))
-            if connection.poll(self.timeout):
+            if connection.poll(max(0.0, self._deadline - time.monotonic())):
                 return connection.recv()
             self._stop()
             self.restarts += 1
@@ -221,6 +249,8 @@ class Measurer:
         return process.exitcode
 
     def close(self) -> None:
+        """Stop the process; a candidate still in flight is dropped."""
+        self._in_flight = None
         if self._connection is not None:
             with contextlib.suppress(BrokenPipeError, OSError):
                 self._connection.send(None)
