@@ -557,32 +557,42 @@ class Store:
         workload, failures included: what the cost model warm-starts from
         (``ModelSearch(history=...)``) and the lookup's model trains on.
         """
+        # Plain columns, not ORM objects: a device tuned for many shapes has a million rows,
+        # and the times and messages the model does not read are most of each row.
         query = (
-            select(MeasurementRow, Device, Workload)
+            select(
+                MeasurementRow.config,
+                MeasurementRow.status,
+                MeasurementRow.median_s,
+                MeasurementRow.flops,
+                TuningSession.device_id,
+                TuningSession.workload_id,
+            )
             .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
             .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
-            .join(Device, TuningSession.device_id == Device.id)
-            .join(Workload, TuningSession.workload_id == Workload.id)
             .where(KernelVersion.name == kernel_name, KernelVersion.sha256 == kernel_sha256)
             .order_by(MeasurementRow.id)
         )
+        devices_query = select(Device)
         if device_fingerprint is not None:
-            query = query.where(Device.fingerprint == device_fingerprint)
+            devices_query = devices_query.where(Device.fingerprint == device_fingerprint)
         with self._session() as session:
-            rows = session.execute(query).all()
-        devices: dict[int, dict[str, Any]] = {}
-        for _, device, _ in rows:
-            if device.id not in devices:
-                devices[device.id] = {name: getattr(device, name) for name in HISTORY_DEVICE}
+            devices = {
+                device.id: {name: getattr(device, name) for name in HISTORY_DEVICE}
+                for device in session.scalars(devices_query)
+            }
+            shapes = {workload.id: workload.shape for workload in session.scalars(select(Workload))}
+            rows = session.execute(query.where(TuningSession.device_id.in_(list(devices)))).all()
+        ok = Status.OK.value
         return [
             HistoryRecord(
-                device=devices[device.id],
-                workload=dict(workload.shape),
-                config=dict(row.config),
-                time_s=row.median_s if row.status == Status.OK.value else None,
-                flops=row.flops,
+                device=devices[device_id],
+                workload=dict(shapes[workload_id]),
+                config=dict(config),
+                time_s=median_s if status == ok else None,
+                flops=flops,
             )
-            for row, device, workload in rows
+            for config, status, median_s, flops, device_id, workload_id in rows
         ]
 
 
