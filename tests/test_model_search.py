@@ -25,7 +25,7 @@ from octune.tuner.replay import (
 )
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable
-from octune.tuner.strategies.model import ModelSearch
+from octune.tuner.strategies.model import MAX_WORK_OCTAVES, ModelSearch
 from octune.tuner.strategies.random import RandomSearch
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
@@ -128,6 +128,17 @@ def test_history_needs_a_target_and_models_are_named(first, second, table):
         ModelSearch(table, history=second.records())
     with pytest.raises(OctuneError, match="unknown cost model 'svm'"):
         ModelSearch(table, model="svm")
+
+
+def test_history_of_a_shape_of_very_different_work_is_left_out(second, table):
+    """A shape with over 2^MAX_WORK_OCTAVES times the work fills the device otherwise: left out."""
+    history = second.records()
+    shape = second.workload["shape"]
+    scale = 2 ** int(MAX_WORK_OCTAVES // 2 + 1)  # on M and N: more than MAX_WORK_OCTAVES
+    near = Context(second.device, {**shape, "m": shape["m"] * 2})
+    far = Context(second.device, {**shape, "m": shape["m"] * scale, "n": shape["n"] * scale})
+    assert len(ModelSearch(table, seed=0, history=history, target=near).history[1]) > 0
+    assert len(ModelSearch(table, seed=0, history=history, target=far).history[1]) == 0
 
 
 def test_recording_round_trip_and_replay(first, table, tmp_path):

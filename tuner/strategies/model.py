@@ -3,8 +3,9 @@
 Each round scores a candidate pool (the whole unmeasured space when it is small enough, else
 a large random sample plus a model-guided hill climb from the best configs), proposes the
 predicted best with a share of exploration among the runners-up, and retrains as results
-arrive. Stored measurements of the same kernel version (other shapes, other devices) warm-start
-the model, so the first proposals of a new shape already come from what was learned before.
+arrive. Stored measurements of the same kernel version (other shapes of similar work, other
+devices) warm-start the model, so the first proposals of a new shape already come from what was
+learned before.
 """
 
 from __future__ import annotations
@@ -43,6 +44,13 @@ OWN_SHARE = 1.0
 #: refits stay cheap on a device tuned for many shapes, and far shapes, whose fast configs
 #: mislead the most, are the ones left out.
 HISTORY_PER_CONTEXT, HISTORY_ROWS = 1000, 4000
+#: Shapes with over 2**MAX_WORK_OCTAVES times more or less work (the product of the problem
+#: sizes) are left out of the history: their fast configs suit another occupancy of the device,
+#: and no weight made them harmless. On the H100 sub-grid the two skinny shapes, 3.2 octaves of
+#: work apart, sped each other up (6 and 17 measurements to 95 % instead of 22 and 34 cold),
+#: while with them 4096³ (6 and 9 octaves away) needed 50 instead of 24; weighted down by
+#: 2^(-octaves/2), 57; at a near-zero weight after random starts, still 34 (benchmarks/RESULTS.md).
+MAX_WORK_OCTAVES = 4.0
 #: Retrain once the results have grown by this share since the last fit (after every result
 #: up to 20): refits grow logarithmically with the budget. 0.2 halved the early refits but
 #: needed 85 instead of 62 measurements to 95 % on synthetic_a (median of 20 seeds).
@@ -111,7 +119,8 @@ class ModelSearch(Strategy):
                     record
                 )
         parts, room = [], HISTORY_ROWS
-        nearest_first = sorted(by_context.items(), key=lambda item: self._distance(item[1][0]))
+        alike = [c for c in by_context.items() if self._work_octaves(c[1][0]) <= MAX_WORK_OCTAVES]
+        nearest_first = sorted(alike, key=lambda item: self._distance(item[1][0]))
         for group, (key, records) in enumerate(nearest_first, start=1):
             if room <= 0:
                 break
@@ -148,6 +157,19 @@ class ModelSearch(Strategy):
             for name, value in target.shape.items()
         )
         return other_device, math.sqrt(octaves)
+
+    def _work_octaves(self, record: Record) -> float:
+        """How many octaves more or less work (product of the problem sizes) a record's shape
+        has than the target's: much of what decides how fully a launch fills the device.
+        """
+        sizes = {name.lower() for name in self.table.space.shape_names}
+        return abs(
+            sum(
+                math.log2(int(record.workload.get(name, 0)) + 1) - math.log2(int(value) + 1)
+                for name, value in self.target.shape.items()
+                if name.lower() in sizes
+            )
+        )
 
     def _rows_matrix(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """Features of some rows; a table small enough to score whole is featurised once."""
