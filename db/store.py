@@ -327,6 +327,33 @@ class Store:
         with self._session() as session:
             return set(session.scalars(query))
 
+    def search_seconds(self, device_id: int, kernel_version_id: int, workload_id: int) -> float:
+        """Wall time of the earlier search sessions of one workload, confirmations left out:
+        what a resumed run counts against its time budget. A session killed before it could
+        finish ends at its last stored measurement.
+        """
+        last_measured = (
+            select(MeasurementRow.session_id, func.max(MeasurementRow.created_at).label("last"))
+            .group_by(MeasurementRow.session_id)
+            .subquery()
+        )
+        query = (
+            select(TuningSession.started_at, TuningSession.finished_at, last_measured.c.last)
+            .outerjoin(last_measured, last_measured.c.session_id == TuningSession.id)
+            .where(
+                TuningSession.device_id == device_id,
+                TuningSession.kernel_version_id == kernel_version_id,
+                TuningSession.workload_id == workload_id,
+                TuningSession.strategy != CONFIRM_STRATEGY,
+            )
+        )
+        with self._session() as session:
+            spans = session.execute(query).all()
+        return sum(
+            max(0.0, ((finished or last or started) - started).total_seconds())
+            for started, finished, last in spans
+        )
+
     def top_configs(
         self,
         device_id: int,

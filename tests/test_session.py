@@ -4,18 +4,23 @@ and reuse built programs from the on-disk cache.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import pyopencl as cl
 import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
 
+from octune.db.models import TuningSession
 from octune.db.store import CONFIRM_STRATEGY, Store
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec, kernel_from_texts
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
 from octune.tuner.results import Status
-from octune.tuner.session import Budget, Settings, run_session
+from octune.tuner.session import Budget, SessionReport, Settings, run_session
 from octune.tuner.space import ConfigTable
 from octune.tuner.workers import Job, Measurer
 from octune.tuner.workloads import GemmWorkload
@@ -127,3 +132,32 @@ def test_measurer_hands_a_candidate_over_and_its_result_back_later(
         assert measurer.measure(config).status is Status.OK  # ready for the next one
     finally:
         measurer.close()
+
+
+def test_resume_counts_the_time_of_earlier_sessions_against_the_time_budget(
+    tmp_path: Path, device_info: DeviceInfo
+) -> None:
+    kernel = fixture_kernel("naive")
+    url = f"sqlite:///{tmp_path / 'resume.db'}"
+    store = Store(url)
+    table = kernel.space.enumerate(device_info.limits)
+    settings = Settings(jobs=0, confirm=0, cache_root=str(tmp_path / "cache"))
+
+    def tune(budget: Budget, settings: Settings) -> SessionReport:
+        return run_session(
+            store, device_info, kernel, WORKLOAD, table,
+            strategy="exhaustive", budget=budget, settings=settings,
+        )  # fmt: skip
+
+    killed = tune(Budget(candidates=2), settings)
+    with Session(create_engine(url)) as db, db.begin():  # it ran an hour, then was killed
+        row = db.get(TuningSession, killed.session_id)
+        assert row is not None
+        row.started_at -= timedelta(hours=1)
+        row.finished_at = None  # its end is then its last stored measurement
+
+    resumed = tune(Budget(seconds=1800), replace(settings, resume=True))
+    assert resumed.progress.tried == 0  # the hour already spent is over the half-hour budget
+    assert 3600 <= resumed.progress.earlier_s < 3600 + 600
+    again = tune(Budget(seconds=1800, candidates=1), settings)  # a new run starts its own clock
+    assert again.progress.tried == 1 and again.progress.earlier_s == 0

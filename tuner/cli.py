@@ -205,17 +205,22 @@ def tune(
         f"{settings.jobs} build process(es), database {store.url}"
     )
     rows: list[dict[str, object]] = []
-    used_candidates, started = 0, time.monotonic()
+    used_candidates, used_earlier, started = 0, 0.0, time.monotonic()
     interrupted = False
     for index, task in enumerate(tasks):
-        part = share(total, len(tasks) - index, used_candidates, time.monotonic() - started)
+        used_seconds = used_earlier + time.monotonic() - started
+        part = share(total, len(tasks) - index, used_candidates, used_seconds)
         if part is None:
             console.print(f"Budget spent: {task.workload} and those after it were not tuned.")
             break
         report = _tune_one(store, info, task, strategy, part, settings, seed)
         if upload is not None and token is not None:
             _upload(store, report, upload, token)
-        used_candidates += report.progress.tried
+        # With --resume, what earlier runs spent on this workload is part of what it used.
+        used_candidates += report.progress.tried + (
+            report.progress.already_measured if resume else 0
+        )
+        used_earlier += report.progress.earlier_s
         rows.append(_summary_row(store, info, task, report, objective))
         if report.interrupted:
             interrupted = True

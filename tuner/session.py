@@ -113,6 +113,7 @@ class Progress:
     best_score: float = math.inf
     elapsed_s: float = 0.0
     strategy_s: float = 0.0  # of elapsed_s, spent proposing and learning from results
+    earlier_s: float = 0.0  # spent by earlier sessions, counted against the budget on --resume
 
     def record(self, measurement: Measurement) -> None:
         self.tried += 1
@@ -248,7 +249,10 @@ def run_session(
     workload_id = store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype)
     done_keys = store.measured_config_keys(device_id, kernel_id, workload_id)
     done_rows = {row for row in (table.index_json(key) for key in done_keys) if row is not None}
-    counted_before = len(done_rows) if settings.resume else 0  # --resume: finish the budget
+    # --resume finishes the budget: what earlier sessions measured, and how long they took,
+    # counts against it.
+    counted_before = len(done_rows) if settings.resume else 0
+    earlier_s = store.search_seconds(device_id, kernel_id, workload_id) if settings.resume else 0.0
     if strategy_class.learns_from_history:
         from octune.tuner.cost_model import Context  # loads XGBoost: only when a model searches
 
@@ -283,7 +287,10 @@ def run_session(
         },
     )
     progress = Progress(
-        space_size=len(table), already_measured=len(done_rows), objective=settings.objective
+        space_size=len(table),
+        already_measured=len(done_rows),
+        objective=settings.objective,
+        earlier_s=earlier_s,
     )
     started = time.monotonic()
     interrupted = False
@@ -293,7 +300,8 @@ def run_session(
             free = pipeline.window - pipeline.pending
             if free >= pipeline.refill or pipeline.pending == 0:
                 room = budget.room(
-                    counted_before + progress.tried + pipeline.pending, time.monotonic() - started
+                    counted_before + progress.tried + pipeline.pending,
+                    earlier_s + time.monotonic() - started,
                 )
                 thinking = time.monotonic()
                 proposed = search.propose(min(free, room)) if room > 0 else []
@@ -312,7 +320,7 @@ def run_session(
             if on_result is not None:
                 on_result(progress)
             out_of_time = budget.seconds is not None and (
-                time.monotonic() - started >= budget.seconds
+                earlier_s + time.monotonic() - started >= budget.seconds
             )
             if out_of_time or (
                 budget.patience is not None and progress.since_improvement >= budget.patience
