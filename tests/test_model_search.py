@@ -6,6 +6,7 @@ margin, and tune a second shape faster from the first one's measurements.
 from __future__ import annotations
 
 import gzip
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,7 @@ from octune.tuner.replay import (
 )
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable
-from octune.tuner.strategies.model import MAX_WORK_OCTAVES, ModelSearch
+from octune.tuner.strategies.model import MAX_WORK_OCTAVES, TRANSFER_CHECK, ModelSearch
 from octune.tuner.strategies.random import RandomSearch
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
@@ -212,3 +213,21 @@ def test_store_history_feeds_the_model(first, table, tmp_path, device_info: Devi
     assert len(strategy.propose(4)) == 4 and strategy.fits == 1
     resumed = ModelSearch(table, history=history, target=Context(history[0].device, shape))
     assert (resumed.history[2] == 0).all(), "an earlier session of this shape is its own data"
+
+
+def test_history_that_misranks_the_shapes_own_results_is_dropped(first, second, table):
+    """Measured results outrank a history that orders them badly: the model then learns from
+    the shape alone, while a history that orders them well stays in training.
+    """
+    helpful = second.records()
+    misleading = [  # the other shape with its speeds turned upside down
+        replace(record, time_s=None if record.time_s is None else 1e-3 / record.time_s)
+        for record in helpful
+    ]
+    kept = ModelSearch(table, seed=0, history=helpful, target=first.context)
+    dropped = ModelSearch(table, seed=0, history=misleading, target=first.context)
+    for search in (kept, dropped):
+        replay(search, ReplayRunner(first), 40)
+        assert len(search.rows) >= TRANSFER_CHECK
+    assert kept.uses_history
+    assert not dropped.uses_history

@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.stats import spearmanr
 
 from octune.tuner.cost_model import MODELS, Context, CostModel, Features, Record, targets
 from octune.tuner.errors import OctuneError
@@ -51,6 +52,13 @@ HISTORY_PER_CONTEXT, HISTORY_ROWS = 1000, 4000
 #: while with them 4096³ (6 and 9 octaves away) needed 50 instead of 24; weighted down by
 #: 2^(-octaves/2), 57; at a near-zero weight after random starts, still 34 (benchmarks/RESULTS.md).
 MAX_WORK_OCTAVES = 4.0
+#: Once the shape has this many results, the history must rank them at least this well
+#: (Spearman's rho of a model of the history alone against the measured speeds) to stay in
+#: training; otherwise the model learns from the shape's own results only. Live on the H100 at
+#: 4096³, with 55 other tuned shapes as history, the model had not reached CLBlast's level
+#: after 150 measurements in two seeds, while from scratch it did after 56 and 85
+#: (benchmarks/RESULTS.md).
+TRANSFER_CHECK, MIN_TRANSFER_RHO = 12, 0.3
 #: Retrain once the results have grown by this share since the last fit (after every result
 #: up to 20): refits grow logarithmically with the budget. 0.2 halved the early refits but
 #: needed 85 instead of 62 measurements to 95 % on synthetic_a (median of 20 seeds).
@@ -99,6 +107,8 @@ class ModelSearch(Strategy):
         self.flops: list[int] = []
         self.history = self._history_matrix(history)
         self.model: CostModel | None = None
+        self._history_model: CostModel | None = None
+        self.uses_history = bool((self.history[2] != 0).any())  # other shapes or devices
         self._trained_on = -1
         self._ranking: NDArray[np.int64] = np.empty(0, dtype=np.int64)
         self.fits = 0
@@ -199,8 +209,28 @@ class ModelSearch(Strategy):
         self._train()
         self._ranking = self._rank_pool()
 
+    def _history_ranks_own_results(self) -> bool:
+        """Whether a model of the history alone orders this shape's results well enough to
+        keep learning from it (undecided, and so kept, until TRANSFER_CHECK results).
+        """
+        if len(self.rows) < TRANSFER_CHECK:
+            return True
+        if self._history_model is None:
+            hx, hy, hgroups, hweight = (part[self.history[2] != 0] for part in self.history)
+            self._history_model = MODELS[self.model_name](seed=self.seed).fit(
+                hx, hy, groups=hgroups, weight=hweight
+            )
+        own = np.asarray(self.rows, dtype=np.int64)
+        predicted = self._history_model.predict(self._rows_matrix(own))
+        rho = spearmanr(predicted, targets(self.times, self.flops)).statistic
+        return bool(np.isfinite(rho) and rho >= MIN_TRANSFER_RHO)
+
     def _train(self) -> None:
+        if self.uses_history:
+            self.uses_history = self._history_ranks_own_results()  # once dropped, for good
         hx, hy, hgroups, hweight = self.history
+        if not self.uses_history:  # earlier sessions on this very shape (group 0) stay
+            hx, hy, hgroups, hweight = (part[self.history[2] == 0] for part in self.history)
         own = np.asarray(self.rows, dtype=np.int64)
         x = np.concatenate([hx, self._rows_matrix(own)])
         y = np.concatenate([hy, targets(self.times, self.flops) if len(own) else np.empty(0)])
