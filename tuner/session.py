@@ -65,9 +65,12 @@ class Budget:
         if self.patience is not None and self.patience < 1:
             raise OctuneError(f"patience of {self.patience}: use --patience 1 or more")
 
+    def timed_out(self, elapsed: float) -> bool:
+        return self.seconds is not None and elapsed >= self.seconds
+
     def room(self, started: int, elapsed: float) -> int:
         """How many more candidates may start, after `started` and `elapsed` seconds."""
-        if self.seconds is not None and elapsed >= self.seconds:
+        if self.timed_out(elapsed):
             return 0
         if self.candidates is None:
             return sys.maxsize
@@ -319,10 +322,7 @@ def run_session(
             progress.record(measurement)
             if on_result is not None:
                 on_result(progress)
-            out_of_time = budget.seconds is not None and (
-                earlier_s + time.monotonic() - started >= budget.seconds
-            )
-            if out_of_time or (
+            if budget.timed_out(earlier_s + time.monotonic() - started) or (
                 budget.patience is not None and progress.since_improvement >= budget.patience
             ):
                 break  # builds still in flight are dropped, never stored

@@ -67,6 +67,12 @@ REFIT_GROWTH = 0.1
 CLIMB_ROUNDS, CLIMB_STARTS = 3, 16
 
 
+#: Features, targets, context groups (0: this very shape) and weights of stored measurements.
+HistoryMatrix = tuple[
+    NDArray[np.float64], NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]
+]
+
+
 class ModelSearch(Strategy):
     name = "model"
     learns_from_history = True  # the session passes ``history=`` and ``target=``
@@ -116,9 +122,7 @@ class ModelSearch(Strategy):
 
     # -- data ------------------------------------------------------------------------------
 
-    def _history_matrix(
-        self, history: Sequence[Record]
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:
+    def _history_matrix(self, history: Sequence[Record]) -> HistoryMatrix:
         """Features, targets, context groups and weights of the stored measurements."""
         names = self.table.names
         target_key = self.target.key
@@ -155,17 +159,20 @@ class ModelSearch(Strategy):
         x, y, groups, weights = (np.concatenate(p) for p in zip(*parts, strict=True))
         return x, y, groups.astype(np.int64), weights
 
+    def _history_rows(self, *, others: bool) -> HistoryMatrix:
+        """The history's rows of other shapes and devices, or those of earlier sessions on
+        this very shape (group 0), which stay when the others are dropped.
+        """
+        keep = (self.history[2] != 0) if others else (self.history[2] == 0)
+        x, y, groups, weights = self.history
+        return x[keep], y[keep], groups[keep], weights[keep]
+
     def _distance(self, record: Record) -> tuple[bool, float]:
         """How unlike the target a record's context is: another device, then how many octaves
         apart the shapes are (Euclidean over log2 of each size; a flag counts one octave).
         """
-        target = self.target
-        other_device = record.device.get("fingerprint") != target.device.get("fingerprint")
-        shape = record.workload
-        octaves = sum(
-            (math.log2(int(shape.get(name, 0)) + 1) - math.log2(int(value) + 1)) ** 2
-            for name, value in target.shape.items()
-        )
+        other_device = record.device.get("fingerprint") != self.target.device.get("fingerprint")
+        octaves = sum(gap**2 for gap in self._octave_gaps(record).values())
         return other_device, math.sqrt(octaves)
 
     def _work_octaves(self, record: Record) -> float:
@@ -173,13 +180,15 @@ class ModelSearch(Strategy):
         has than the target's: much of what decides how fully a launch fills the device.
         """
         sizes = {name.lower() for name in self.table.space.shape_names}
-        return abs(
-            sum(
-                math.log2(int(record.workload.get(name, 0)) + 1) - math.log2(int(value) + 1)
-                for name, value in self.target.shape.items()
-                if name.lower() in sizes
-            )
-        )
+        gaps = self._octave_gaps(record)
+        return abs(sum(gap for name, gap in gaps.items() if name.lower() in sizes))
+
+    def _octave_gaps(self, record: Record) -> dict[str, float]:
+        """log2 of each of the record's shape fields over the target's (+1: flags are 0/1)."""
+        return {
+            name: math.log2(int(record.workload.get(name, 0)) + 1) - math.log2(int(value) + 1)
+            for name, value in self.target.shape.items()
+        }
 
     def _rows_matrix(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """Features of some rows; a table small enough to score whole is featurised once."""
@@ -216,7 +225,7 @@ class ModelSearch(Strategy):
         if len(self.rows) < TRANSFER_CHECK:
             return True
         if self._history_model is None:
-            hx, hy, hgroups, hweight = (part[self.history[2] != 0] for part in self.history)
+            hx, hy, hgroups, hweight = self._history_rows(others=True)
             self._history_model = MODELS[self.model_name](seed=self.seed).fit(
                 hx, hy, groups=hgroups, weight=hweight
             )
@@ -228,9 +237,9 @@ class ModelSearch(Strategy):
     def _train(self) -> None:
         if self.uses_history:
             self.uses_history = self._history_ranks_own_results()  # once dropped, for good
-        hx, hy, hgroups, hweight = self.history
-        if not self.uses_history:  # earlier sessions on this very shape (group 0) stay
-            hx, hy, hgroups, hweight = (part[self.history[2] == 0] for part in self.history)
+        hx, hy, hgroups, hweight = (
+            self.history if self.uses_history else self._history_rows(others=False)
+        )
         own = np.asarray(self.rows, dtype=np.int64)
         x = np.concatenate([hx, self._rows_matrix(own)])
         y = np.concatenate([hy, targets(self.times, self.flops) if len(own) else np.empty(0)])
