@@ -68,7 +68,8 @@ def main() -> None:
                 store, info, kernel, workload, table, strategy=strategy,
                 budget=Budget(candidates=args.budget), settings=settings, seed=args.seed,
             )  # fmt: skip
-            trace = [m.gflops or 0.0 for m in store.session_measurements(report.session_id)]
+            measured = store.session_measurements(report.session_id)
+            trace = [m.gflops or 0.0 for m in measured]
             traces[mode] = trace
             progress = report.progress
             rows.append(
@@ -84,9 +85,12 @@ def main() -> None:
                     "to_reach_level": args.level and first_reaching(trace, args.level),
                     "search_s": progress.elapsed_s,
                     "strategy_s": progress.strategy_s,
+                    # what was measured, in order: to study a search afterwards
+                    "measurements": [[dict(m.config), m.status.value, m.gflops] for m in measured],
                 }
             )
-            print(json.dumps(rows[-1]), flush=True)
+            shown = {key: value for key, value in rows[-1].items() if key != "measurements"}
+            print(json.dumps(shown), flush=True)
     best = max(max(trace, default=0.0) for trace in traces.values())
     for row in rows:
         row["to_95"] = first_reaching(traces[row["mode"]], 0.95 * best)

@@ -100,7 +100,7 @@ class DeviceRunner:
 
         try:
             program = self.build(self.kernel.build_options(config, self.workload))
-            kernel = getattr(program, space.entry)
+            kernel = cl.Kernel(program, space.entry)
         except cl.Error as error:
             return failed(Status.BUILD_ERROR, str(error))
 
