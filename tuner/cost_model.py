@@ -26,8 +26,12 @@ from octune.tuner.space import LIMIT_NAMES, SearchSpace
 
 #: Device description fields (DeviceInfo.to_dict() and the store's device rows share them).
 DEVICE_FIELDS = ("compute_units", "max_work_group_size", "local_mem_size", "global_mem_size")
-#: Failed configs train as this many times slower than the slowest working one: the model
-#: learns to steer clear of regions that do not build or verify.
+#: Failed configs train as this many times slower than the slowest working one (``targets``)
+#: or than the flattened slow half (the search's estimators): the model learns to steer clear
+#: of regions that do not build, launch or verify. Above the slow half, not level with it: a
+#: config that cannot launch on a device (too many registers for its work-group) fails at
+#: every shape, and only then does the history teach that. Live at 4096³ on the H100, history
+#: that taught "slow" led one search into 29 launch failures in a row (benchmarks/RESULTS.md).
 FAILURE_PENALTY = math.e
 #: Regression targets slower than this quantile of their context are clipped to it.
 CLIP_QUANTILE = 0.5
@@ -107,6 +111,10 @@ class Features:
                 }
             )
         )
+        shaped = set(space.shape_names)  # derived values computed from the problem's sizes
+        for name, expression in space.derived:
+            if expression.names & shaped:
+                shaped.add(name)
         dims = range(len(space.launch_local))
         self.names: tuple[str, ...] = (
             *space.parameter_names,
@@ -122,6 +130,16 @@ class Features:
             *(f"device_{name}" for name in DEVICE_FIELDS),
             "device_gpu",
         )
+        by_workload = {
+            *shaped,
+            *(f"{name}/{limit}" for name, limit in self.ratios if name in shaped),
+            *(f"groups_{i}" for i in dims),
+            *("groups", "groups_per_unit", "last_wave_fill"),
+            *(f"shape_{name}" for name in sorted(s.lower() for s in space.shape_names)),
+        }
+        #: Columns that describe the config on the device whatever the workload: what decides
+        #: whether a config builds and launches (``FailureModel``).
+        self.config_columns = np.array([name not in by_workload for name in self.names])
 
     def matrix(self, configs: NDArray[np.int64], context: Context) -> NDArray[np.float64]:
         """One row per config (columns in ``space.parameter_names`` order)."""
@@ -172,13 +190,20 @@ class Features:
         return [*local, *groups_each, size, groups, groups / units, groups / (waves * units)]
 
 
-def targets(times_s: Sequence[float | None], flops: Sequence[int]) -> NDArray[np.float64]:
-    """log(seconds per flop), failures (None/NaN) set FAILURE_PENALTY above the slowest."""
+def log_times(times_s: Sequence[float | None], flops: Sequence[int]) -> NDArray[np.float64]:
+    """log(seconds per flop); NaN for failures (None/NaN), which the estimators penalise."""
     times = np.array([math.nan if t is None else t for t in times_s], dtype=float)
     work = np.maximum(np.asarray(flops, dtype=float), 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         y = np.log(times / work)
-    failed = ~np.isfinite(y)
+    y[~np.isfinite(y)] = math.nan
+    return y
+
+
+def targets(times_s: Sequence[float | None], flops: Sequence[int]) -> NDArray[np.float64]:
+    """log(seconds per flop), failures set FAILURE_PENALTY above the slowest."""
+    y = log_times(times_s, flops)
+    failed = np.isnan(y)
     if failed.all():
         return np.zeros(len(y))
     y[failed] = np.nanmax(y[~failed]) + math.log(FAILURE_PENALTY)
@@ -186,14 +211,15 @@ def targets(times_s: Sequence[float | None], flops: Sequence[int]) -> NDArray[np
 
 
 def relative(y: NDArray[np.float64], groups: NDArray[np.int64]) -> NDArray[np.float64]:
-    """Targets relative to their context's median, the slow half flattened to 0: how fast a
-    device or shape is overall, or how slow a bad config is, does not matter; the regression
-    spends its trees on ordering the fast configs of each context.
+    """Targets relative to their context's median, the slow half flattened to 0, failures
+    (NaN) above it: how fast a device or shape is overall, or how slow a bad config is, does
+    not matter; the regression spends its trees on ordering the fast configs of each context.
     """
-    scaled = np.empty_like(y)
+    scaled = np.full_like(y, math.log(FAILURE_PENALTY))
     for group in np.unique(groups):
-        rows = groups == group
-        scaled[rows] = np.minimum(y[rows] - np.quantile(y[rows], CLIP_QUANTILE), 0.0)
+        rows = (groups == group) & ~np.isnan(y)
+        if rows.any():
+            scaled[rows] = np.minimum(y[rows] - np.quantile(y[rows], CLIP_QUANTILE), 0.0)
     return scaled
 
 
@@ -216,7 +242,9 @@ class CostModel(ABC):
         groups: NDArray[np.int64] | None = None,
         weight: NDArray[np.float64] | None = None,
     ) -> Self:
-        """``groups`` labels rows of the same context: only their order within it matters."""
+        """``y``: log(seconds per flop), NaN for a failed config; ``groups`` labels rows of the
+        same context: only their order within it matters.
+        """
         groups = np.zeros(len(y), dtype=np.int64) if groups is None else groups
         weight = np.ones(len(y)) if weight is None else weight
         self._fit(x, y, groups, weight)
@@ -296,9 +324,10 @@ class XGBoostRanking(CostModel):
         order = np.argsort(groups, kind="stable")  # XGBoost wants each query's rows together
         x, y, groups, weight = x[order], y[order], groups[order], weight[order]
         labels = np.zeros(len(y))
+        slowness = np.nan_to_num(y, nan=np.inf)  # failures rank below the slowest
         for group in np.unique(groups):
             rows = groups == group
-            ranks = np.argsort(np.argsort(-y[rows], kind="stable"), kind="stable")
+            ranks = np.argsort(np.argsort(-slowness[rows], kind="stable"), kind="stable")
             labels[rows] = np.floor(ranks * self.LEVELS / rows.sum())
         # XGBoost weights whole queries in ranking: each context gets its rows' mean weight.
         query_weight = np.array([weight[groups == g].mean() for g in np.unique(groups)])
@@ -328,6 +357,46 @@ class RandomForest(CostModel):
 
     def predict(self, x: NDArray[np.float64]) -> NDArray[np.float64]:
         return self.model.predict(np.nan_to_num(x, nan=-1.0)).astype(float)
+
+
+class FailureModel:
+    """Whether a config fails to build or launch, from the config's columns alone.
+
+    A config whose work-group needs more registers than the device has fails at every shape,
+    so this classifier learns from the failures of every shape and device in the history, and
+    sees no shape column: the time model, which does, can blame a run of failures at a new
+    shape on the shape, and keep proposing the same failing family (live at 4096³ on the H100,
+    29 launch failures in a row from a history of smaller shapes; benchmarks/RESULTS.md).
+    """
+
+    def __init__(self, columns: NDArray[np.bool_], seed: int | None = None) -> None:
+        self.columns = columns
+        self.seed = 0 if seed is None else seed % (2**31)
+        self.booster: Booster | None = None
+
+    def fit(
+        self, x: NDArray[np.float64], failed: NDArray[np.bool_], weight: NDArray[np.float64]
+    ) -> Self:
+        """Learns only when there are both failures and successes to tell apart."""
+        self.booster = None
+        if failed.any() and not failed.all():
+            data = DMatrix(x[:, self.columns], failed.astype(float), weight=weight, nthread=1)
+            parameters = {
+                "objective": "binary:logistic",
+                "max_depth": 4,
+                "learning_rate": 0.3,
+                "tree_method": "hist",
+                "nthread": 1,
+                "seed": self.seed,
+            }
+            self.booster = train(parameters, data, num_boost_round=30)
+            self.booster.set_param({"nthread": SCORING_THREADS})
+        return self
+
+    def likely_to_fail(self, x: NDArray[np.float64]) -> NDArray[np.bool_]:
+        if self.booster is None:
+            return np.zeros(len(x), dtype=bool)
+        return self.booster.inplace_predict(x[:, self.columns]) > 0.5
 
 
 MODELS: dict[str, type[CostModel]] = {

@@ -17,7 +17,16 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import spearmanr
 
-from octune.tuner.cost_model import MODELS, Context, CostModel, Features, Record, targets
+from octune.tuner.cost_model import (
+    MODELS,
+    Context,
+    CostModel,
+    FailureModel,
+    Features,
+    Record,
+    log_times,
+    targets,
+)
 from octune.tuner.errors import OctuneError
 from octune.tuner.results import Measurement
 from octune.tuner.space import ConfigTable
@@ -67,7 +76,8 @@ REFIT_GROWTH = 0.1
 CLIMB_ROUNDS, CLIMB_STARTS = 3, 16
 
 
-#: Features, targets, context groups (0: this very shape) and weights of stored measurements.
+#: Features, log times (NaN: failed), context groups (0: this very shape) and weights of stored
+#: measurements.
 HistoryMatrix = tuple[
     NDArray[np.float64], NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]
 ]
@@ -111,8 +121,9 @@ class ModelSearch(Strategy):
         self.rows: list[int] = []
         self.times: list[float | None] = []
         self.flops: list[int] = []
-        self.history = self._history_matrix(history)
+        self.history, self.failure_history = self._history_matrix(history)
         self.model: CostModel | None = None
+        self.failures = FailureModel(self.features.config_columns, seed=seed)
         self._history_model: CostModel | None = None
         self.uses_history = bool((self.history[2] != 0).any())  # other shapes or devices
         self._trained_on = -1
@@ -122,8 +133,13 @@ class ModelSearch(Strategy):
 
     # -- data ------------------------------------------------------------------------------
 
-    def _history_matrix(self, history: Sequence[Record]) -> HistoryMatrix:
-        """Features, targets, context groups and weights of the stored measurements."""
+    def _history_matrix(
+        self, history: Sequence[Record]
+    ) -> tuple[HistoryMatrix, tuple[NDArray[np.float64], NDArray[np.bool_]]]:
+        """Features, targets, context groups and weights of the stored measurements of shapes
+        like the target's; and features and failures of every shape's (up to
+        HISTORY_PER_CONTEXT each), for the failure model.
+        """
         names = self.table.names
         target_key = self.target.key
         by_context: dict[tuple[str, str], list[Record]] = {}
@@ -145,7 +161,7 @@ class ModelSearch(Strategy):
             context = Context(records[0].device, records[0].workload)
             configs = np.array([[r.config[n] for n in names] for r in records], dtype=np.int64)
             x = self.features.matrix(configs, context)
-            y = targets([r.time_s for r in records], [r.flops for r in records])
+            y = log_times([r.time_s for r in records], [r.flops for r in records])
             if key == target_key:  # an earlier session on this very shape: own data
                 group, weight = 0, WEIGHT_OWN
             elif key[0] == target_key[0]:
@@ -153,11 +169,22 @@ class ModelSearch(Strategy):
             else:
                 weight = WEIGHT_OTHER_DEVICE
             parts.append((x, y, np.full(len(y), group), np.full(len(y), weight)))
+        empty = np.empty((0, len(self.features.names)))
+        failures = [(empty, np.empty(0, dtype=bool))]
+        for records in by_context.values():
+            records = records[:: math.ceil(len(records) / HISTORY_PER_CONTEXT)]
+            context = Context(records[0].device, records[0].workload)
+            configs = np.array([[r.config[n] for n in names] for r in records], dtype=np.int64)
+            failed = np.array([r.time_s is None for r in records], dtype=bool)
+            failures.append((self.features.matrix(configs, context), failed))
+        failure_history = (
+            np.concatenate([f[0] for f in failures]),
+            np.concatenate([f[1] for f in failures]),
+        )
         if not parts:
-            empty = np.empty((0, len(self.features.names)))
-            return empty, np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)
+            return (empty, np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)), failure_history
         x, y, groups, weights = (np.concatenate(p) for p in zip(*parts, strict=True))
-        return x, y, groups.astype(np.int64), weights
+        return (x, y, groups.astype(np.int64), weights), failure_history
 
     def _history_rows(self, *, others: bool) -> HistoryMatrix:
         """The history's rows of other shapes and devices, or those of earlier sessions on
@@ -242,29 +269,37 @@ class ModelSearch(Strategy):
         )
         own = np.asarray(self.rows, dtype=np.int64)
         x = np.concatenate([hx, self._rows_matrix(own)])
-        y = np.concatenate([hy, targets(self.times, self.flops) if len(own) else np.empty(0)])
+        y = np.concatenate([hy, log_times(self.times, self.flops) if len(own) else np.empty(0)])
         groups = np.concatenate([hgroups, np.zeros(len(own), dtype=np.int64)])
         own_weight = max(WEIGHT_OWN, OWN_SHARE * hweight.sum() / max(len(own), 1))
         weight = np.concatenate([hweight, np.full(len(own), own_weight)])
         self.model = MODELS[self.model_name](seed=self.seed).fit(x, y, groups=groups, weight=weight)
+        # Failures teach across shapes even when the history's speeds do not: every shape's.
+        failed_x, failed = self.failure_history
+        self.failures.fit(
+            np.concatenate([failed_x, x[len(hx) :]]),
+            np.concatenate([failed, np.isnan(y[len(hy) :])]),
+            np.concatenate([np.ones(len(failed)), weight[len(hweight) :]]),
+        )
         self._trained_on = len(self.rows)
         self.fits += 1
 
     def _rank_pool(self) -> NDArray[np.int64]:
-        """Candidate rows, predicted fastest first."""
+        """Candidate rows, predicted fastest first, and those predicted to fail after the rest."""
         assert self.model is not None
         free = np.flatnonzero(~self.proposed)
-        if len(free) > self.pool:
-            chosen = np.zeros(len(self.table), dtype=bool)
-            chosen[self.rng.choice(free, self.pool, replace=False)] = True
-            chosen[self._climb()] = True
-            pool = np.flatnonzero(chosen)
-            scores = self.model.predict(self._rows_matrix(pool))
-        elif len(self.table) <= self.pool:  # score the whole table rather than copy most of it
-            pool, scores = free, self.model.predict(self._table_matrix())[free]
+        if len(self.table) <= self.pool:  # score the whole table rather than copy most of it
+            x, pool = self._table_matrix(), free
         else:
-            pool, scores = free, self.model.predict(self._rows_matrix(free))
-        return pool[np.argsort(scores, kind="stable")]
+            if len(free) > self.pool:
+                chosen = np.zeros(len(self.table), dtype=bool)
+                chosen[self.rng.choice(free, self.pool, replace=False)] = True
+                chosen[self._climb()] = True
+                free = np.flatnonzero(chosen)
+            x, pool = self._rows_matrix(free), np.arange(len(free))
+        scores = self.model.predict(x)[pool]
+        failing = self.failures.likely_to_fail(x)[pool]
+        return free[np.lexsort((scores, failing))]
 
     def _climb(self) -> NDArray[np.int64]:
         """Rows found by hill climbing on the model from the best measured configs."""
