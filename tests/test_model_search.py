@@ -231,3 +231,19 @@ def test_history_that_misranks_the_shapes_own_results_is_dropped(first, second, 
         assert len(search.rows) >= TRANSFER_CHECK
     assert kept.uses_history
     assert not dropped.uses_history
+
+
+def test_failures_at_other_shapes_are_ranked_last(first, second, table):
+    """Configs that failed at another shape (on synthetic spaces, too many outputs times the
+    vector width: a register limit, whatever the shape) are predicted to fail at a new shape,
+    from the config's own columns, and proposed after every other config.
+    """
+    features = Features(table.space)
+    shape_free = np.array(features.names)[features.config_columns]
+    assert not [name for name in shape_free if name.startswith(("shape_", "groups"))]
+    search = ModelSearch(table, seed=0, history=second.records(), target=first.context)
+    proposed = search.propose(30)
+    flagged = search.failures.likely_to_fail(features.matrix(table.values, first.context))
+    failed = ~np.isfinite(first.times_for(table))
+    assert flagged[failed].mean() > 0.9 and flagged[~failed].mean() < 0.05
+    assert not flagged[proposed].any()
