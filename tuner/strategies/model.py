@@ -345,10 +345,7 @@ class ModelSearch(Strategy):
             self._fit()
         if self._has_start():  # still: a fit may have dropped the history
             picked = self._pick(count)
-        else:  # nothing to learn from yet: a seeded random start, of configs expected to run
-            if self.model is not None:  # the failure model has been trained
-                runs = ~self.failures.likely_to_fail(self._rows_matrix(free))
-                free = free[runs] if runs.sum() >= count else free
+        else:  # nothing to learn from yet: a seeded random start
             picked = self.rng.choice(free, min(count, len(free)), replace=False)
             self.randomly_picked.update(picked.tolist())
         self.proposed[picked] = True
