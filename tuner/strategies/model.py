@@ -118,7 +118,6 @@ class ModelSearch(Strategy):
         self.pool = pool
         self.proposed = np.zeros(len(table), dtype=bool)
         self.proposed[list(self.skip)] = True
-        self.randomly_picked: set[int] = set()
         self.rows: list[int] = []
         self.times: list[float | None] = []
         self.flops: list[int] = []
@@ -341,26 +340,14 @@ class ModelSearch(Strategy):
         free = np.flatnonzero(~self.proposed)
         if not len(free) or count < 1:
             return []
-        if self._has_start() and (self.model is None or self._due()):
-            self._fit()
-        if self._has_start():  # still: a fit may have dropped the history
+        if len(self.history[1]) or len(self.rows) >= self.initial:
+            if self.model is None or self._due():
+                self._fit()
             picked = self._pick(count)
         else:  # nothing to learn from yet: a seeded random start
             picked = self.rng.choice(free, min(count, len(free)), replace=False)
-            self.randomly_picked.update(picked.tolist())
         self.proposed[picked] = True
         return [int(row) for row in picked]
-
-    def _has_start(self) -> bool:
-        """Whether the model has something to learn from: history it still trusts, or INITIAL
-        results of random picks. Once a history is found misleading, the shape's results it
-        picked cluster where it pointed, and a model learns the space badly from them: with
-        the 55-shape grid as history, replayed on the H100 4096³ sub-grid (history dropped in
-        every seed), 9 instead of 22 measurements to 95 % (benchmarks/RESULTS.md).
-        """
-        if self.uses_history or (self.history[2] == 0).any():
-            return True
-        return sum(row in self.randomly_picked for row in self.rows) >= self.initial
 
     def _pick(self, count: int) -> NDArray[np.int64]:
         """The predicted best, with some picks drawn at random from the predicted top."""
