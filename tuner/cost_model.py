@@ -188,7 +188,8 @@ class Features:
 
 
 def log_times(times_s: Sequence[float | None], flops: Sequence[int]) -> NDArray[np.float64]:
-    """log(seconds per flop); NaN for failures (None/NaN), which the estimators penalise."""
+    """log(seconds per flop); NaN for failures (None/NaN), which the estimators flatten with
+    the slow half (``relative``) or rank last."""
     times = np.array([math.nan if t is None else t for t in times_s], dtype=float)
     work = np.maximum(np.asarray(flops, dtype=float), 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):

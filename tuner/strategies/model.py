@@ -136,15 +136,13 @@ class ModelSearch(Strategy):
     def _history_matrix(
         self, history: Sequence[Record]
     ) -> tuple[HistoryMatrix, tuple[NDArray[np.float64], NDArray[np.bool_]]]:
-        """Features, targets, context groups and weights of the stored measurements of shapes
-        like the target's; and features and failures of every shape's (up to
-        HISTORY_PER_CONTEXT each), for the failure model.
+        """Features, log times, context groups and weights of the stored measurements of shapes
+        like the target's; and features and failures of every shape's, for the failure model.
         """
-        names = self.table.names
         target_key = self.target.key
         by_context: dict[tuple[str, str], list[Record]] = {}
         for record in history:
-            if all(name in record.config for name in names):  # same parameters: same space
+            if all(name in record.config for name in self.table.names):  # same space
                 by_context.setdefault(Context(record.device, record.workload).key, []).append(
                     record
                 )
@@ -158,10 +156,7 @@ class ModelSearch(Strategy):
                 keep = self.rng.choice(len(records), min(HISTORY_PER_CONTEXT, room), replace=False)
                 records = [records[i] for i in sorted(keep)]
             room -= len(records)
-            context = Context(records[0].device, records[0].workload)
-            configs = np.array([[r.config[n] for n in names] for r in records], dtype=np.int64)
-            x = self.features.matrix(configs, context)
-            y = log_times([r.time_s for r in records], [r.flops for r in records])
+            x, y = self._records_matrix(records)
             if key == target_key:  # an earlier session on this very shape: own data
                 group, weight = 0, WEIGHT_OWN
             elif key[0] == target_key[0]:
@@ -169,22 +164,31 @@ class ModelSearch(Strategy):
             else:
                 weight = WEIGHT_OTHER_DEVICE
             parts.append((x, y, np.full(len(y), group), np.full(len(y), weight)))
+        # Whether a config fails does not depend on the shape: every shape teaches it (evenly
+        # spaced records, up to HISTORY_PER_CONTEXT of each).
+        every = [
+            self._records_matrix(records[:: math.ceil(len(records) / HISTORY_PER_CONTEXT)])
+            for records in by_context.values()
+        ]
         empty = np.empty((0, len(self.features.names)))
-        failures = [(empty, np.empty(0, dtype=bool))]
-        for records in by_context.values():
-            records = records[:: math.ceil(len(records) / HISTORY_PER_CONTEXT)]
-            context = Context(records[0].device, records[0].workload)
-            configs = np.array([[r.config[n] for n in names] for r in records], dtype=np.int64)
-            failed = np.array([r.time_s is None for r in records], dtype=bool)
-            failures.append((self.features.matrix(configs, context), failed))
-        failure_history = (
-            np.concatenate([f[0] for f in failures]),
-            np.concatenate([f[1] for f in failures]),
+        failures = (
+            np.concatenate([empty, *(x for x, _ in every)]),
+            np.concatenate([np.empty(0, dtype=bool), *(np.isnan(y) for _, y in every)]),
         )
         if not parts:
-            return (empty, np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)), failure_history
+            return (empty, np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)), failures
         x, y, groups, weights = (np.concatenate(p) for p in zip(*parts, strict=True))
-        return (x, y, groups.astype(np.int64), weights), failure_history
+        return (x, y, groups.astype(np.int64), weights), failures
+
+    def _records_matrix(
+        self, records: Sequence[Record]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Features and log times (NaN: failed) of stored records of one context."""
+        names = self.table.names
+        context = Context(records[0].device, records[0].workload)
+        configs = np.array([[r.config[n] for n in names] for r in records], dtype=np.int64)
+        times = log_times([r.time_s for r in records], [r.flops for r in records])
+        return self.features.matrix(configs, context), times
 
     def _history_rows(self, *, others: bool) -> HistoryMatrix:
         """The history's rows of other shapes and devices, or those of earlier sessions on
