@@ -55,8 +55,13 @@ def _warm(config: Config) -> None:
         runner.measure(config)
 
 
-def warm(info: DeviceInfo, kernel: KernelSpec, workloads: list[Workload], configs: list[Config],
-         jobs: int) -> None:  # fmt: skip
+def warm(
+    info: DeviceInfo,
+    kernel: KernelSpec,
+    workloads: list[Workload],
+    configs: list[Config],
+    jobs: int,
+) -> None:
     started = time.monotonic()
     with ProcessPoolExecutor(
         jobs, mp.get_context("spawn"), initializer=_warm_start,
@@ -150,9 +155,8 @@ def main() -> None:
             ).save(path)  # fmt: skip
 
     if args.warm_jobs:
-        done_rows = {tuple(row) for row in columns[0][0]}
         todo = [table.config(int(row)) for row in order]
-        todo = [c for c in todo if tuple(c[n] for n in space.parameter_names) not in done_rows]
+        todo = [c for c in todo if tuple(c[n] for n in space.parameter_names) not in done]
         warm(info, kernel, workloads, todo, args.warm_jobs)
     measuring = time.monotonic()  # --time limits the measuring, not the warm-up
 
