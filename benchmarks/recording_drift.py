@@ -19,6 +19,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+from record_space import steadiness  # benchmarks/record_space.py, beside this script
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import cross_val_predict
 
@@ -47,10 +48,8 @@ def main() -> None:
         fastest = np.argsort(np.where(ok, y, np.inf))[:10]
         where = " ".join(f"{100 * i / len(y):.0f}" for i in sorted(fastest))
         print(f"{path.name}: {len(y)} configs")
-        sentinel = np.asarray(recorded.notes.get("sentinel_s", []), dtype=float)
-        if len(sentinel):
-            low, median, high = np.nanpercentile(sentinel, [5, 50, 95])
-            print(f"  sentinel: median {median * 1e3:.3f} ms, 5-95 % spread {high / low:.2f}x")
+        if sentinel_s := recorded.notes.get("sentinel_s"):
+            print(f"  {steadiness(sentinel_s)}")
         print(f"  drift (log residual per tenth of the measuring order): {drift}")
         print(f"  ten fastest measured at (% of the order): {where}")
 

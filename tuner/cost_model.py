@@ -200,12 +200,19 @@ def log_times(times_s: Sequence[float | None], flops: Sequence[int]) -> NDArray[
 
 def targets(times_s: Sequence[float | None], flops: Sequence[int]) -> NDArray[np.float64]:
     """log(seconds per flop), failures set FAILURE_PENALTY above the slowest."""
-    y = log_times(times_s, flops)
+    return _penalised(log_times(times_s, flops))
+
+
+def _penalised(y: NDArray[np.float64]) -> NDArray[np.float64]:
+    """A copy of log times with failures (NaN) FAILURE_PENALTY above the slowest (all 0 when
+    every one failed).
+    """
     failed = np.isnan(y)
     if failed.all():
         return np.zeros(len(y))
-    y[failed] = np.nanmax(y[~failed]) + math.log(FAILURE_PENALTY)
-    return y
+    filled = y.copy()
+    filled[failed] = np.nanmax(y) + math.log(FAILURE_PENALTY)
+    return filled
 
 
 def relative(y: NDArray[np.float64], groups: NDArray[np.int64]) -> NDArray[np.float64]:
@@ -214,13 +221,11 @@ def relative(y: NDArray[np.float64], groups: NDArray[np.int64]) -> NDArray[np.fl
     the regression spends its trees on ordering the fast configs of each context. (Failures
     above the slow half: synthetic a needed 68 instead of 62 measurements to 95 %.)
     """
-    scaled = np.zeros_like(y)
+    scaled = np.empty_like(y)
     for group in np.unique(groups):
         rows = groups == group
-        ok = rows & ~np.isnan(y)
-        if ok.any():  # failures count as the slowest for the median, as in ``targets``
-            filled = np.where(ok, y, y[ok].max() + math.log(FAILURE_PENALTY))[rows]
-            scaled[rows] = np.minimum(filled - np.quantile(filled, CLIP_QUANTILE), 0.0)
+        filled = _penalised(y[rows])  # failures count as the slowest for the median
+        scaled[rows] = np.minimum(filled - np.quantile(filled, CLIP_QUANTILE), 0.0)
     return scaled
 
 

@@ -291,19 +291,19 @@ class ModelSearch(Strategy):
     def _rank_pool(self) -> NDArray[np.int64]:
         """Candidate rows, predicted fastest first, and those predicted to fail after the rest."""
         assert self.model is not None
-        free = np.flatnonzero(~self.proposed)
+        candidates = np.flatnonzero(~self.proposed)
         if len(self.table) <= self.pool:  # score the whole table rather than copy most of it
-            x, pool = self._table_matrix(), free
+            x, at = self._table_matrix(), candidates  # the candidates' rows of x
         else:
-            if len(free) > self.pool:
+            if len(candidates) > self.pool:
                 chosen = np.zeros(len(self.table), dtype=bool)
-                chosen[self.rng.choice(free, self.pool, replace=False)] = True
+                chosen[self.rng.choice(candidates, self.pool, replace=False)] = True
                 chosen[self._climb()] = True
-                free = np.flatnonzero(chosen)
-            x, pool = self._rows_matrix(free), np.arange(len(free))
-        scores = self.model.predict(x)[pool]
-        failing = self.failures.likely_to_fail(x)[pool]
-        return free[np.lexsort((scores, failing))]
+                candidates = np.flatnonzero(chosen)
+            x, at = self._rows_matrix(candidates), np.arange(len(candidates))
+        scores = self.model.predict(x)[at]
+        failing = self.failures.likely_to_fail(x)[at]
+        return candidates[np.lexsort((scores, failing))]
 
     def _climb(self) -> NDArray[np.int64]:
         """Rows found by hill climbing on the model from the best measured configs."""
