@@ -62,14 +62,17 @@ class Timed:
         strategy.propose = propose  # type: ignore[method-assign]
 
 
-def ours(recorded: RecordedSpace, history: list[HistoryRecord], model: str) -> dict[str, Run]:
-    """octune's strategies: seed, budget -> (trace, seconds per propose)."""
+def ours(
+    recorded: RecordedSpace, history: list[HistoryRecord], model: str, window: int
+) -> dict[str, Run]:
+    """octune's strategies: seed, budget -> (trace, seconds per propose), ``window`` candidates
+    in flight as in a session with half that many builders."""
     table = recorded.table()
     runner = ReplayRunner(recorded)
     best = recorded.best_s
 
     def blind(seed: int, budget: int) -> tuple[list[float], list[float]]:
-        return replay(RandomSearch(table, seed=seed), runner, budget, stop_s=best), []
+        return replay(RandomSearch(table, seed=seed), runner, budget, window, stop_s=best), []
 
     def learned(
         records: list[HistoryRecord],
@@ -79,7 +82,7 @@ def ours(recorded: RecordedSpace, history: list[HistoryRecord], model: str) -> d
                 table, seed=seed, target=recorded.context, history=records, model=model
             )
             timed = Timed(strategy)
-            return replay(strategy, runner, budget, stop_s=best), timed.seconds
+            return replay(strategy, runner, budget, window, stop_s=best), timed.seconds
 
         return run
 
@@ -184,6 +187,11 @@ def main() -> None:
     parser.add_argument("--model", default="xgb-regression")
     parser.add_argument("--only", nargs="*", default=None, help="strategy names to run")
     parser.add_argument("--png", type=Path, default=None)
+    parser.add_argument(
+        "--window", type=int, default=1,
+        help="octune's candidates in flight: 1 on a CPU device, 32 with the H100 machine's "
+        "16 builders (proposals then come 16 at a time, half the window still unmeasured)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     recordings = [RecordedSpace.load(path) for path in args.recordings]
@@ -201,12 +209,12 @@ def main() -> None:
             print(
                 f"\n### {path.name}: {recorded.device['name']}, {recorded.workload['shape']}, "
                 f"{len(recorded)} configs, {sum(s == 'ok' for s in recorded.status)} ok, "
-                f"budget {budget}, {args.seeds} seeds, model {args.model}"
+                f"budget {budget}, {args.seeds} seeds, model {args.model}, window {args.window}"
             )
             print("| strategy | to 90 % | to 95 % | to 99 % | train+propose per round |")
             print("| --- | --- | --- | --- | --- |")
             strategies = {
-                **ours(recorded, history, args.model),
+                **ours(recorded, history, args.model, args.window),
                 **kernel_tuner(recorded, Path(scratch)),
             }
             curves = {}

@@ -164,6 +164,40 @@ def test_recording_round_trip_and_replay(first, table, tmp_path):
         ReplayRunner(part).measure(config if fastest >= 10 else bad)
 
 
+class Watched(RandomSearch):
+    """Random search that notes, at each proposal, how many it was asked for and how many of
+    its earlier proposals were still unmeasured.
+    """
+
+    def __init__(self, table: ConfigTable, seed: int) -> None:
+        super().__init__(table, seed=seed)
+        self.unmeasured = 0
+        self.asks: list[tuple[int, int]] = []
+
+    def propose(self, count: int) -> list[int]:
+        self.asks.append((count, self.unmeasured))
+        rows = super().propose(count)
+        self.unmeasured += len(rows)
+        return rows
+
+    def observe(self, row: int, measurement: Measurement) -> None:
+        self.unmeasured -= 1
+
+
+def test_replay_keeps_a_window_in_flight_like_a_session(first, table):
+    """With a window of 8, proposals come 4 at a time while 4 are still unmeasured."""
+    strategy = Watched(table, seed=1)
+    trace = replay(strategy, ReplayRunner(first), 40, window=8)
+    assert len(trace) == 40 and strategy.unmeasured == 0
+    assert strategy.asks[0] == (8, 0)
+    assert all(count + waiting == 8 and count >= 4 for count, waiting in strategy.asks[1:-1])
+    one_by_one = Watched(table, seed=1)
+    assert replay(one_by_one, ReplayRunner(first), 40) == replay(
+        RandomSearch(table, seed=1), ReplayRunner(first), 40
+    )
+    assert set(one_by_one.asks) == {(1, 0)}
+
+
 def test_bad_recordings_and_restrictions_are_one_line_errors(first, tmp_path):
     broken = tmp_path / "broken.json.gz"
     broken.write_bytes(b"not gzip")

@@ -20,7 +20,14 @@ from octune.tuner.kernels import KernelSpec, kernel_from_texts
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
 from octune.tuner.results import Status
-from octune.tuner.session import Budget, SessionReport, Settings, run_session
+from octune.tuner.session import (
+    FIRST_WINDOW,
+    Budget,
+    Pipeline,
+    SessionReport,
+    Settings,
+    run_session,
+)
 from octune.tuner.space import ConfigTable
 from octune.tuner.workers import Job, Measurer
 from octune.tuner.workloads import GemmWorkload
@@ -132,6 +139,33 @@ def test_measurer_hands_a_candidate_over_and_its_result_back_later(
         assert measurer.measure(config).status is Status.OK  # ready for the next one
     finally:
         measurer.close()
+
+
+@pytest.mark.parametrize("jobs", [0, 1, 8])
+def test_pipeline_keeps_few_candidates_in_flight_at_first(
+    tmp_path: Path, device_info: DeviceInfo, jobs: int
+) -> None:
+    """A learning strategy proposes blind to every candidate in flight: a session starts with
+    a narrow window (one without builders, which measures each candidate alone), and every
+    candidate submitted comes back as a result.
+    """
+    kernel = fixture_kernel("naive")
+    job = Job(device_info.fingerprint, kernel, WORKLOAD, seed=3, cache_root=str(tmp_path))
+    table = kernel.space.enumerate(device_info.limits)
+    pipeline = Pipeline(job, jobs, timeout=60)
+    try:
+        assert pipeline.window == (min(FIRST_WINDOW, 2 * jobs) if jobs else 1)
+        assert pipeline.refill == max(1, pipeline.window // 2)
+        rows = list(range(min(3, len(table))))
+        for row in rows:
+            pipeline.submit(row, table.config(row))
+        results = [pipeline.next_result() for _ in rows]
+        assert sorted(row for row, _ in results) == rows
+        assert all(m.status is Status.OK for _, m in results), [m.message for _, m in results]
+        assert pipeline.pending == 0
+        assert pipeline.window <= max(1, 2 * jobs)  # widens, if at all, up to two per builder
+    finally:
+        pipeline.close()
 
 
 def test_resume_counts_the_time_of_earlier_sessions_against_the_time_budget(

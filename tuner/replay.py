@@ -13,6 +13,7 @@ import gzip
 import json
 import math
 import os
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,23 +264,32 @@ class ReplayRunner:
 
 
 def replay(
-    strategy: Strategy, runner: Runner, budget: int, batch: int = 1, stop_s: float = 0.0
+    strategy: Strategy, runner: Runner, budget: int, window: int = 1, stop_s: float = 0.0
 ) -> list[float]:
     """Run a strategy against a recording: recorded times in measurement order (NaN: failed).
     Stops early once a time of at most ``stop_s`` (the recorded best) has been measured.
+
+    ``window`` candidates are kept in flight as a session's pipeline keeps them with that many
+    built ahead (twice its builders): proposals come in batches of half a window, made while the
+    other half is still unmeasured. 1 proposes each candidate after the last result.
     """
     table = strategy.table
+    refill = max(1, window // 2)
+    in_flight: deque[int] = deque()
     trace: list[float] = []
     best = math.inf
-    while len(trace) < budget and best > stop_s:
-        rows = strategy.propose(min(batch, budget - len(trace)))
-        if not rows:
+    while best > stop_s:
+        free = window - len(in_flight)
+        room = budget - len(trace) - len(in_flight)
+        if room > 0 and (free >= refill or not in_flight):
+            in_flight.extend(strategy.propose(min(free, room)))
+        if not in_flight:
             break
-        for row in rows:
-            measurement = runner.measure(table.config(row))
-            strategy.observe(row, measurement)
-            trace.append(measurement.median_s if measurement.ok else math.nan)
-            best = min(best, measurement.median_s or math.inf)
+        row = in_flight.popleft()
+        measurement = runner.measure(table.config(row))
+        strategy.observe(row, measurement)
+        trace.append(measurement.median_s if measurement.ok else math.nan)
+        best = min(best, measurement.median_s or math.inf)
     return trace
 
 

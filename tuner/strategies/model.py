@@ -56,11 +56,13 @@ OWN_SHARE = 1.0
 HISTORY_PER_CONTEXT, HISTORY_ROWS = 1000, 4000
 #: Shapes with over 2**MAX_WORK_OCTAVES times more or less work (the product of the problem
 #: sizes) are left out of the history: their fast configs suit another occupancy of the device,
-#: and no weight made them harmless. On the H100 sub-grid the two skinny shapes, 3.2 octaves of
-#: work apart, sped each other up (6 and 17 measurements to 95 % instead of 22 and 34 cold),
-#: while with them 4096³ (6 and 9 octaves away) needed 50 instead of 24; weighted down by
-#: 2^(-octaves/2), 57; at a near-zero weight after random starts, still 34 (benchmarks/RESULTS.md).
-MAX_WORK_OCTAVES = 4.0
+#: and no weight made them harmless (on the H100 sub-grid, 4096³ with both skinny shapes as
+#: history needed 50 measurements to 95 % instead of 24; without the one 9 octaves away, 24,
+#: at a cutoff of 4 or 6). 6, not 4: live at 4096³ with 55 tuned shapes as history, 4 octaves
+#: kept only 8 thin shapes, each tuned briefly, and 10 of 12 seeds reached CLBlast's level
+#: within 150 measurements (median 96.5); 6 adds 1024³ and 11 more shapes, and 11 of 12 did
+#: (median 72; benchmarks/RESULTS.md).
+MAX_WORK_OCTAVES = 6.0
 #: Once the shape has this many results, the history must rank them at least this well
 #: (Spearman's rho of a model of the history alone against the measured speeds) to stay in
 #: training; otherwise the model learns from the shape's own results only. Live on the H100 at
