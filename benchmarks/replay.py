@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from octune.db.store import HistoryRecord
+from octune.db.store import HistoryRecord, Store
 from octune.tuner.replay import RecordedSpace, ReplayRunner, replay, to_reach
 from octune.tuner.strategies.model import ModelSearch
 from octune.tuner.strategies.random import RandomSearch
@@ -90,6 +90,19 @@ def ours(
     if history:
         strategies["model+transfer"] = learned(history)
     return strategies
+
+
+def stored_history(database: Path, recorded: RecordedSpace) -> list[HistoryRecord]:
+    """Every stored measurement of the recording's kernel version but those of its shape."""
+    if not database.is_file():
+        raise SystemExit(f"no tuning database at {database}: give an SQLite file")
+    shape = recorded.workload["shape"]
+    store = Store(f"sqlite:///{database}")
+    return [
+        record
+        for record in store.history(recorded.kernel["name"], recorded.kernel["sha256"])
+        if any(record.workload.get(name) != value for name, value in shape.items())
+    ]
 
 
 def kernel_tuner(recorded: RecordedSpace, directory: Path) -> dict[str, Run]:
@@ -192,18 +205,27 @@ def main() -> None:
         help="octune's candidates in flight: 1 on a CPU device, 32 with the H100 machine's "
         "16 builders (proposals then come 16 at a time, half the window still unmeasured)",
     )  # fmt: skip
+    parser.add_argument(
+        "--history-db", type=Path, default=None,
+        help="model+transfer learns from this tuning database (SQLite; the recording's own "
+        "shape left out) instead of the other recordings, e.g. the 55-shape H100 grid: "
+        "gunzip -k benchmarks/data/h100_grid/grid.db.gz",
+    )  # fmt: skip
     args = parser.parse_args()
 
     recordings = [RecordedSpace.load(path) for path in args.recordings]
     panels = []
     with tempfile.TemporaryDirectory() as scratch:
         for path, recorded in zip(args.recordings, recordings, strict=True):
-            history = [
-                record
-                for other in recordings
-                if other is not recorded and other.kernel["sha256"] == recorded.kernel["sha256"]
-                for record in other.records()
-            ]
+            if args.history_db is None:
+                history = [
+                    record
+                    for other in recordings
+                    if other is not recorded and other.kernel["sha256"] == recorded.kernel["sha256"]
+                    for record in other.records()
+                ]
+            else:
+                history = stored_history(args.history_db, recorded)
             budget = args.budget or min(len(recorded), 2000)
             per_measurement = recorded.notes.get("seconds", 0.0) / max(len(recorded), 1)
             print(
