@@ -171,8 +171,9 @@ class Pipeline:
         self.measurer = Measurer(job, timeout)
         # Candidates in flight (building, built, on the device). A learning strategy proposes
         # blind to all of them, so the window starts small and widens only while the device
-        # has to wait for builds, up to two per builder (replayed on H100 recordings, 32 in
-        # flight from the start needed about twice the measurements to 95 % of 1 or 4).
+        # has to wait for builds, up to two per builder (replayed on nine H100 recordings, 32
+        # in flight from the start needed 1.1-2.7 times the measurements to 95 % of one at a
+        # time; benchmarks/RESULTS.md).
         self.widest = 2 * jobs if jobs > 0 else 1
         self.window = min(self.widest, FIRST_WINDOW)
         self._building: dict[Future[str | None], tuple[int, Config]] = {}
