@@ -202,8 +202,9 @@ def main() -> None:
     parser.add_argument("--png", type=Path, default=None)
     parser.add_argument(
         "--window", type=int, default=1,
-        help="octune's candidates in flight: 1 on a CPU device, 32 with the H100 machine's "
-        "16 builders (proposals then come 16 at a time, half the window still unmeasured)",
+        help="octune's candidates in flight, fixed: 1 on a CPU device; a GPU session starts at "
+        "4 and widens up to 32 with the H100 machine's 16 builders (proposals come half a "
+        "window at a time, the other half still unmeasured)",
     )  # fmt: skip
     parser.add_argument(
         "--history-db", type=Path, default=None,

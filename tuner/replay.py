@@ -269,9 +269,10 @@ def replay(
     """Run a strategy against a recording: recorded times in measurement order (NaN: failed).
     Stops early once a time of at most ``stop_s`` (the recorded best) has been measured.
 
-    ``window`` candidates are kept in flight as a session's pipeline keeps them with that many
-    built ahead (twice its builders): proposals come in batches of half a window, made while the
-    other half is still unmeasured. 1 proposes each candidate after the last result.
+    ``window`` candidates are kept in flight, as a session's pipeline keeps its window of them
+    (which starts at 4 and widens up to twice its builders while the device waits for builds):
+    proposals come in batches of half a window, made while the other half is still unmeasured.
+    1 proposes each candidate after the last result.
     """
     table = strategy.table
     refill = max(1, window // 2)
