@@ -22,6 +22,7 @@ import json
 import math
 import statistics
 import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -106,7 +107,12 @@ def main() -> None:
     parser.add_argument("--level", type=float, default=43_600, help="GFLOP/s to reach")
     parser.add_argument("--history-db", type=Path, default=None, help="transfer from this DB")
     parser.add_argument("--model", default="xgb-regression")
-    parser.add_argument("--cache", type=Path, default=Path("h100_4096_whole_proxy.json.gz"))
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "octune_h100_4096_whole_proxy.json.gz",
+        help="the stand-in, built once and reused",
+    )
     args = parser.parse_args()
     if args.cache.is_file():
         recorded = RecordedSpace.load(args.cache)
