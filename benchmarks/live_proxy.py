@@ -74,8 +74,8 @@ def whole_space(sample: RecordedSpace) -> RecordedSpace:
     x = np.nan_to_num(features.matrix(table.values, sample.context), nan=-1.0)
     rows = {tuple(config): row for row, config in enumerate(table.values.tolist())}
     flops = sample.workload["flops"]
-    ok_rows = np.array([rows[key] for key in medians])
-    bad_rows = np.array([rows[key] for key in failed])
+    ok_rows = np.array([rows[key] for key in medians], dtype=np.int64)
+    bad_rows = np.array([rows[key] for key in failed], dtype=np.int64)
     speed = RandomForestRegressor(
         n_estimators=200, min_samples_leaf=2, max_features=0.5, n_jobs=-1, random_state=0
     ).fit(x[ok_rows], np.log(flops / np.array(list(medians.values())) / 1e9))
@@ -85,7 +85,8 @@ def whole_space(sample: RecordedSpace) -> RecordedSpace:
         n_estimators=200, min_samples_leaf=2, n_jobs=-1, random_state=0
     ).fit(x[seen][:, columns], np.r_[np.zeros(len(ok_rows)), np.ones(len(bad_rows))])
     time_s = np.exp(speed.predict(x))
-    status = np.where(fails.predict_proba(x[:, columns])[:, 1] > 0.5, "launch_error", "ok")
+    failing = fails.predict_proba(x[:, columns])[:, 1] > 0.5
+    status = np.where(failing, "launch_error", "ok").astype(object)
     time_s[status != "ok"] = math.nan
     time_s[ok_rows] = flops / np.array(list(medians.values())) / 1e9
     status[ok_rows] = "ok"
