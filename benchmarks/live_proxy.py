@@ -72,13 +72,15 @@ def whole_space(sample: RecordedSpace) -> RecordedSpace:
     table = space.enumerate(sample.limits)
     features = Features(space)
     x = np.nan_to_num(features.matrix(table.values, sample.context), nan=-1.0)
-    rows = {tuple(config): row for row, config in enumerate(table.values.tolist())}
-    flops = sample.workload["flops"]
-    ok_rows = np.array([rows[key] for key in medians], dtype=np.int64)
-    bad_rows = np.array([rows[key] for key in failed], dtype=np.int64)
+    names = sample.parameters
+    ok_rows, bad_rows = (
+        np.array([table.index(dict(zip(names, key, strict=True))) for key in keys], dtype=np.int64)
+        for keys in (medians, failed)
+    )
+    measured_s = sample.workload["flops"] / np.array(list(medians.values())) / 1e9
     speed = RandomForestRegressor(
         n_estimators=200, min_samples_leaf=2, max_features=0.5, n_jobs=-1, random_state=0
-    ).fit(x[ok_rows], np.log(flops / np.array(list(medians.values())) / 1e9))
+    ).fit(x[ok_rows], np.log(measured_s))
     seen = np.concatenate([ok_rows, bad_rows])
     columns = features.config_columns
     fails = RandomForestClassifier(
@@ -87,8 +89,8 @@ def whole_space(sample: RecordedSpace) -> RecordedSpace:
     time_s = np.exp(speed.predict(x))
     failing = fails.predict_proba(x[:, columns])[:, 1] > 0.5
     status = np.where(failing, "launch_error", "ok").astype(object)
-    time_s[status != "ok"] = math.nan
-    time_s[ok_rows] = flops / np.array(list(medians.values())) / 1e9
+    time_s[failing] = math.nan
+    time_s[ok_rows] = measured_s
     status[ok_rows] = "ok"
     time_s[bad_rows] = math.nan
     status[bad_rows] = [failed[key] for key in failed]
