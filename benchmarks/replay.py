@@ -201,6 +201,12 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, help="strategy names to run")
     parser.add_argument("--png", type=Path, default=None)
     parser.add_argument(
+        "--raw",
+        type=Path,
+        default=None,
+        help="write each seed's measurements to each fraction (null: never) to this JSON file",
+    )
+    parser.add_argument(
         "--window", type=int, default=1,
         help="octune's candidates in flight, fixed: 1 on a CPU device; a GPU session starts at "
         "4 and widens up to 32 with the H100 machine's 16 builders (proposals come half a "
@@ -216,6 +222,7 @@ def main() -> None:
 
     recordings = [RecordedSpace.load(path) for path in args.recordings]
     panels = []
+    raw: dict[str, dict[str, dict[str, list[int | None]]]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for path, recorded in zip(args.recordings, recordings, strict=True):
             if args.history_db is None:
@@ -254,6 +261,7 @@ def main() -> None:
                     rounds.extend(seconds)
                     for fraction in FRACTIONS:
                         reached[fraction].append(to_reach(trace, recorded.best_s, fraction))
+                raw.setdefault(path.name, {})[name] = {str(f): reached[f] for f in FRACTIONS}
                 cost = f"{statistics.mean(rounds) * 1e3:.0f} ms" if rounds else "-"
                 cells = " | ".join(summary(reached[f], budget) for f in FRACTIONS)
                 print(f"| {name} | {cells} | {cost} |", flush=True)
@@ -265,6 +273,8 @@ def main() -> None:
             if per_measurement:
                 print(f"recorded cost per measurement: {per_measurement:.1f} s (build + run)")
             panels.append((path.name, curves))
+    if args.raw:
+        args.raw.write_text(json.dumps(raw, indent=1))
     if args.png:
         plot(panels, args.png)
         print(f"wrote {args.png}")

@@ -12,7 +12,12 @@ import pytest
 
 from octune.tuner.replay import RecordedSpace, ReplayRunner
 from octune.tuner.space import ConfigTable
-from octune.tuner.strategies.base import Strategy, available_strategies, get_strategy
+from octune.tuner.strategies.base import (
+    Strategy,
+    available_strategies,
+    get_strategy,
+    proposals_due,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 BATCHES = (1, 5, 3, 8)  # a session feeding parallel builds asks for batches of any size
@@ -74,3 +79,12 @@ def test_exhausts_a_small_space_exactly_once(name, recorded, table):
     proposed = drive(strategy, ReplayRunner(recorded), budget=len(small) + 10)
     assert sorted(proposed) == sorted(set(range(len(small))) - skip)
     assert strategy.propose(4) == []
+
+
+def test_proposals_come_in_batches_of_half_a_window():
+    """Sessions and replays ask a strategy for more only once half the window is free."""
+    assert proposals_due(8, 0) == 8
+    assert proposals_due(8, 4) == 4
+    assert proposals_due(8, 5) == 0
+    assert proposals_due(1, 0) == 1
+    assert proposals_due(1, 1) == 0

@@ -31,7 +31,7 @@ from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import Runner
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable, SearchSpace
-from octune.tuner.strategies.base import Strategy
+from octune.tuner.strategies.base import Strategy, proposals_due
 from octune.tuner.workloads import Workload
 
 FORMAT = "octune-recorded-space/1"
@@ -275,15 +275,13 @@ def replay(
     1 proposes each candidate after the last result.
     """
     table = strategy.table
-    refill = max(1, window // 2)
     in_flight: deque[int] = deque()
     trace: list[float] = []
     best = math.inf
     while best > stop_s:
-        free = window - len(in_flight)
-        room = budget - len(trace) - len(in_flight)
-        if room > 0 and (free >= refill or not in_flight):
-            in_flight.extend(strategy.propose(min(free, room)))
+        count = min(proposals_due(window, len(in_flight)), budget - len(trace) - len(in_flight))
+        if count > 0:
+            in_flight.extend(strategy.propose(count))
         if not in_flight:
             break
         row = in_flight.popleft()

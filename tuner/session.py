@@ -26,7 +26,7 @@ from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import first_lines
 from octune.tuner.results import OBJECTIVES, Config, Measurement, Objective, Status
 from octune.tuner.space import ConfigTable
-from octune.tuner.strategies.base import get_strategy
+from octune.tuner.strategies.base import get_strategy, proposals_due
 from octune.tuner.workers import BuildPool, Job, Measurer, default_timeout
 from octune.tuner.workloads import Workload
 
@@ -182,13 +182,6 @@ class Pipeline:
         self._measuring: int | None = None  # the row on the device now
 
     @property
-    def refill(self) -> int:
-        """Proposals come in batches of half a window: a learning strategy then refits once per
-        batch, while the other half, still building or waiting, keeps the device busy.
-        """
-        return max(1, self.window // 2)
-
-    @property
     def pending(self) -> int:
         on_device = self._measuring is not None
         return len(self._building) + len(self._ready) + len(self._failed) + on_device
@@ -315,14 +308,14 @@ def run_session(
     pipeline = Pipeline(job, settings.jobs, timeout)
     try:
         while True:
-            free = pipeline.window - pipeline.pending
-            if free >= pipeline.refill or pipeline.pending == 0:
+            due = proposals_due(pipeline.window, pipeline.pending)
+            if due:
                 room = budget.room(
                     counted_before + progress.tried + pipeline.pending,
                     earlier_s + time.monotonic() - started,
                 )
                 thinking = time.monotonic()
-                proposed = search.propose(min(free, room)) if room > 0 else []
+                proposed = search.propose(min(due, room)) if room > 0 else []
                 progress.strategy_s += time.monotonic() - thinking
                 for row in proposed:
                     pipeline.submit(row, table.config(row))

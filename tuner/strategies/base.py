@@ -20,6 +20,15 @@ from octune.tuner.results import Measurement
 from octune.tuner.space import ConfigTable
 
 
+def proposals_due(window: int, in_flight: int) -> int:
+    """How many proposals to ask for with ``in_flight`` of ``window`` candidates unmeasured:
+    none until half the window is free, so that a learning strategy refits once per batch
+    while the other half keeps the device busy; always the free room when nothing is in flight.
+    """
+    free = window - in_flight
+    return free if free >= max(1, window // 2) or in_flight == 0 else 0
+
+
 class Strategy(ABC):
     name: ClassVar[str]
     # A strategy that sets this is built with `history` (the stored measurements of the same
