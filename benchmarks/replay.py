@@ -25,6 +25,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -204,7 +205,8 @@ def main() -> None:
         "--raw",
         type=Path,
         default=None,
-        help="write each seed's measurements to each fraction (null: never) to this JSON file",
+        help="write each seed's measurements to each fraction (null: never) to this JSON file "
+        "(benchmarks/median_gap.py reads it)",
     )
     parser.add_argument(
         "--window", type=int, default=1,
@@ -222,7 +224,7 @@ def main() -> None:
 
     recordings = [RecordedSpace.load(path) for path in args.recordings]
     panels = []
-    raw: dict[str, dict[str, dict[str, list[int | None]]]] = {}
+    raw: dict[str, dict[str, Any]] = {}  # per recording: its budget, each seed's counts
     with tempfile.TemporaryDirectory() as scratch:
         for path, recorded in zip(args.recordings, recordings, strict=True):
             if args.history_db is None:
@@ -261,7 +263,8 @@ def main() -> None:
                     rounds.extend(seconds)
                     for fraction in FRACTIONS:
                         reached[fraction].append(to_reach(trace, recorded.best_s, fraction))
-                raw.setdefault(path.name, {})[name] = {str(f): reached[f] for f in FRACTIONS}
+                counts = raw.setdefault(path.name, {"budget": budget, "reached": {}})["reached"]
+                counts[name] = {str(f): reached[f] for f in FRACTIONS}
                 cost = f"{statistics.mean(rounds) * 1e3:.0f} ms" if rounds else "-"
                 cells = " | ".join(summary(reached[f], budget) for f in FRACTIONS)
                 print(f"| {name} | {cells} | {cost} |", flush=True)
