@@ -30,7 +30,7 @@ import numpy as np
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 from octune.tuner.cost_model import Features
-from octune.tuner.replay import RecordedSpace, ReplayRunner, replay
+from octune.tuner.replay import RecordedSpace, ReplayRunner, replay, to_reach
 from octune.tuner.strategies.model import ModelSearch
 
 DATA = Path(__file__).parent / "data"
@@ -93,7 +93,7 @@ def whole_space(sample: RecordedSpace) -> RecordedSpace:
     time_s[ok_rows] = measured_s
     status[ok_rows] = "ok"
     time_s[bad_rows] = math.nan
-    status[bad_rows] = [failed[key] for key in failed]
+    status[bad_rows] = list(failed.values())
     sample.configs, sample.status, sample.time_s = table.values, status.tolist(), time_s
     sample.notes = {
         "sample": "whole space: measured configs at their median speed, a random forest elsewhere",
@@ -136,7 +136,7 @@ def main() -> None:
             table, seed=seed, target=recorded.context, history=history, model=args.model
         )
         trace = replay(search, runner, args.budget, args.window, stop_s=level_s)
-        hit = next((i + 1 for i, t in enumerate(trace) if t <= level_s), None)
+        hit = to_reach(trace, level_s, 1.0)
         reached.append(hit)
         print(f"seed {seed}: {hit or '-'}", flush=True)
     censored = [hit or args.budget + 1 for hit in reached]
