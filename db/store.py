@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,7 +34,14 @@ from octune.db.models import (
     utcnow,
 )
 from octune.tuner.errors import StoreError
-from octune.tuner.results import Measurement, Objective, Status, config_key, score
+from octune.tuner.results import (
+    Measurement,
+    Objective,
+    Status,
+    config_key,
+    one_line_reason,
+    score,
+)
 
 if TYPE_CHECKING:  # importing it would load pyopencl, which the server does not need
     from octune.tuner.device import DeviceInfo
@@ -65,6 +73,19 @@ class BestResult:
     measured_at: datetime
     measured: int  # measurement rows for this device, kernel version and workload
     failed: int  # of those, the ones whose status is not "ok"
+
+
+@dataclass(frozen=True)
+class Failures:
+    """A workload whose every measurement failed: how many, and for which reasons."""
+
+    measured: int
+    reasons: Counter[str]  # "status: reason" -> how many measurements met it
+
+    def __str__(self) -> str:
+        (reason, count), *others = self.reasons.most_common()
+        more = f" ({count} of them; {len(others)} other reason(s))" if others else ""
+        return f"all {self.measured} measured configs failed: {reason}{more}"
 
 
 def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
@@ -410,28 +431,10 @@ class Store:
         caller most likely ships.
         """
         with self._session() as session:
-            device = session.scalar(select(Device).filter_by(fingerprint=device_fingerprint))
-            workload = session.scalar(select(Workload).filter_by(key=workload_key))
-            if device is None or workload is None:
+            found = _tuned(session, device_fingerprint, kernel_name, workload_key, kernel_sha256)
+            if found is None:
                 return None
-            versions = select(KernelVersion).where(KernelVersion.name == kernel_name)
-            if kernel_sha256 is None:
-                versions = (
-                    versions.join(
-                        TuningSession, TuningSession.kernel_version_id == KernelVersion.id
-                    )
-                    .where(
-                        TuningSession.device_id == device.id,
-                        TuningSession.workload_id == workload.id,
-                    )
-                    .order_by(TuningSession.started_at.desc(), TuningSession.id.desc())
-                    .limit(1)
-                )
-            else:
-                versions = versions.where(KernelVersion.sha256 == kernel_sha256)
-            kernel = session.scalar(versions)
-            if kernel is None:
-                return None
+            device, kernel, workload = found
             scope = _scope(device.id, kernel.id, workload.id)
             ranked = _rank(session, scope, objective, prefer_confirmed=True)
             if not ranked:
@@ -456,6 +459,31 @@ class Store:
             measured=measured,
             failed=failed,
         )
+
+    def failures(
+        self,
+        device_fingerprint: str,
+        kernel_name: str,
+        workload_key: str,
+        kernel_sha256: str | None = None,
+    ) -> Failures | None:
+        """Why a workload has no verified config: its failed measurements, counted by status
+        and reason. None where anything passed, or nothing was measured.
+        """
+        with self._session() as session:
+            found = _tuned(session, device_fingerprint, kernel_name, workload_key, kernel_sha256)
+            if found is None:
+                return None
+            device, kernel, workload = found
+            rows = session.execute(
+                _scope(device.id, kernel.id, workload.id).with_only_columns(
+                    MeasurementRow.status, MeasurementRow.message
+                )
+            ).all()
+        if not rows or any(status == Status.OK.value for status, _ in rows):
+            return None
+        reasons = Counter(f"{status}: {one_line_reason(message or '')}" for status, message in rows)
+        return Failures(measured=len(rows), reasons=reasons)
 
     # -- lookup tables: what the config service answers from and `octune export` ships ------
 
@@ -621,6 +649,34 @@ class Store:
             )
             for config, status, median_s, flops, device_id, workload_id in rows
         ]
+
+
+def _tuned(
+    session: Session,
+    device_fingerprint: str,
+    kernel_name: str,
+    workload_key: str,
+    kernel_sha256: str | None,
+) -> tuple[Device, KernelVersion, Workload] | None:
+    """The rows naming a device, kernel version and workload; without a sha256, the kernel
+    version last tuned there.
+    """
+    device = session.scalar(select(Device).filter_by(fingerprint=device_fingerprint))
+    workload = session.scalar(select(Workload).filter_by(key=workload_key))
+    if device is None or workload is None:
+        return None
+    versions = select(KernelVersion).where(KernelVersion.name == kernel_name)
+    if kernel_sha256 is None:
+        versions = (
+            versions.join(TuningSession, TuningSession.kernel_version_id == KernelVersion.id)
+            .where(TuningSession.device_id == device.id, TuningSession.workload_id == workload.id)
+            .order_by(TuningSession.started_at.desc(), TuningSession.id.desc())
+            .limit(1)
+        )
+    else:
+        versions = versions.where(KernelVersion.sha256 == kernel_sha256)
+    kernel = session.scalar(versions)
+    return None if kernel is None else (device, kernel, workload)
 
 
 def _scope(device_id: int, kernel_version_id: int, workload_id: int) -> Select[Any]:

@@ -277,7 +277,7 @@ def test_tune_export_lookup_import_end_to_end(tmp_path, cli):
     """A real tuning session on the OpenCL device, then the whole firmware path by CLI."""
     db = tmp_path / "tuned.db"
     shape = ["--m", "96", "--n", "80", "--k", "8", "--transa"]
-    tuned = octune("tune", "gemm", *shape, "--budget", "2", "--seed", "5", "--device", "0",
+    tuned = octune("tune", "gemm", *shape, "--budget", "2", "--seed", "5",
                    "--confirm", "0", db=db)  # fmt: skip
     assert tuned.returncode == 0, tuned.stderr + tuned.stdout
     with Store(f"sqlite:///{db}") as store:

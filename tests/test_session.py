@@ -16,16 +16,19 @@ from sqlalchemy.orm import Session
 from octune.db.models import TuningSession
 from octune.db.store import CONFIRM_STRATEGY, Store
 from octune.tuner.device import DeviceInfo
-from octune.tuner.kernels import KernelSpec, kernel_from_texts
+from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
-from octune.tuner.results import Status
+from octune.tuner.results import Measurement, Status
 from octune.tuner.session import (
     FIRST_WINDOW,
+    SYSTEMATIC_AFTER,
     Budget,
     Pipeline,
+    Progress,
     SessionReport,
     Settings,
+    SystematicFailure,
     run_session,
 )
 from octune.tuner.space import ConfigTable
@@ -194,3 +197,60 @@ def test_resume_counts_the_time_of_earlier_sessions_against_the_time_budget(
     assert 3600 <= resumed.progress.earlier_s < 3600 + 600
     again = tune(Budget(seconds=1800, candidates=1), settings)  # a new run starts its own clock
     assert again.progress.tried == 1 and again.progress.earlier_s == 0
+
+
+def test_a_kernel_that_never_builds_stops_after_its_first_candidates(
+    tmp_path: Path, device_info: DeviceInfo
+) -> None:
+    """Every build fails alike (as every build did on PoCL 3.0 on a Zen 5): the session stops
+    after SYSTEMATIC_AFTER candidates instead of spending its budget, keeps what it measured,
+    and `Store.failures` tells why the workload has no verified config.
+    """
+    gemm = load_kernel("gemm")
+    broken = kernel_from_texts(
+        "gemm", "#error octune-test never builds\n" + gemm.source, gemm.space.source_text
+    )
+    store = Store(f"sqlite:///{tmp_path / 'broken.db'}")
+    table = broken.space.enumerate(device_info.limits)
+    settings = Settings(jobs=0, confirm=3, cache_root=str(tmp_path / "cache"))
+    with pytest.raises(SystematicFailure) as raised:
+        run_session(
+            store, device_info, broken, WORKLOAD, table,
+            strategy="random", budget=Budget(candidates=50), settings=settings, seed=0,
+        )  # fmt: skip
+    message = str(raised.value)
+    assert "\n" not in message and device_info.name in message
+    assert (
+        f"first {SYSTEMATIC_AFTER} candidates" in message and "octune-test never builds" in message
+    )
+
+    failures = store.failures(device_info.fingerprint, "gemm", WORKLOAD.key, broken.sha256)
+    assert failures is not None and failures.measured == SYSTEMATIC_AFTER
+    assert str(failures).startswith(f"all {SYSTEMATIC_AFTER} measured configs failed: build_error:")
+    engine = create_engine(store.url)
+    with Session(engine) as session:
+        statuses = [row.status for row in session.query(TuningSession)]
+    assert statuses == ["failed"]  # and no confirm session was started
+
+
+def test_only_identical_opening_failures_count_as_systematic() -> None:
+    def failed(message: str) -> Measurement:
+        return Measurement({"X": 1}, Status.BUILD_ERROR, message=f"<kernel>:1:2: error: {message}")
+
+    alike = Progress(space_size=10, already_measured=0)
+    for _ in range(SYSTEMATIC_AFTER - 1):
+        alike.record(failed("same"))
+    assert alike.systematic_failure is None  # not yet: too few candidates
+    alike.record(failed("same"))
+    assert alike.systematic_failure == "build_error: error: same"
+
+    mixed = Progress(space_size=10, already_measured=0)
+    for index in range(SYSTEMATIC_AFTER):
+        mixed.record(failed("same" if index else "other"))
+    assert mixed.systematic_failure is None
+
+    with_a_pass = Progress(space_size=10, already_measured=0)
+    with_a_pass.record(Measurement({"X": 1}, Status.OK, times_s=(1e-3,), flops=10))
+    for _ in range(SYSTEMATIC_AFTER):
+        with_a_pass.record(failed("same"))
+    assert with_a_pass.systematic_failure is None  # only the first candidates are judged

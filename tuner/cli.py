@@ -18,7 +18,8 @@ from octune.db.store import BestResult, Store
 from octune.server.cli import serve, token_app
 from octune.tuner.campaign import Task, load_tasks, share
 from octune.tuner.cli_bundle import export, import_, lookup
-from octune.tuner.device import DeviceInfo, list_devices, select_device
+from octune.tuner.cli_devices import devices, setup
+from octune.tuner.device import DeviceInfo, require_compiling, select_device
 from octune.tuner.energy import sensor_for
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import PROBLEMS, KernelSpec, load_kernel
@@ -67,43 +68,6 @@ def _gemm_kernel(kernel_name: str) -> KernelSpec:
     if PROBLEMS[kernel.space.problem] is not GemmWorkload:
         raise OctuneError(f"kernel '{kernel_name}' is not a GEMM: --m/--n/--k do not apply to it")
     return kernel
-
-
-@app.command()
-def devices(
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
-) -> None:
-    """List every OpenCL platform and device with its index, fingerprint and limits."""
-    infos = [DeviceInfo.from_cl(device) for device in list_devices()]
-    if as_json:
-        print(
-            json.dumps([{"index": i, **info.to_dict()} for i, info in enumerate(infos)], indent=2)
-        )
-        return
-    table = Table(title="OpenCL devices")
-    for column in (
-        "#",
-        "device",
-        "platform",
-        "driver",
-        "CUs",
-        "max WG",
-        "local mem",
-        "fingerprint",
-    ):
-        table.add_column(column)
-    for index, info in enumerate(infos):
-        table.add_row(
-            str(index),
-            f"{info.name} ({info.device_type})",
-            info.platform_name,
-            info.driver_version,
-            str(info.compute_units),
-            str(info.max_work_group_size),
-            f"{info.local_mem_size // 1024} KiB",
-            info.fingerprint,
-        )
-    console.print(table)
 
 
 @app.command()
@@ -183,6 +147,7 @@ def tune(
     if total.candidates is None and total.seconds is None:
         total = replace(total, candidates=100 * len(tasks))
     cl_device = select_device(device)
+    require_compiling(cl_device)
     info = DeviceInfo.from_cl(cl_device)
     wants_energy = objective != "time" if energy is None else energy or objective != "time"
     if wants_energy and sensor_for(cl_device) is None:
@@ -228,6 +193,9 @@ def tune(
     _print_summary(rows, objective)
     if summary is not None:
         summary.write_text(json.dumps(rows, indent=2))
+    for row in rows:
+        if row["all_failed"]:
+            raise OctuneError(f"no config of {row['workload']} verified: {row['all_failed']}")
     if interrupted:
         console.print(
             "Interrupted: every measurement taken so far is stored. Resume with the same "
@@ -334,6 +302,11 @@ def _summary_row(
         info.fingerprint, task.kernel.name, workload.key, task.kernel.sha256, objective
     )
     progress = report.progress
+    failures = (
+        None
+        if found
+        else store.failures(info.fingerprint, task.kernel.name, workload.key, task.kernel.sha256)
+    )
     return {
         "workload": str(workload),
         "key": workload.key,
@@ -344,6 +317,7 @@ def _summary_row(
         "tried_now": progress.tried,
         "failures_now": dict(progress.failures),
         "within_noise": report.within_noise,
+        "all_failed": str(failures) if failures else None,
     }
 
 
@@ -411,6 +385,13 @@ def best(
     info = DeviceInfo.from_cl(select_device(device))
     store = _open_store(db)
     found = store.best(info.fingerprint, kernel.name, workload.key, kernel.sha256, objective)
+    if found is None and (
+        failures := store.failures(info.fingerprint, kernel.name, workload.key, kernel.sha256)
+    ):
+        raise OctuneError(
+            f"no verified config for {kernel.name} {workload} on {info.name}: {failures}; "
+            "see `octune devices` for whether this device compiles"
+        )
     if found is None and objective != "time":
         raise OctuneError(
             f"no verified config with energy readings stored for {kernel.name} {workload} on "
@@ -447,6 +428,8 @@ def best(
     console.print(table)
 
 
+app.command()(devices)
+app.command()(setup)
 app.command()(serve)
 app.add_typer(token_app, name="token")
 app.command("export")(export)
@@ -461,3 +444,7 @@ def main() -> None:
     except OctuneError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

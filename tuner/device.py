@@ -1,20 +1,43 @@
-"""OpenCL device discovery, selection by index or name, and the fingerprint of a device.
+"""OpenCL device discovery, the check that a device can compile, selection by index or name,
+and the fingerprint of a device.
 
 A fingerprint covers the platform, the vendor, the device name, the driver version and the
 compute units: a driver update is a new fingerprint, because tuned results may not carry over.
+A device can be listed yet unable to build anything (PoCL 3.0 on CPUs newer than its LLVM), so
+the default choice is the first device whose compiler works, checked once per fingerprint.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
+import numpy as np
+import platformdirs
 import pyopencl as cl
 
 from octune.tuner.errors import DeviceError
+from octune.tuner.programs import default_cache_root
+from octune.tuner.results import one_line_reason
+from octune.tuner.runtimes import register_pip_runtimes
 
-INSTALL_HINT = "install an OpenCL driver, e.g. `pip install pocl-binary-distribution` for the CPU"
+# Before any platform query in this process: the loader reads its vendors once.
+register_pip_runtimes(Path(platformdirs.user_cache_dir("octune")) / "icd-vendors")
+
+INSTALL_HINT = (
+    "run `octune setup` (it adds a CPU runtime that compiles here), or install your vendor's "
+    "OpenCL driver (README: OpenCL runtimes)"
+)
+PROBE_SOURCE = """
+__kernel void octune_probe(__global float* x) {
+    const size_t i = get_global_id(0);
+    x[i] = 2.0f * x[i] + 1.0f;
+}
+"""
+PROBE_FILE = "compile-check.json"
 
 
 @dataclass(frozen=True)
@@ -84,6 +107,65 @@ def _type_name(device_type: int) -> str:
     return "other"
 
 
+@dataclass(frozen=True)
+class CompileCheck:
+    """Whether a trivial kernel builds and computes right on a device, and if not, why."""
+
+    ok: bool
+    reason: str | None = None
+
+
+def compile_check(device: cl.Device, *, recheck: bool = False) -> CompileCheck:
+    """The check's result, cached beside the device's program binaries (per fingerprint, so
+    a driver update checks again).
+    """
+    path = default_cache_root() / DeviceInfo.from_cl(device).fingerprint / PROBE_FILE
+    if not recheck:
+        try:
+            return CompileCheck(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            pass
+    check = _probe(device)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(check)))
+    except OSError:
+        pass  # an unwritable cache costs a probe per run, not a wrong answer
+    return check
+
+
+def _probe(device: cl.Device) -> CompileCheck:
+    values = np.arange(64, dtype=np.float32)
+    result = np.empty_like(values)
+    try:
+        context = cl.Context([device])
+        queue = cl.CommandQueue(context)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cl.CompilerWarning)  # a build log is no failure
+            program = cl.Program(context, PROBE_SOURCE).build()
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+        buffer = cl.Buffer(context, flags, hostbuf=values)
+        program.octune_probe(queue, values.shape, None, buffer)
+        cl.enqueue_copy(queue, result, buffer)
+    except cl.Error as error:
+        return CompileCheck(False, one_line_reason(str(error)))
+    if not np.array_equal(result, 2 * values + 1):
+        return CompileCheck(False, "a trivial kernel built but computed wrong values")
+    return CompileCheck(True)
+
+
+def describe(device: cl.Device) -> str:
+    return f"{device.name.strip()} ({device.platform.name.strip()})"
+
+
+def require_compiling(device: cl.Device) -> None:
+    check = compile_check(device)
+    if not check.ok:
+        raise DeviceError(
+            f"{describe(device)} cannot compile a kernel: {check.reason}: {INSTALL_HINT}"
+        )
+
+
 def list_devices() -> list[cl.Device]:
     """Every device of every platform, in a stable order: the order that indices refer to."""
     try:
@@ -99,12 +181,12 @@ def list_devices() -> list[cl.Device]:
 def select_device(choice: str | None = None) -> cl.Device:
     """Pick a device by index (as `octune devices` numbers them) or by a name substring.
 
-    Without a choice, prefer the first GPU: that is what a user tuning a machine means.
+    Without a choice, the first GPU that compiles, else the first device that compiles: a GPU
+    is what a user tuning a machine means, and a device that cannot build is no choice at all.
     """
     devices = list_devices()
     if choice is None or choice == "":
-        gpus = [d for d in devices if d.type & cl.device_type.GPU]
-        return (gpus or devices)[0]
+        return _default_device(devices)
     if choice.isdigit():
         index = int(choice)
         if index >= len(devices):
@@ -125,3 +207,15 @@ def select_device(choice: str | None = None) -> cl.Device:
         names = ", ".join(f"{devices.index(d)}: {d.name.strip()}" for d in matches)
         raise DeviceError(f"'{choice}' matches several devices ({names}); pass an index instead")
     return matches[0]
+
+
+def _default_device(devices: list[cl.Device]) -> cl.Device:
+    failures = []
+    for device in sorted(devices, key=lambda d: not d.type & cl.device_type.GPU):
+        check = compile_check(device)
+        if check.ok:
+            return device
+        failures.append(f"{describe(device)}: {check.reason}")
+    raise DeviceError(
+        f"no OpenCL device here can compile a kernel ({'; '.join(failures)}): {INSTALL_HINT}"
+    )

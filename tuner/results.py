@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,26 @@ OBJECTIVES: tuple[str, ...] = get_args(Objective)
 def config_key(config: Config) -> str:
     """The canonical text of a config, so a config is always stored and found the same way."""
     return json.dumps({name: int(config[name]) for name in sorted(config)}, separators=(",", ":"))
+
+
+# pyopencl's wrapper around a compiler's log: the API call that failed (repeated), the device
+# with its address, the options. None of it says why; the log's error line does.
+_WRAPPER_LINE = re.compile(r"^(cl\w+ failed:|Build on <|\(options:|Device .* failed to build)")
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+# Where in the source: a file or program name (Intel numbers each build) with line and column.
+_LOCATION = re.compile(r"^\S*?:\d+(?::\d+)*:\s+(?=\w)")
+
+
+def one_line_reason(message: str) -> str:
+    """The line of a build or launch failure that says why: the compiler's first error line
+    without its source location, else the first line that is not pyopencl's wrapper. Failures
+    of the same cause give the same line, whatever config, build or process met them.
+    """
+    lines = [_LOCATION.sub("", _ADDRESS.sub("", line).strip()) for line in message.splitlines()]
+    lines = [line for line in lines if line]
+    errors = [line for line in lines if "error" in line.lower() and not _WRAPPER_LINE.match(line)]
+    others = [line for line in lines if not _WRAPPER_LINE.match(line)]
+    return (errors or others or lines or ["(no message)"])[0]
 
 
 class Status(StrEnum):

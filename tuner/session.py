@@ -20,11 +20,11 @@ from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 
 from octune.db.store import CONFIRM_STRATEGY, Store
-from octune.tuner.device import DeviceInfo
+from octune.tuner.device import INSTALL_HINT, DeviceInfo
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import first_lines
-from octune.tuner.results import OBJECTIVES, Config, Measurement, Objective, Status
+from octune.tuner.results import OBJECTIVES, Config, Measurement, Objective, Status, one_line_reason
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy, proposals_due
 from octune.tuner.workers import BuildPool, Job, Measurer, default_timeout
@@ -36,6 +36,10 @@ CONFIRM_SECONDS = 3.0
 #: Candidates a pipeline with builders keeps in flight at first, and how many more each time
 #: the device finishes one with none built to follow (``Pipeline``).
 FIRST_WINDOW, WIDEN = 4, 2
+#: A session whose first this-many candidates all fail to build or launch with the same reason
+#: stops: the device or its driver is at fault, not the configs, and the budget would be lost.
+SYSTEMATIC_AFTER = 5
+_SYSTEMATIC_STATUSES = frozenset({Status.BUILD_ERROR, Status.LAUNCH_ERROR})
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -105,6 +109,10 @@ class Settings:
             raise ValueError("an energy objective needs energy readings")
 
 
+class SystematicFailure(OctuneError):
+    """Every one of a session's first candidates failed alike: the device cannot run the kernel."""
+
+
 @dataclass
 class Progress:
     """What a progress display needs after each measurement."""
@@ -120,15 +128,29 @@ class Progress:
     elapsed_s: float = 0.0
     strategy_s: float = 0.0  # of elapsed_s, spent proposing and learning from results
     earlier_s: float = 0.0  # spent by earlier sessions, counted against the budget on --resume
+    # "status: reason" of each of the first SYSTEMATIC_AFTER candidates; None for the others.
+    opening: list[str | None] = field(default_factory=list)
 
     def record(self, measurement: Measurement) -> None:
         self.tried += 1
+        if len(self.opening) < SYSTEMATIC_AFTER:
+            failed_alike = measurement.status in _SYSTEMATIC_STATUSES
+            reason = one_line_reason(measurement.message or "") if failed_alike else None
+            self.opening.append(f"{measurement.status.value}: {reason}" if reason else None)
         self.since_improvement += 1
         if not measurement.ok:
             self.failures[measurement.status.value] += 1
         value = measurement.score(self.objective)
         if value is not None and value < self.best_score:
             self.best, self.best_score, self.since_improvement = measurement, value, 0
+
+    @property
+    def systematic_failure(self) -> str | None:
+        """The one failure all of the first SYSTEMATIC_AFTER candidates met, if they met one."""
+        reasons = set(self.opening)
+        if len(self.opening) < SYSTEMATIC_AFTER or len(reasons) != 1 or None in reasons:
+            return None
+        return self.opening[0]
 
 
 @dataclass(frozen=True)
@@ -305,6 +327,7 @@ def run_session(
     )
     started = time.monotonic()
     interrupted = False
+    systematic: str | None = None
     pipeline = Pipeline(job, settings.jobs, timeout)
     try:
         while True:
@@ -330,6 +353,9 @@ def run_session(
             progress.record(measurement)
             if on_result is not None:
                 on_result(progress)
+            systematic = progress.systematic_failure
+            if systematic is not None:
+                break
             if budget.timed_out(earlier_s + time.monotonic() - started) or (
                 budget.patience is not None and progress.since_improvement >= budget.patience
             ):
@@ -338,7 +364,14 @@ def run_session(
         interrupted = True
     finally:
         pipeline.close()
-        store.finish_session(session_id, "interrupted" if interrupted else "completed")
+        ending = "interrupted" if interrupted else "failed" if systematic else "completed"
+        store.finish_session(session_id, ending)
+    if systematic is not None:
+        raise SystematicFailure(
+            f"stopped {workload} on {device.name} after its first {SYSTEMATIC_AFTER} candidates "
+            f"all failed with {systematic}; they are stored. The device cannot run this kernel: "
+            f"see `octune devices`, pick another with --device, or {INSTALL_HINT}"
+        )
     confirmed: tuple[Measurement, ...] = ()
     confirm_session_id = None
     if not interrupted and settings.confirm > 0 and progress.tried > 0:

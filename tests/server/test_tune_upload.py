@@ -18,11 +18,11 @@ def test_tune_uploads_its_sessions_and_the_server_answers_with_them(tmp_path, de
     try:
         shape = ["--m", "16", "--n", "12", "--k", "8"]
         tuned = octune("tune", "gemm", *shape, "--budget", "2", "--strategy", "exhaustive",
-                       "--confirm", "1", "--device", "0", "--db", f"sqlite:///{tmp_path / 'l.db'}",
+                       "--confirm", "1", "--db", f"sqlite:///{tmp_path / 'l.db'}",
                        "--upload", server.url, "--token", token)  # fmt: skip
         assert tuned.returncode == 0, tuned.stderr + tuned.stdout
         assert tuned.stdout.count("Uploaded session") == 2  # the search and its confirmation
-        local_best = octune("best", "gemm", *shape, "--device", "0", "--json",
+        local_best = octune("best", "gemm", *shape, "--json",
                             "--db", f"sqlite:///{tmp_path / 'l.db'}")  # fmt: skip
         assert local_best.returncode == 0, local_best.stderr
         with OctuneClient(server.url) as client:

@@ -1,0 +1,115 @@
+"""`octune devices` and `octune setup`: which OpenCL devices this machine has, whether each can
+compile, and a CPU runtime that can where none does (registered on the main app in ``cli.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Annotated
+
+import pyopencl as cl
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from octune.tuner.device import (
+    CompileCheck,
+    DeviceInfo,
+    compile_check,
+    describe,
+    list_devices,
+    select_device,
+)
+from octune.tuner.errors import DeviceError
+from octune.tuner.runtimes import PIP_RUNTIMES, extra_requirements, installed_library
+
+console = Console()
+
+RecheckOption = Annotated[
+    bool, typer.Option("--recheck", help="build the trivial kernel again, ignoring the cache")
+]
+
+
+def devices(
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
+    recheck: RecheckOption = False,
+) -> None:
+    """List every OpenCL device with its index, fingerprint, limits and whether it compiles."""
+    checked = [(device, compile_check(device, recheck=recheck)) for device in list_devices()]
+    if as_json:
+        rows = [
+            {"index": i, **DeviceInfo.from_cl(device).to_dict(), "compiles": check.ok,
+             "compile_error": check.reason}
+            for i, (device, check) in enumerate(checked)
+        ]  # fmt: skip
+        print(json.dumps(rows, indent=2))
+        return
+    _print_table(checked)
+
+
+def _print_table(checked: list[tuple[cl.Device, CompileCheck]]) -> None:
+    table = Table(title="OpenCL devices")
+    columns = ("#", "device", "platform", "driver", "CUs", "max WG", "local mem", "fingerprint")
+    for column in (*columns, "compiles"):
+        table.add_column(column)
+    for index, (device, check) in enumerate(checked):
+        info = DeviceInfo.from_cl(device)
+        table.add_row(
+            str(index),
+            f"{info.name} ({info.device_type})",
+            info.platform_name,
+            info.driver_version,
+            str(info.compute_units),
+            str(info.max_work_group_size),
+            f"{info.local_mem_size // 1024} KiB",
+            info.fingerprint,
+            "yes" if check.ok else f"[red]no[/]: {check.reason}",
+        )
+    console.print(table)
+
+
+def setup(
+    install: Annotated[
+        bool,
+        typer.Option(help="install a CPU runtime from PyPI when no device here compiles"),
+    ] = True,
+) -> None:
+    """Make sure some OpenCL device here compiles: check each, and only where none does,
+    install Intel's CPU runtime from PyPI (about 800 MB) into this environment.
+    """
+    try:
+        checked = [(device, compile_check(device, recheck=True)) for device in list_devices()]
+    except DeviceError:
+        checked = []  # no platform at all: a runtime from PyPI is the fix as well
+    if checked:
+        _print_table(checked)
+    if any(check.ok for _, check in checked):
+        console.print(f"Ready: `octune tune` will use {describe(select_device())}.")
+        return
+    missing = [runtime for runtime in PIP_RUNTIMES if installed_library(runtime) is None]
+    if not install or not missing:
+        why = "; ".join(f"{describe(device)}: {check.reason}" for device, check in checked)
+        fix = (
+            f"install {missing[0].label} with `pip install 'octune[{missing[0].extra}]'`"
+            if missing
+            else "install your vendor's OpenCL driver (README: OpenCL runtimes)"
+        )
+        raise DeviceError(
+            f"no OpenCL device here can compile a kernel ({why or 'no device found'}): {fix}"
+        )
+    for runtime in missing:
+        requirements = extra_requirements(runtime.extra)
+        console.print(
+            f"No device here compiles: installing {runtime.label} ({', '.join(requirements)})"
+        )
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *requirements])
+        if pip.returncode != 0:
+            raise DeviceError(
+                f"pip could not install {runtime.label}: install it with "
+                f"`pip install 'octune[{runtime.extra}]'` and run `octune setup` again"
+            )
+    # The ICD loader has read its vendors in this process already: check in a fresh one.
+    again = subprocess.run([sys.executable, "-m", "octune.tuner.cli", "setup", "--no-install"])
+    raise typer.Exit(again.returncode)
