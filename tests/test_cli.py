@@ -13,6 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from octune.db.store import Store
+from octune.tuner.device import DeviceInfo
+from octune.tuner.kernels import KernelSpec
+from octune.tuner.results import Measurement, Status
+from octune.tuner.workloads import GemmWorkload
+
 OCTUNE = [sys.executable, "-c", "from octune.tuner.cli import main; main()"]
 
 
@@ -73,6 +79,40 @@ def test_tune_then_best_returns_a_verified_config(tmp_path: Path) -> None:
 def test_best_without_tuning_says_what_to_run(tmp_path: Path) -> None:
     result = octune("best", "gemm", "--m", "8", "--n", "8", "--k", "8", db=tmp_path / "x.db")
     assert_one_line_error(result, "octune tune gemm")
+
+
+def test_best_when_every_measurement_failed_says_why(
+    tmp_path: Path, device_info: DeviceInfo, gemm_kernel: KernelSpec
+) -> None:
+    """Not "run tune first" after a tune that ran: the count, the status and the reason."""
+    db = tmp_path / "failed.db"
+    store = Store(f"sqlite:///{db}")
+    workload = GemmWorkload(8, 8, 8)
+    session = store.start_session(
+        store.device_id(device_info),
+        store.kernel_version_id(
+            "gemm", gemm_kernel.sha256, gemm_kernel.source, gemm_kernel.space.source_text
+        ),
+        store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype),
+        strategy="random",
+        seed=0,
+        settings={},
+    )
+    for mwg in (16, 32, 64):
+        log = "error: unknown target CPU 'generic'"
+        message = f"Build on <x at 0x1{mwg}>:\n{log}\n(options: -DMWG={mwg})"
+        store.add_measurement(
+            session, Measurement({"MWG": mwg}, Status.BUILD_ERROR, message=message)
+        )
+    store.finish_session(session, "completed")
+
+    result = octune("best", "gemm", "--m", "8", "--n", "8", "--k", "8", db=db)
+    assert_one_line_error(
+        result,
+        "all 3 measured configs failed: build_error: error: unknown target CPU 'generic'",
+        "octune devices",
+    )
+    assert "octune tune" not in result.stderr
 
 
 @pytest.mark.parametrize(
