@@ -51,9 +51,10 @@ def devices(
 
 def _print_table(checked: list[tuple[cl.Device, CompileCheck]]) -> None:
     table = Table(title="OpenCL devices")
-    columns = ("#", "device", "platform", "driver", "CUs", "max WG", "local mem", "fingerprint")
-    for column in (*columns, "compiles"):
+    for column in ("#", "device", "platform", "driver", "CUs", "max WG", "local mem"):
         table.add_column(column)
+    table.add_column("fingerprint", no_wrap=True)  # what --device and exports take: never cut
+    table.add_column("compiles", no_wrap=True)
     for index, (device, check) in enumerate(checked):
         info = DeviceInfo.from_cl(device)
         table.add_row(
@@ -65,9 +66,12 @@ def _print_table(checked: list[tuple[cl.Device, CompileCheck]]) -> None:
             str(info.max_work_group_size),
             f"{info.local_mem_size // 1024} KiB",
             info.fingerprint,
-            "yes" if check.ok else f"[red]no[/]: {check.reason}",
+            "yes" if check.ok else "[red]no[/]",
         )
     console.print(table)
+    for index, (device, check) in enumerate(checked):
+        if not check.ok:
+            console.print(f"{index}: {describe(device)} cannot compile: {check.reason}")
 
 
 def setup(
