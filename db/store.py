@@ -39,7 +39,7 @@ from octune.tuner.results import (
     Objective,
     Status,
     config_key,
-    one_line_reason,
+    failure_signature,
     score,
 )
 
@@ -482,7 +482,7 @@ class Store:
             ).all()
         if not rows or any(status == Status.OK.value for status, _ in rows):
             return None
-        reasons = Counter(f"{status}: {one_line_reason(message or '')}" for status, message in rows)
+        reasons = Counter(failure_signature(status, message) for status, message in rows)
         return Failures(measured=len(rows), reasons=reasons)
 
     # -- lookup tables: what the config service answers from and `octune export` ships ------

@@ -20,6 +20,7 @@ from octune.tuner.device import (
     compile_check,
     describe,
     list_devices,
+    none_compiles,
     select_device,
 )
 from octune.tuner.errors import DeviceError
@@ -94,14 +95,11 @@ def setup(
         return
     missing = [runtime for runtime in PIP_RUNTIMES if installed_library(runtime) is None]
     if not install or not missing:
-        why = "; ".join(f"{describe(device)}: {check.reason}" for device, check in checked)
-        fix = (
+        raise none_compiles(
+            checked,
             f"install {missing[0].label} with `pip install 'octune[{missing[0].extra}]'`"
             if missing
-            else "install your vendor's OpenCL driver (README: OpenCL runtimes)"
-        )
-        raise DeviceError(
-            f"no OpenCL device here can compile a kernel ({why or 'no device found'}): {fix}"
+            else "install your vendor's OpenCL driver (README: OpenCL runtimes)",
         )
     for runtime in missing:
         requirements = extra_requirements(runtime.extra)

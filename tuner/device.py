@@ -210,12 +210,18 @@ def select_device(choice: str | None = None) -> cl.Device:
 
 
 def _default_device(devices: list[cl.Device]) -> cl.Device:
-    failures = []
+    checked = []
     for device in sorted(devices, key=lambda d: not d.type & cl.device_type.GPU):
         check = compile_check(device)
         if check.ok:
             return device
-        failures.append(f"{describe(device)}: {check.reason}")
-    raise DeviceError(
-        f"no OpenCL device here can compile a kernel ({'; '.join(failures)}): {INSTALL_HINT}"
+        checked.append((device, check))
+    raise none_compiles(checked, INSTALL_HINT)
+
+
+def none_compiles(checked: list[tuple[cl.Device, CompileCheck]], fix: str) -> DeviceError:
+    """The one line for a machine where no device compiles: each device's reason, and `fix`."""
+    why = "; ".join(f"{describe(device)}: {check.reason}" for device, check in checked)
+    return DeviceError(
+        f"no OpenCL device here can compile a kernel ({why or 'no device found'}): {fix}"
     )

@@ -42,6 +42,11 @@ def one_line_reason(message: str) -> str:
     return (errors or others or lines or ["(no message)"])[0]
 
 
+def failure_signature(status: str, message: str | None) -> str:
+    """What tells failures of one cause from another's: "build_error: error: ..."."""
+    return f"{status}: {one_line_reason(message or '')}"
+
+
 class Status(StrEnum):
     OK = "ok"
     BUILD_ERROR = "build_error"

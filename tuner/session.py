@@ -24,7 +24,14 @@ from octune.tuner.device import INSTALL_HINT, DeviceInfo
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import first_lines
-from octune.tuner.results import OBJECTIVES, Config, Measurement, Objective, Status, one_line_reason
+from octune.tuner.results import (
+    OBJECTIVES,
+    Config,
+    Measurement,
+    Objective,
+    Status,
+    failure_signature,
+)
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy, proposals_due
 from octune.tuner.workers import BuildPool, Job, Measurer, default_timeout
@@ -134,9 +141,11 @@ class Progress:
     def record(self, measurement: Measurement) -> None:
         self.tried += 1
         if len(self.opening) < SYSTEMATIC_AFTER:
-            failed_alike = measurement.status in _SYSTEMATIC_STATUSES
-            reason = one_line_reason(measurement.message or "") if failed_alike else None
-            self.opening.append(f"{measurement.status.value}: {reason}" if reason else None)
+            self.opening.append(
+                failure_signature(measurement.status.value, measurement.message)
+                if measurement.status in _SYSTEMATIC_STATUSES
+                else None
+            )
         self.since_improvement += 1
         if not measurement.ok:
             self.failures[measurement.status.value] += 1
