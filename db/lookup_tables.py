@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from octune.db.store import Store, StoredDevice, StoredKernel
+from octune.tuner.device_names import match_devices
 from octune.tuner.errors import SpaceError
 from octune.tuner.lookup import (
     Answer,
@@ -69,15 +70,13 @@ def device_limits(device: StoredDevice) -> dict[str, int]:
 
 
 def resolve_device(store: Store, choice: str) -> StoredDevice:
-    """A stored device by fingerprint, fingerprint prefix or name substring (tuned elsewhere,
-    so not necessarily present on this machine).
+    """A stored device by fingerprint or name (`match_devices`): tuned elsewhere, so not
+    necessarily present on this machine.
     """
     devices = store.stored_devices()
-    exact = [d for d in devices if d.fingerprint == choice]
-    if exact:
-        return exact[0]
-    needle = choice.lower()
-    matches = [d for d in devices if d.fingerprint.startswith(needle) or needle in d.name.lower()]
+    matches = match_devices(
+        choice, devices, fingerprint=lambda d: d.fingerprint, names=lambda d: (d.name,)
+    )
     if len(matches) == 1:
         return matches[0]
     listed = ", ".join(f"{d.fingerprint} ({d.name})" for d in matches or devices) or "none"

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyopencl as cl
@@ -20,6 +21,7 @@ from octune.tuner.device import (
     list_devices,
     select_device,
 )
+from octune.tuner.device_names import match_devices
 from octune.tuner.results import one_line_reason
 from octune.tuner.runtimes import (
     INTEL_CPU,
@@ -182,3 +184,37 @@ def test_an_installed_intel_runtime_is_what_the_loader_reads(cl_device: cl.Devic
         return
     assert registered.read_text().strip() == str(library)
     assert "Intel(R) OpenCL" in {device.platform.name.strip() for device in list_devices()}
+
+
+@dataclass(frozen=True)
+class Named:
+    fingerprint: str
+    name: str
+
+
+NAMED = [
+    Named("677c4ca1092f9fd5", "pthread-AMD EPYC"),
+    Named("19c5ad5b8b2efb30", "AMD EPYC"),
+    Named("abcd000000000000", "NVIDIA GeForce RTX 4090 D"),
+    Named("abce000000000000", "NVIDIA GeForce RTX 4090"),
+]
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        ("AMD EPYC", ["AMD EPYC"]),  # exact beats the substring of "pthread-AMD EPYC"
+        ("amd epyc", ["AMD EPYC"]),
+        ("NVIDIA GeForce RTX 4090", ["NVIDIA GeForce RTX 4090"]),
+        ("19c5ad5b8b2efb30", ["AMD EPYC"]),
+        ("677c", ["pthread-AMD EPYC"]),  # a fingerprint prefix beats a name substring
+        ("pthread", ["pthread-AMD EPYC"]),
+        ("EPYC", ["pthread-AMD EPYC", "AMD EPYC"]),  # ambiguous: the caller lists both
+        ("RTX 4090", ["NVIDIA GeForce RTX 4090 D", "NVIDIA GeForce RTX 4090"]),
+        ("abc", []),  # too short to be a prefix, in no name
+        ("Mali", []),
+    ],
+)
+def test_exact_names_win_over_prefixes_and_substrings(choice: str, expected: list[str]) -> None:
+    found = match_devices(choice, NAMED, lambda d: d.fingerprint, lambda d: (d.name,))
+    assert [d.name for d in found] == expected

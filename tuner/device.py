@@ -19,6 +19,7 @@ import numpy as np
 import platformdirs
 import pyopencl as cl
 
+from octune.tuner.device_names import match_devices
 from octune.tuner.errors import DeviceError
 from octune.tuner.programs import default_cache_root
 from octune.tuner.results import one_line_reason
@@ -179,7 +180,8 @@ def list_devices() -> list[cl.Device]:
 
 
 def select_device(choice: str | None = None) -> cl.Device:
-    """Pick a device by index (as `octune devices` numbers them) or by a name substring.
+    """Pick a device by index (as `octune devices` numbers them), fingerprint or name
+    (`match_devices`).
 
     Without a choice, the first GPU that compiles, else the first device that compiles: a GPU
     is what a user tuning a machine means, and a device that cannot build is no choice at all.
@@ -195,16 +197,20 @@ def select_device(choice: str | None = None) -> cl.Device:
                 "(see `octune devices`)"
             )
         return devices[index]
-    needle = choice.lower()
-    matches = [d for d in devices if needle in f"{d.platform.name} {d.name}".lower()]
+    matches = match_devices(
+        choice,
+        devices,
+        fingerprint=lambda d: DeviceInfo.from_cl(d).fingerprint,
+        names=lambda d: (d.name.strip(), f"{d.platform.name.strip()} {d.name.strip()}"),
+    )
     if not matches:
-        names = ", ".join(f"{i}: {d.name.strip()}" for i, d in enumerate(devices))
+        names = ", ".join(f"{i}: {describe(d)}" for i, d in enumerate(devices))
         raise DeviceError(
             f"no OpenCL device matches '{choice}' (have {names}); "
-            f"pass an index or a name substring, or {INSTALL_HINT}"
+            f"pass an index, a fingerprint or a name, or {INSTALL_HINT}"
         )
     if len(matches) > 1:
-        names = ", ".join(f"{devices.index(d)}: {d.name.strip()}" for d in matches)
+        names = ", ".join(f"{devices.index(d)}: {describe(d)}" for d in matches)
         raise DeviceError(f"'{choice}' matches several devices ({names}); pass an index instead")
     return matches[0]
 

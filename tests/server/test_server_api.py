@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 from server_testing import Seeder, bearer, make_client, post_upload
@@ -56,6 +57,26 @@ def test_device_by_name_and_default_without_results(client, seeder, device_info)
     assert answer["device_fingerprint"] == device_info.fingerprint
     assert answer["match"] == "nearest"  # the NN result is legal for TN too, two octaves off
     assert answer["defines"]["TRANSA"] == 1
+
+
+def test_an_exact_name_resolves_beside_a_longer_one_that_contains_it(
+    client, store, seeder, device_info
+):
+    """PoCL's "pthread-AMD EPYC" and Intel's "AMD EPYC" tuned into one database: each exact
+    name answers for its own device, and the shared substring is ambiguous, naming both.
+    """
+    seeder.session(W64, [3])
+    longer = replace(device_info, name=f"pthread-{device_info.name}", driver_version="other")
+    Seeder(store, longer, seeder.kernel, seeder.table).session(W64, [4])
+    for device in (device_info, longer):
+        answer = lookup(client, device.name, m=64, n=64, k=64)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["device_fingerprint"] == device.fingerprint
+    ambiguous = lookup(client, device_info.name[1:], m=64, n=64, k=64)
+    assert ambiguous.status_code == 422, ambiguous.text
+    message = ambiguous.json()["message"]
+    assert "several" in message
+    assert device_info.fingerprint in message and longer.fingerprint in message
 
 
 def test_batch_answers_in_order(client, seeder, device_info):
