@@ -130,6 +130,8 @@ def test_best_when_every_measurement_failed_says_why(
             ["magic", "random"],
         ),
         (["tune", "gemmm", "--m", "4", "--n", "4", "--k", "4"], ["did you mean 'gemm'"]),
+        (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--seed", "-1"], ["--seed -1"]),
+        (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--seed", str(2**64)], ["2^62"]),
     ],
 )
 def test_bad_input_is_one_line_error(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
@@ -237,13 +239,14 @@ def test_workloads_file_shares_the_budget_and_its_summary_matches_the_database(
         ("workloads: []", ["workloads"]),
         ("workloads: [{m: 4, n: 4, k: 4}, {m: 4, n: 4, k: 4}]", ["listed twice"]),
         ("workloads: [{m: 0, n: 4, k: 4}]", ["M=0"]),
+        ("workloads: [{m: 4, n: 4, k: 4}]\n# caf\xe9 in Latin-1", ["byte 37 is not UTF-8"]),
     ],
 )
 def test_bad_workloads_file_is_one_line_error(
     tmp_path: Path, content: str, fragments: list[str]
 ) -> None:
     path = tmp_path / "workloads.yaml"
-    path.write_text(content)
+    path.write_bytes(content.encode("latin-1"))  # as an editor set to Latin-1 saves it
     result = octune("tune", "--workloads", str(path), db=tmp_path / "x.db")
     assert_one_line_error(result, *fragments)
 

@@ -53,6 +53,10 @@ def load_tasks(path: Path) -> list[Task]:
         parsed = _WorkloadFile.model_validate(data)
     except OSError as error:
         raise OctuneError(f"cannot read workloads file {path}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise OctuneError(
+            f"{path}: byte {error.start} is not UTF-8 text; save the file as UTF-8"
+        ) from error
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -24,7 +24,14 @@ from octune.tuner.energy import sensor_for
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import PROBLEMS, KernelSpec, load_kernel
 from octune.tuner.results import OBJECTIVES, Objective
-from octune.tuner.session import Budget, SessionReport, Settings, parse_duration, run_session
+from octune.tuner.session import (
+    Budget,
+    SessionReport,
+    Settings,
+    check_seed,
+    parse_duration,
+    run_session,
+)
 from octune.tuner.session import Progress as SessionProgress
 from octune.tuner.strategies.base import available_strategies
 from octune.tuner.workers import default_jobs
@@ -138,6 +145,7 @@ def tune(
     """Tune kernels on one device; every candidate is verified and stored as it is measured."""
     if upload is not None and not token:
         raise OctuneError("--upload needs a write token: pass --token or set OCTUNE_TOKEN")
+    check_seed(seed)
     tasks = _tasks(kernel_name, m, n, k, transa, transb, workloads)
     total = Budget(
         candidates=budget,

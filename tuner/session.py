@@ -61,6 +61,15 @@ def parse_duration(text: str) -> float:
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
+#: Seeds go to numpy (non-negative) and the database (64-bit), and a confirm uses seed + 1.
+MAX_SEED = 2**62
+
+
+def check_seed(seed: int | None) -> None:
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise OctuneError(f"--seed {seed} is out of range: use a whole number from 0 to 2^62")
+
+
 @dataclass(frozen=True)
 class Budget:
     """When to stop: after `candidates` measurements, `seconds` of wall time, or `patience`
@@ -283,6 +292,7 @@ def run_session(
     on_result: Callable[[Progress], None] | None = None,
 ) -> SessionReport:
     settings = settings or Settings()
+    check_seed(seed)
     strategy_class = get_strategy(strategy)
     device_id = store.device_id(device)
     kernel_id = store.kernel_version_id(
