@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -74,6 +75,7 @@ def import_bundle(store: Store, path: Path) -> ImportReport:
     info = _device_info(bundle)
     device_id = store.device_id(info)
     imported = skipped = 0
+    made = f"{bundle.manifest['created_at']} by octune {bundle.manifest['octune_version']}"
     for table in bundle.tables.values():
         template, space = bundle.sources[table.kernel]
         kernel_id = store.kernel_version_id(table.kernel, table.sha256, template, space)
@@ -89,24 +91,26 @@ def import_bundle(store: Store, path: Path) -> ImportReport:
             if config_key(config) in store.measured_config_keys(device_id, kernel_id, workload_id):
                 skipped += 1
                 continue
-            session = store.start_session(
-                device_id, kernel_id, workload_id, IMPORT_STRATEGY, None,
-                {"bundle_created_at": bundle.manifest["created_at"],
-                 "bundle_octune_version": bundle.manifest["octune_version"]},
-            )  # fmt: skip
-            store.add_measurement(
+            # One session per device, kernel version and workload holds every import into it,
+            # so importers racing on the same bundle find the same session and config.
+            identity = f"{info.fingerprint}|{table.sha256}|{workload.key}".encode()
+            origin = f"{IMPORT_STRATEGY}:{hashlib.sha256(identity).hexdigest()[:40]}"
+            session = store.origin_session(
+                origin, device_id, kernel_id, workload_id, IMPORT_STRATEGY, {}
+            )
+            stored = store.add_measurement(
                 session,
                 Measurement(
                     config=config,
                     status=Status.OK,
                     times_s=(entry.time_s,),
                     flops=workload.flops,
-                    message=f"imported from a bundle of {entry.workload_key}",
+                    message=f"imported from a bundle of {entry.workload_key} made {made}",
                     extra={"bundle_spread_s": entry.spread_s},
                 ),
             )
-            store.finish_session(session, "completed")
-            imported += 1
+            imported += stored
+            skipped += not stored
     return ImportReport(info.fingerprint, imported, skipped)
 
 

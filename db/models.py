@@ -16,6 +16,7 @@ from sqlalchemy import (
     Dialect,
     Double,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -116,9 +117,15 @@ class Workload(Base):
 
 
 class TuningSession(Base):
-    """One run of a strategy; kept so results can be traced to how they were found."""
+    """One run of a strategy; kept so results can be traced to how they were found.
+
+    ``origin`` names a session that many writers share and only one may create (the one that
+    imports of bundles into a device, kernel version and workload add to); a unique index,
+    so concurrent creators find the same row.
+    """
 
     __tablename__ = "tuning_sessions"
+    __table_args__ = (Index("uq_tuning_sessions_origin", "origin", unique=True),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"), index=True)
@@ -131,12 +138,20 @@ class TuningSession(Base):
     started_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     octune_version: Mapped[str] = mapped_column(String(64))
+    origin: Mapped[str | None] = mapped_column(String(100))
 
 
 class MeasurementRow(Base):
-    """One measured candidate, failed ones included: they tell the next run what not to try."""
+    """One measured candidate, failed ones included: they tell the next run what not to try.
+    A session measures a config once: the unique index makes a repeated upload or import of
+    it a no-op however many writers race (unique indexes, not constraints, because SQLite
+    adds them without rebuilding the table).
+    """
 
     __tablename__ = "measurements"
+    __table_args__ = (
+        Index("uq_measurements_session_id_config_key", "session_id", "config_key", unique=True),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     session_id: Mapped[int] = mapped_column(ForeignKey("tuning_sessions.id"), index=True)

@@ -23,7 +23,7 @@ from octune.db.models import (
     Workload,
     utcnow,
 )
-from octune.db.store import SESSION_END_STATUSES, Store, StoredKernel, measurement_row
+from octune.db.store import SESSION_END_STATUSES, Store, StoredKernel
 from octune.tuner.errors import StoreError
 from octune.tuner.results import Measurement, Status
 
@@ -262,25 +262,14 @@ class ServerStore(Store):
                     raise
             else:
                 session_id = row.id
+        measurements = list(measurements)
+        added = self.add_measurements(session_id, measurements)
         with self._session() as session:
-            known = set(
-                session.scalars(
-                    select(MeasurementRow.config_key).where(MeasurementRow.session_id == session_id)
-                )
-            )
-            added = skipped = 0
-            for measurement in measurements:
-                row = measurement_row(session_id, measurement)
-                if row.config_key in known:
-                    skipped += 1
-                    continue
-                known.add(row.config_key)
-                session.add(row)
-                added += 1
             stored = session.get(TuningSession, session_id)
             if stored is not None and status in SESSION_END_STATUSES and stored.status != status:
                 stored.status = status
                 stored.finished_at = utcnow()
+        skipped = len(measurements) - added
         return UploadOutcome(session_id, added, skipped)
 
     def _uploaded_session(self, uid: str, identity: tuple[int, int, int]) -> int | None:

@@ -8,8 +8,8 @@ import errno
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -19,8 +19,13 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import platformdirs
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Connection, Select, case, create_engine, event, func, select
+from filelock import FileLock, Timeout
+from sqlalchemy import Connection, Select, case, create_engine, event, func, make_url, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -47,6 +52,12 @@ if TYPE_CHECKING:  # importing it would load pyopencl, which the server does not
     from octune.tuner.device import DeviceInfo
 
 ENV_VAR = "OCTUNE_DATABASE_URL"
+#: Seconds a SQLite writer waits for another's lock before giving up (Python's default is 5,
+#: which ended tuning runs while an import or a server held the lock).
+BUSY_TIMEOUT_ENV_VAR = "OCTUNE_DB_BUSY_TIMEOUT"
+DEFAULT_BUSY_TIMEOUT_S = 120.0
+# Any constant will do: it names octune's migration lock among PostgreSQL's advisory locks.
+_PG_MIGRATION_LOCK = 0x6F6374756E65
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # Sessions of this strategy re-measure the top configs of a search: their rows rank first.
 CONFIRM_STRATEGY = "confirm"
@@ -108,7 +119,9 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = _mask(url)
         try:
-            self._engine = create_engine(url)
+            is_sqlite = make_url(url).get_backend_name() == "sqlite"
+            connect_args = {"timeout": busy_timeout()} if is_sqlite else {}
+            self._engine = create_engine(url, connect_args=connect_args)
         except ImportError as error:
             raise StoreError(
                 f"cannot open database {self.url}: missing driver ({error}); install it "
@@ -122,22 +135,44 @@ class Store:
         self.url = self._engine.url.render_as_string(hide_password=True)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
         try:
-            if self._engine.dialect.name == "sqlite":
+            if is_sqlite:
                 self._prepare_sqlite()
-            with self._engine.begin() as connection:
-                command.upgrade(alembic_config(connection), "head")
-        except CommandError as error:
+            self._migrate()
+        except (CommandError, Timeout) as error:
             self._engine.dispose()
             raise StoreError(
                 f"cannot migrate database {self.url}: {_reason(error)}; it was probably written "
-                "by a newer octune: upgrade octune or pass another database"
+                "by a newer octune (upgrade octune), or another process holds its migration "
+                "lock: pass another database or try again"
             ) from error
         except (SQLAlchemyError, OSError) as error:
             self._engine.dispose()
             fix = _WHERE
-            if self._engine.dialect.name != "sqlite":
+            if not is_sqlite:
                 fix = f"check that the server is up and the credentials are right, or {fix}"
             raise StoreError(f"cannot open database {self.url}: {_reason(error)}; {fix}") from error
+
+    def _migrate(self) -> None:
+        """Bring the schema to head, one process at a time: tuners, importers and servers
+        that open a new database together would otherwise all create its tables.
+        """
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        with self._engine.connect() as connection:
+            if MigrationContext.configure(connection).get_current_revision() == head:
+                return
+        with self._migration_lock(), self._engine.begin() as connection:
+            if self._engine.dialect.name == "postgresql":
+                connection.execute(text("SELECT pg_advisory_xact_lock(:key)"),
+                                   {"key": _PG_MIGRATION_LOCK})  # fmt: skip
+            command.upgrade(alembic_config(connection), "head")
+
+    def _migration_lock(self) -> AbstractContextManager[object]:
+        """A file lock beside a SQLite file; PostgreSQL locks in the transaction itself."""
+        database = self._engine.url.database
+        if self._engine.dialect.name != "sqlite" or not database or database == ":memory:":
+            return nullcontext()
+        path = Path(database).expanduser()
+        return FileLock(path.with_name(f"{path.name}.migrate-lock"), timeout=busy_timeout())
 
     def _prepare_sqlite(self) -> None:
         """WAL lets the server read while a tuning run writes; SQLite enforces foreign keys
@@ -275,9 +310,46 @@ class Store:
             row.status = status
             row.finished_at = utcnow()
 
-    def add_measurement(self, session_id: int, m: Measurement) -> None:
+    def add_measurement(self, session_id: int, m: Measurement) -> bool:
+        """Store one measurement; False if the session holds that config already."""
+        return self.add_measurements(session_id, [m]) == 1
+
+    def add_measurements(self, session_id: int, measurements: Iterable[Measurement]) -> int:
+        """Store, in one transaction, the measurements whose config the session does not hold
+        yet, and count them: the unique index decides, so racing writers store each once.
+        """
+        insert = (pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert)(
+            MeasurementRow
+        ).on_conflict_do_nothing()
+        added = 0
         with self._session() as session:
-            session.add(measurement_row(session_id, m))
+            for m in measurements:
+                added += session.execute(insert.values(measurement_values(session_id, m))).rowcount
+        return added
+
+    def origin_session(
+        self,
+        origin: str,
+        device_id: int,
+        kernel_version_id: int,
+        workload_id: int,
+        strategy: str,
+        settings: dict[str, Any],
+    ) -> int:
+        """The session `origin` names, created by whichever writer comes first."""
+        return self._get_or_create(
+            TuningSession,
+            {"origin": origin},
+            device_id=device_id,
+            kernel_version_id=kernel_version_id,
+            workload_id=workload_id,
+            strategy=strategy,
+            seed=None,
+            settings=dict(settings),
+            status="completed",
+            finished_at=utcnow(),
+            octune_version=_octune_version(),
+        )
 
     def session_record(self, session_id: int) -> dict[str, Any] | None:
         """A session with its device, kernel, workload and measurements as plain data: what
@@ -713,21 +785,36 @@ def _rank(
     return [row for _, row in sorted(ranked, key=lambda pair: pair[0])]
 
 
-def measurement_row(session_id: int, m: Measurement) -> MeasurementRow:
-    return MeasurementRow(
-        session_id=session_id,
-        config={name: int(value) for name, value in m.config.items()},
-        config_key=config_key(m.config),
-        status=Status(m.status).value,
-        median_s=m.median_s,
-        spread_s=m.spread_s,
-        times_s=[float(t) for t in m.times_s],
-        flops=int(m.flops),
-        gflops=m.gflops,
-        max_error=m.max_error,
-        message=m.message[:MESSAGE_MAX_CHARS],
-        extra=dict(m.extra),
-    )
+def measurement_values(session_id: int, m: Measurement) -> dict[str, Any]:
+    return {
+        "session_id": session_id,
+        "config": {name: int(value) for name, value in m.config.items()},
+        "config_key": config_key(m.config),
+        "status": Status(m.status).value,
+        "median_s": m.median_s,
+        "spread_s": m.spread_s,
+        "times_s": [float(t) for t in m.times_s],
+        "flops": int(m.flops),
+        "gflops": m.gflops,
+        "max_error": m.max_error,
+        "message": m.message[:MESSAGE_MAX_CHARS],
+        "extra": dict(m.extra),
+        "created_at": utcnow(),
+    }
+
+
+def busy_timeout() -> float:
+    """Seconds a SQLite writer waits for a lock: $OCTUNE_DB_BUSY_TIMEOUT, or 120."""
+    raw = os.environ.get(BUSY_TIMEOUT_ENV_VAR, "")
+    try:
+        seconds = float(raw) if raw else DEFAULT_BUSY_TIMEOUT_S
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < 86400:
+        raise StoreError(
+            f"{BUSY_TIMEOUT_ENV_VAR}={raw!r} is not a number of seconds: set it to e.g. 120"
+        )
+    return seconds
 
 
 def _reason(error: BaseException) -> str:
