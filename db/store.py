@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import socket
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -292,13 +293,37 @@ class Store:
                 workload_id=workload_id,
                 strategy=strategy,
                 seed=seed,
-                settings=dict(settings),
+                settings={**settings, **_this_process()},
                 status="running",
                 octune_version=_octune_version(),
             )
             session.add(row)
             session.flush()
             return row.id
+
+    def close_dead_sessions(self) -> int:
+        """Mark "interrupted" the running sessions whose process on this host is gone (killed,
+        or its machine restarted), so that no session stays "running" forever.
+        """
+        me = _this_process()
+        closed = 0
+        with self._session() as session:
+            for row in session.scalars(select(TuningSession).filter_by(status="running")):
+                host, pid = row.settings.get("host"), row.settings.get("pid")
+                if host == me["host"] and isinstance(pid, int) and not _alive(pid):
+                    row.status, row.finished_at = "interrupted", utcnow()
+                    closed += 1
+        return closed
+
+    def confirmed_config_keys(
+        self, device_id: int, kernel_version_id: int, workload_id: int
+    ) -> set[str]:
+        """Configs re-measured by a confirm session, even one cut short."""
+        scope = _scope(device_id, kernel_version_id, workload_id).where(
+            TuningSession.strategy == CONFIRM_STRATEGY
+        )
+        with self._session() as session:
+            return set(session.scalars(scope.with_only_columns(MeasurementRow.config_key)))
 
     def finish_session(self, session_id: int, status: str) -> None:
         if status not in SESSION_END_STATUSES:
@@ -801,6 +826,21 @@ def measurement_values(session_id: int, m: Measurement) -> dict[str, Any]:
         "extra": dict(m.extra),
         "created_at": utcnow(),
     }
+
+
+def _this_process() -> dict[str, Any]:
+    """What a session records of the process running it, to tell later whether it died."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def busy_timeout() -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -198,6 +199,47 @@ def test_sigkilled_session_resumes_to_what_an_uninterrupted_one_measures(tmp_pat
     keys, distinct = stored_candidates(killed_db)
     assert len(keys) == len(distinct) == 10  # nothing measured twice
     assert distinct == stored_candidates(tmp_path / "whole.db")[1]  # the same configs
+
+
+def session_rows(db: Path) -> list[tuple[str, str, int]]:
+    """(strategy, status, measurements) of every session, in order."""
+    with sqlite3.connect(db) as connection:
+        return connection.execute(
+            "SELECT s.strategy, s.status, COUNT(m.id) FROM tuning_sessions s "
+            "LEFT JOIN measurements m ON m.session_id = s.id GROUP BY s.id ORDER BY s.id"
+        ).fetchall()
+
+
+def test_a_confirm_killed_part_way_is_finished_by_resume(tmp_path: Path) -> None:
+    """SIGKILL once the confirm session has started: --resume measures no new candidate but
+    confirms the top configs the killed one left, and the dead session reads interrupted.
+    """
+    db = tmp_path / "confirm.db"
+    args = ["tune", "gemm", "--m", "24", "--n", "20", "--k", "9", "--strategy", "exhaustive",
+            "--budget", "4", "--confirm", "3", "--jobs", "0"]  # fmt: skip
+    env = {**os.environ, "OCTUNE_DATABASE_URL": f"sqlite:///{db}"}
+    process = subprocess.Popen([*OCTUNE, *args], env=env, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(sqlite3.OperationalError):  # no schema yet
+            if db.exists() and any(row[0] == "confirm" for row in session_rows(db)):
+                break
+        time.sleep(0.01)
+    assert process.poll() is None, "the run ended before its confirm could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    (search, killed) = session_rows(db)
+    assert search == ("exhaustive", "completed", 4)
+    assert killed[:2] == ("confirm", "running") and killed[2] < 3
+
+    resumed = octune(*args, "--resume", db=db)
+    assert resumed.returncode == 0, resumed.stderr + resumed.stdout
+    assert "measured 0 configs" in resumed.stdout
+    rows = session_rows(db)
+    assert rows[1] == ("confirm", "interrupted", killed[2])
+    assert rows[-1] == ("confirm", "completed", 3 - killed[2])
+    best = octune("best", "gemm", "--m", "24", "--n", "20", "--k", "9", "--json", db=db)
+    assert best.returncode == 0, best.stderr
 
 
 def test_workloads_file_shares_the_budget_and_its_summary_matches_the_database(

@@ -30,6 +30,7 @@ from octune.tuner.results import (
     Measurement,
     Objective,
     Status,
+    config_key,
     failure_signature,
 )
 from octune.tuner.space import ConfigTable
@@ -294,6 +295,7 @@ def run_session(
     settings = settings or Settings()
     check_seed(seed)
     strategy_class = get_strategy(strategy)
+    store.close_dead_sessions()
     device_id = store.device_id(device)
     kernel_id = store.kernel_version_id(
         kernel.name, kernel.sha256, kernel.source, kernel.space.source_text
@@ -393,22 +395,36 @@ def run_session(
         )
     confirmed: tuple[Measurement, ...] = ()
     confirm_session_id = None
-    if not interrupted and settings.confirm > 0 and progress.tried > 0:
-        top = store.top_configs(device_id, kernel_id, workload_id, settings.confirm)
-        if top:
-            fresh_seed = None if seed is None else seed + 1  # fresh inputs, reproducibly
-            confirm_session_id = store.start_session(
-                device_id, kernel_id, workload_id, strategy=CONFIRM_STRATEGY,
-                seed=fresh_seed,
-                settings={"repeats": CONFIRM_REPEATS, "octune_version": version("octune")},
-            )  # fmt: skip
-            try:
-                confirmed = _confirm(
-                    store, replace(job, seed=fresh_seed), confirm_session_id, top, timeout
-                )
-            except KeyboardInterrupt:
-                interrupted = True
+    top = _to_confirm(store, (device_id, kernel_id, workload_id), settings, progress.tried)
+    if top and not interrupted:
+        fresh_seed = None if seed is None else seed + 1  # fresh inputs, reproducibly
+        confirm_session_id = store.start_session(
+            device_id, kernel_id, workload_id, strategy=CONFIRM_STRATEGY,
+            seed=fresh_seed,
+            settings={"repeats": CONFIRM_REPEATS, "octune_version": version("octune")},
+        )  # fmt: skip
+        try:
+            confirmed = _confirm(
+                store, replace(job, seed=fresh_seed), confirm_session_id, top, timeout
+            )
+        except KeyboardInterrupt:
+            interrupted = True
     return SessionReport(session_id, progress, interrupted, confirmed, confirm_session_id)
+
+
+def _to_confirm(
+    store: Store, scope: tuple[int, int, int], settings: Settings, tried: int
+) -> list[dict[str, int]]:
+    """The top configs, after a session that measured something; after one that measured
+    nothing (a --resume of a finished search), those a killed confirm session left.
+    """
+    if settings.confirm == 0:
+        return []
+    top = store.top_configs(*scope, settings.confirm)
+    if tried > 0:
+        return top
+    done = store.confirmed_config_keys(*scope)
+    return [config for config in top if config_key(config) not in done]
 
 
 def _confirm(
