@@ -169,6 +169,30 @@ class MeasurementRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
+class ConfigClaim(Base):
+    """A config a running search is about to measure, so that another search of the same
+    device, kernel version and workload leaves it alone. A claim whose session ended without
+    a measurement of it (killed, or dropped in flight) may be taken over.
+    """
+
+    __tablename__ = "config_claims"
+    __table_args__ = (
+        # Named here: the convention's name would pass PostgreSQL's 63 characters.
+        UniqueConstraint(
+            "device_id", "kernel_version_id", "workload_id", "config_key",
+            name="uq_config_claims_config",
+        ),
+    )  # fmt: skip
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
+    kernel_version_id: Mapped[int] = mapped_column(ForeignKey("kernel_versions.id"))
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    config_key: Mapped[str] = mapped_column(String(1024))
+    session_id: Mapped[int] = mapped_column(ForeignKey("tuning_sessions.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
 class ApiToken(Base):
     """A server access token. Only its SHA-256 is kept: a leaked database leaks no token."""
 

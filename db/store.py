@@ -24,7 +24,20 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from filelock import FileLock, Timeout
-from sqlalchemy import Connection, Select, case, create_engine, event, func, make_url, select, text
+from sqlalchemy import (
+    Connection,
+    Insert,
+    Select,
+    case,
+    create_engine,
+    event,
+    func,
+    make_url,
+    select,
+    text,
+    union,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
@@ -32,6 +45,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from octune.db.models import (
     MESSAGE_MAX_CHARS,
+    Base,
+    ConfigClaim,
     Device,
     KernelVersion,
     MeasurementRow,
@@ -315,6 +330,67 @@ class Store:
                     closed += 1
         return closed
 
+    def claim(
+        self, session_id: int, scope: tuple[int, int, int], config: Mapping[str, int]
+    ) -> bool:
+        """Whether this session may measure `config`: it claimed it now, or took over the
+        claim of a session that ended without measuring it. False: another search has it.
+        """
+        device_id, kernel_version_id, workload_id = scope
+        key = config_key(config)
+        insert = self._insert_or_skip(ConfigClaim)
+        where = (
+            ConfigClaim.device_id == device_id,
+            ConfigClaim.kernel_version_id == kernel_version_id,
+            ConfigClaim.workload_id == workload_id,
+            ConfigClaim.config_key == key,
+        )
+        with self._session() as session:
+            claimed = session.execute(
+                insert.values(
+                    device_id=device_id, kernel_version_id=kernel_version_id,
+                    workload_id=workload_id, config_key=key, session_id=session_id,
+                    created_at=utcnow(),
+                )
+            ).rowcount  # fmt: skip
+            if claimed:
+                return True
+            holder = session.execute(
+                select(ConfigClaim.session_id, TuningSession.status)
+                .join(TuningSession, ConfigClaim.session_id == TuningSession.id)
+                .where(*where)
+            ).one()
+            if holder.session_id == session_id:
+                return True
+            measured = session.scalar(
+                _scope(*scope)
+                .where(MeasurementRow.config_key == key)
+                .with_only_columns(func.count())
+            )
+            if holder.status == "running" or measured:
+                return False
+            taken = session.execute(
+                update(ConfigClaim)
+                .where(*where, ConfigClaim.session_id == holder.session_id)
+                .values(session_id=session_id)
+            ).rowcount
+            return taken == 1
+
+    def taken(self, scope: tuple[int, int, int]) -> int:
+        """Configs of a workload measured or claimed by any session: what two searches that
+        finish one budget together (--resume) count against it.
+        """
+        device_id, kernel_version_id, workload_id = scope
+        measured = _scope(*scope).with_only_columns(MeasurementRow.config_key)
+        claimed = select(ConfigClaim.config_key).where(
+            ConfigClaim.device_id == device_id,
+            ConfigClaim.kernel_version_id == kernel_version_id,
+            ConfigClaim.workload_id == workload_id,
+        )
+        keys = union(measured, claimed).subquery()
+        with self._session() as session:
+            return int(session.scalar(select(func.count()).select_from(keys)) or 0)
+
     def confirmed_config_keys(
         self, device_id: int, kernel_version_id: int, workload_id: int
     ) -> set[str]:
@@ -335,6 +411,13 @@ class Store:
             row.status = status
             row.finished_at = utcnow()
 
+    def _insert_or_skip(self, model: type[Base]) -> Insert:
+        """An INSERT that skips a row a unique index already holds (SQLite and PostgreSQL
+        spell it alike), so racing writers need no check before they write.
+        """
+        dialect_insert = pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert
+        return dialect_insert(model).on_conflict_do_nothing()
+
     def add_measurement(self, session_id: int, m: Measurement) -> bool:
         """Store one measurement; False if the session holds that config already."""
         return self.add_measurements(session_id, [m]) == 1
@@ -343,9 +426,7 @@ class Store:
         """Store, in one transaction, the measurements whose config the session does not hold
         yet, and count them: the unique index decides, so racing writers store each once.
         """
-        insert = (pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert)(
-            MeasurementRow
-        ).on_conflict_do_nothing()
+        insert = self._insert_or_skip(MeasurementRow)
         added = 0
         with self._session() as session:
             for m in measurements:

@@ -303,9 +303,9 @@ def run_session(
     workload_id = store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype)
     done_keys = store.measured_config_keys(device_id, kernel_id, workload_id)
     done_rows = {row for row in (table.index_json(key) for key in done_keys) if row is not None}
-    # --resume finishes the budget: what earlier sessions measured, and how long they took,
-    # counts against it.
-    counted_before = len(done_rows) if settings.resume else 0
+    scope = (device_id, kernel_id, workload_id)
+    # --resume finishes the budget: what any session measured or is measuring now, and how
+    # long the earlier ones took, counts against it.
     earlier_s = store.search_seconds(device_id, kernel_id, workload_id) if settings.resume else 0.0
     if strategy_class.learns_from_history:
         from octune.tuner.cost_model import Context  # loads XGBoost: only when a model searches
@@ -353,17 +353,23 @@ def run_session(
     try:
         while True:
             due = proposals_due(pipeline.window, pipeline.pending)
+            proposed: list[int] = []
             if due:
                 room = budget.room(
-                    counted_before + progress.tried + pipeline.pending,
+                    store.taken(scope) if settings.resume
+                    else progress.tried + pipeline.pending,
                     earlier_s + time.monotonic() - started,
-                )
+                )  # fmt: skip
                 thinking = time.monotonic()
-                proposed = search.propose(min(due, room)) if room > 0 else []
+                if room > 0:
+                    proposed = search.propose(min(due, room))
                 progress.strategy_s += time.monotonic() - thinking
-                for row in proposed:
-                    pipeline.submit(row, table.config(row))
+                for row in proposed:  # a config another search is measuring is left to it
+                    if store.claim(session_id, scope, table.config(row)):
+                        pipeline.submit(row, table.config(row))
             if pipeline.pending == 0:
+                if proposed:  # all of them claimed by another search: ask for more
+                    continue
                 break
             row, measurement = pipeline.next_result()
             store.add_measurement(session_id, measurement)
@@ -395,7 +401,7 @@ def run_session(
         )
     confirmed: tuple[Measurement, ...] = ()
     confirm_session_id = None
-    top = _to_confirm(store, (device_id, kernel_id, workload_id), settings, progress.tried)
+    top = _to_confirm(store, scope, settings, progress.tried)
     if top and not interrupted:
         fresh_seed = None if seed is None else seed + 1  # fresh inputs, reproducibly
         confirm_session_id = store.start_session(

@@ -137,3 +137,33 @@ def test_a_writer_holding_the_lock_for_20_s_does_not_end_a_tune(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     assert "measured 2 configs" in result.stdout
     assert waited >= 20  # it did meet the lock: the run could not have ended before its release
+
+
+def search_rows(db: str) -> tuple[int, int]:
+    """Measurements of search sessions (confirmations aside), and their distinct configs."""
+    with Store(db) as store, store._session() as session:
+        keys = session.scalars(
+            select(MeasurementRow.config_key)
+            .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
+            .where(TuningSession.strategy != "confirm")
+        ).all()
+    return len(keys), len(set(keys))
+
+
+def test_two_tuners_of_one_workload_never_measure_a_config_twice(tmp_path: Path) -> None:
+    """Same workload, same seed, same strategy: without claims both would walk the same
+    configs in the same order. Each claims a config before measuring it and leaves the other's.
+    """
+    db = f"sqlite:///{tmp_path / 'shared.db'}"
+    Store(db).close()
+    args = ["tune", "gemm", "--m", "16", "--n", "16", "--k", "16", "--strategy", "random",
+            "--seed", "3", "--confirm", "0", "--db", db]  # fmt: skip
+    results = all_at_once(2, lambda _: octune(*args, "--budget", "8"))
+    assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
+    total, distinct = search_rows(db)
+    assert total == distinct and 8 < total <= 16
+
+    # Two --resume runs together finish one budget of 30, however they share it.
+    results = all_at_once(2, lambda _: octune(*args, "--budget", "30", "--resume"))
+    assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
+    assert search_rows(db) == (30, 30)
