@@ -45,7 +45,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from octune.db.models import (
     MESSAGE_MAX_CHARS,
-    Base,
     ConfigClaim,
     Device,
     KernelVersion,
@@ -352,7 +351,7 @@ class Store:
                     workload_id=workload_id, config_key=key, session_id=session_id,
                     created_at=utcnow(),
                 )
-            ).rowcount  # fmt: skip
+            ).all()  # fmt: skip
             if claimed:
                 return True
             holder = session.execute(
@@ -373,8 +372,9 @@ class Store:
                 update(ConfigClaim)
                 .where(*where, ConfigClaim.session_id == holder.session_id)
                 .values(session_id=session_id)
-            ).rowcount
-            return taken == 1
+                .returning(ConfigClaim.id)
+            ).all()
+            return len(taken) == 1
 
     def taken(self, scope: tuple[int, int, int]) -> int:
         """Configs of a workload measured or claimed by any session: what two searches that
@@ -411,12 +411,13 @@ class Store:
             row.status = status
             row.finished_at = utcnow()
 
-    def _insert_or_skip(self, model: type[Base]) -> Insert:
+    def _insert_or_skip(self, model: type[MeasurementRow | ConfigClaim]) -> Insert:
         """An INSERT that skips a row a unique index already holds (SQLite and PostgreSQL
         spell it alike), so racing writers need no check before they write.
         """
         dialect_insert = pg_insert if self._engine.dialect.name == "postgresql" else sqlite_insert
-        return dialect_insert(model).on_conflict_do_nothing()
+        # RETURNING tells what was stored: rowcount reads -1 through the ORM on PostgreSQL.
+        return dialect_insert(model).on_conflict_do_nothing().returning(model.id)
 
     def add_measurement(self, session_id: int, m: Measurement) -> bool:
         """Store one measurement; False if the session holds that config already."""
@@ -430,7 +431,9 @@ class Store:
         added = 0
         with self._session() as session:
             for m in measurements:
-                added += session.execute(insert.values(measurement_values(session_id, m))).rowcount
+                added += len(
+                    session.execute(insert.values(measurement_values(session_id, m))).all()
+                )
         return added
 
     def origin_session(
