@@ -97,11 +97,11 @@ def test_parallel_imports_of_one_bundle_store_each_entry_once(
     assert len(keys) == len(set(keys)) == len(shapes)
 
 
-def test_two_tuners_starting_on_a_new_database_both_finish(tmp_path: Path) -> None:
+def test_two_tuners_starting_on_a_new_database_both_finish(db_url: str) -> None:
     """Both create the schema at once: neither may fail on "table already exists" or "database
-    is locked".
+    is locked" (SQLite), or on a duplicate table (PostgreSQL).
     """
-    db = f"sqlite:///{tmp_path / 'new.db'}"
+    db = db_url
     results = all_at_once(
         2,
         lambda i: octune(
