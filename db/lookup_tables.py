@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from octune.db.store import Store, StoredDevice, StoredKernel
 from octune.tuner.device_names import match_devices
@@ -55,7 +55,15 @@ def problem_spec(name: str) -> Problem:
     )
 
 
-def device_limits(device: StoredDevice) -> dict[str, int]:
+class DeviceLimits(Protocol):
+    """What a stored device and an uploaded one both say of their limits."""
+
+    max_work_group_size: int
+    local_mem_size: int
+    compute_units: int
+
+
+def device_limits(device: DeviceLimits) -> dict[str, int]:
     """The limits a space may name. The database keeps no per-dimension work-item sizes; the
     work-group size bounds them, and tuned configs have run on the device anyway.
     """

@@ -239,6 +239,12 @@ class ServerStore(Store):
         )
         workload_id = self.workload_id(problem, workload_key, shape, dtype)
         identity = (device_id, kernel_id, workload_id)
+        # The tuning process's host and pid describe the uploader, not a process here: kept
+        # apart, so that close_dead_sessions never takes them for one of this host's.
+        settings = dict(settings)
+        tuned_by = {key: settings.pop(key) for key in ("host", "pid") if key in settings}
+        if tuned_by:
+            settings["tuned_by"] = tuned_by
         session_id = self._uploaded_session(uid, identity)
         if session_id is None:
             try:

@@ -5,12 +5,12 @@ here, so nothing unchecked reaches the database, a file path or a compiler.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from octune.tuner.results import Status
-from octune.tuner.workloads import MAX_DIM
+from octune.tuner.workloads import MAX_DIM, gemm_shape_problem
 
 KernelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -41,6 +41,13 @@ class GemmShape(Strict):
     transa: bool = False
     transb: bool = False
     dtype: Literal["float32"] = "float32"
+
+    @model_validator(mode="after")
+    def _within_the_tuners_limits(self) -> Self:
+        """A shape the tuner refuses (a matrix past 32-bit indexing) is no shape to answer."""
+        if problem := gemm_shape_problem(self.m, self.n, self.k):
+            raise ValueError(problem)
+        return self
 
 
 class LookupQuery(GemmShape):
@@ -118,7 +125,10 @@ class Health(BaseModel):
 
 class Readiness(BaseModel):
     status: Literal["ready"]
-    database: str
+    database: str | None = Field(
+        description="the database URL, password hidden; null on a server that requires read "
+        "tokens, since /v1/ready answers without one"
+    )
     schema_revision: str
     models_training: int = Field(
         description="cost models queued or training; lookups answer without them meanwhile"

@@ -18,6 +18,24 @@ from octune.tuner.errors import WorkloadError
 # Largest dimension the kernels index with 32-bit ints; larger problems need another kernel.
 MAX_DIM = 1 << 20
 MAX_ELEMENTS = (1 << 31) - 1
+
+
+def gemm_shape_problem(m: int, n: int, k: int) -> str | None:
+    """Why the GEMM kernel cannot take this shape, in one line; None if it can. The tuner and
+    the service's lookups and uploads ask the same question.
+    """
+    for name, value in (("M", m), ("N", n), ("K", k)):
+        if not 1 <= value <= MAX_DIM:
+            return f"GEMM {name}={value} is out of range: use 1..{MAX_DIM}"
+    for rows, cols in ((m, k), (k, n), (m, n)):
+        if rows * cols > MAX_ELEMENTS:
+            return (
+                f"GEMM {m}x{n}x{k} has a matrix over {MAX_ELEMENTS} elements, beyond 32-bit "
+                "indexing: split it into smaller GEMMs"
+            )
+    return None
+
+
 # Verification tolerance per element: |out - ref| <= TOLERANCE_FACTOR * sqrt(K) * eps * (|A||B|).
 # Rounding errors of a float32 dot product grow like sqrt(K) for random data; the factor
 # leaves room for any summation order while one missing or wrong term is still caught.
@@ -85,18 +103,8 @@ class GemmWorkload:
         return cls(m, n, k)
 
     def __post_init__(self) -> None:
-        for name in ("m", "n", "k"):
-            value = getattr(self, name)
-            if not 1 <= value <= MAX_DIM:
-                raise WorkloadError(
-                    f"GEMM {name.upper()}={value} is out of range: use 1..{MAX_DIM}"
-                )
-        for rows, cols in ((self.m, self.k), (self.k, self.n), (self.m, self.n)):
-            if rows * cols > MAX_ELEMENTS:
-                raise WorkloadError(
-                    f"GEMM {self.m}x{self.n}x{self.k} has a matrix over {MAX_ELEMENTS} elements, "
-                    "beyond 32-bit indexing: split it into smaller GEMMs"
-                )
+        if problem := gemm_shape_problem(self.m, self.n, self.k):
+            raise WorkloadError(problem)
 
     @property
     def dtype(self) -> str:

@@ -18,9 +18,10 @@ async def health() -> Health:
 def ready(request: Request) -> Readiness:
     """503 with the database's own words when it is down or unreachable."""
     store, model = request.app.state.store, request.app.state.lookups.model
+    private = request.app.state.settings.require_read_token  # then where the data lives is too
     return Readiness(
         status="ready",
-        database=store.url,
+        database=None if private else store.url,
         schema_revision=store.revision(),
         models_training=model.training if model is not None else 0,
     )

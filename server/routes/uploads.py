@@ -6,18 +6,25 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
+from octune.db.lookup_tables import device_limits
 from octune.db.server_store import ServerStore, TokenRecord, UploadConflictError
 from octune.db.store import StoredKernel
 from octune.server.auth import require_write
-from octune.server.schemas import UploadIn, UploadOut
+from octune.server.schemas import MeasurementIn, UploadIn, UploadOut
 from octune.tuner.device import DeviceInfo
+from octune.tuner.errors import SpaceError
 from octune.tuner.kernels import PROBLEMS
 from octune.tuner.lookup import kernel_version_sha256
-from octune.tuner.results import Measurement
+from octune.tuner.results import Measurement, Status
 from octune.tuner.space import SearchSpace
 from octune.tuner.workloads import GemmWorkload
 
 router = APIRouter(tags=["uploads"])
+
+#: FLOP/s no compute unit of any device reaches: 1024 lanes x 2 (fused multiply-add) x 5 GHz.
+#: Five to twenty times what today's do (an H100 SM: 128 x 2 x 1.98 GHz), so it refuses only
+#: the impossible, such as the 1e-300 s that once made a config "best" at 5e296 GFLOP/s.
+MAX_FLOPS_PER_COMPUTE_UNIT = 1024 * 2 * 5e9
 
 
 @router.post("/sessions", response_model=UploadOut)
@@ -39,16 +46,10 @@ def upload_session(
             422, f"kernel {sent.name} solves '{space.problem}', not the workload's "
             f"'{upload.workload.problem}'",
         )  # fmt: skip
-    parameters = set(space.parameter_names)
-    for position, m in enumerate(upload.measurements):
-        if set(m.config) != parameters:
-            raise HTTPException(
-                422, f"measurements.{position}.config must set exactly the space's parameters "
-                f"{', '.join(sorted(parameters))}",
-            )  # fmt: skip
     w = upload.workload
     workload = GemmWorkload(w.m, w.n, w.k, w.transa, w.transb)
     device = DeviceInfo(**upload.device.model_dump(), max_work_item_sizes=())
+    measurements = _checked(upload.measurements, space, device_limits(upload.device), workload)
     store: ServerStore = request.app.state.store
     try:
         outcome = store.upload(
@@ -65,18 +66,7 @@ def upload_session(
             settings=upload.session.settings,
             status=upload.session.status,
             octune_version=upload.session.octune_version,
-            measurements=[
-                Measurement(
-                    config=m.config,
-                    status=m.status,
-                    times_s=tuple(m.times_s),
-                    flops=m.flops,
-                    max_error=m.max_error,
-                    message=m.message,
-                    extra=m.extra,
-                )
-                for m in upload.measurements
-            ],
+            measurements=measurements,
         )
     except UploadConflictError as error:
         raise HTTPException(409, str(error)) from error
@@ -85,3 +75,46 @@ def upload_session(
     return UploadOut(
         session_id=outcome.session_id, added=outcome.added, already_stored=outcome.already_stored
     )
+
+
+def _checked(
+    sent: list[MeasurementIn], space: SearchSpace, limits: dict[str, int], workload: GemmWorkload
+) -> list[Measurement]:
+    """The upload's measurements, each a config the kernel version's space allows on the
+    device and, if it passed, a verified result the device could physically have produced:
+    a write token must not be able to crown a config by sending a fast enough time.
+    """
+    parameters = set(space.parameter_names)
+    floor_s = workload.flops / (limits["compute_units"] * MAX_FLOPS_PER_COMPUTE_UNIT)
+    checked = []
+    for position, m in enumerate(sent):
+        where = f"measurements.{position}"
+        if set(m.config) != parameters:
+            raise HTTPException(
+                422, f"{where}.config must set exactly the space's parameters "
+                f"{', '.join(sorted(parameters))}",
+            )  # fmt: skip
+        try:
+            space.check(m.config, limits)
+        except SpaceError as error:
+            raise HTTPException(422, f"{where}.config: {error}") from error
+        if m.status == Status.OK:
+            if m.flops != workload.flops:
+                raise HTTPException(422, f"{where}.flops must be the workload's {workload.flops}")
+            if not m.times_s or min(m.times_s) < floor_s:
+                raise HTTPException(
+                    422, f"{where}.times_s: a passing result needs run times of at least "
+                    f"{floor_s:.3g} s, what {limits['compute_units']} compute units could do "
+                    "at most",
+                )  # fmt: skip
+            if m.max_error is not None and not m.max_error < 1:
+                raise HTTPException(
+                    422, f"{where}.max_error: a passing result was verified (max_error < 1)"
+                )
+        checked.append(
+            Measurement(
+                config=m.config, status=m.status, times_s=tuple(m.times_s), flops=m.flops,
+                max_error=m.max_error, message=m.message, extra=m.extra,
+            )
+        )  # fmt: skip
+    return checked

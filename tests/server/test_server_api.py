@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 from server_testing import Seeder, bearer, make_client, post_upload
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from octune.db.lookup_tables import StoreLookup
-from octune.db.models import ApiToken, MeasurementRow
+from octune.db.models import ApiToken, MeasurementRow, SessionUpload
 from octune.db.server_store import ServerStore
 from octune.server.client import OctuneClient, session_uploads
 from octune.server.tokens import token_hash
@@ -248,6 +248,8 @@ def test_upload_needs_a_write_token_and_valid_content(
     moved = upload.model_copy(deep=True)
     assert post_upload(client, upload, write_token).status_code == 200
     moved.workload.m = 65
+    for m in moved.measurements:  # consistent with its workload: only the uid is reused
+        m.flops = GemmWorkload(65, 64, 64).flops
     response = post_upload(client, moved, write_token)
     assert response.status_code == 409
 
@@ -267,6 +269,49 @@ def test_tokens_are_stored_as_hashes_and_reads_can_require_one(store, read_token
         assert client.get("/v1/health").status_code == 200
         assert client.get("/v1/devices", headers=bearer(read_token)).status_code == 200
         assert client.get("/v1/devices", headers=bearer(write_token)).status_code == 200
+        ready = client.get("/v1/ready").json()
+        assert ready["status"] == "ready" and ready["database"] is None  # where data lives
+    with make_client(store) as client:
+        assert client.get("/v1/ready").json()["database"] == store.url
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        (lambda table: {"times_s": [1e-300] * 3}, "measurements.0.times_s"),
+        (lambda table: {"times_s": []}, "measurements.0.times_s"),
+        (lambda table: {"flops": 10**15}, "measurements.0.flops"),
+        (lambda table: {"max_error": 5.0}, "measurements.0.max_error"),
+        (lambda table: {"config": {**table.config(5), "MWG": 4096}}, "measurements.0.config"),
+    ],
+)
+def test_a_write_token_cannot_poison_the_answers(
+    client, store, seeder, write_token, gemm_table, changes, field
+):
+    """A config outside the kernel version's space on the device, or a passing result no
+    device could produce, is refused with 422 naming the field, and nothing is stored.
+    """
+    (upload,) = session_uploads(store, seeder.session(W64, [5]))
+    poisoned = upload.model_copy(deep=True)
+    for name, value in changes(gemm_table).items():
+        setattr(poisoned.measurements[0], name, value)
+    response = post_upload(client, poisoned, write_token)
+    assert response.status_code == 422, response.text
+    assert response.json()["message"].startswith(field)
+    with store._session() as session:
+        assert session.scalar(select(func.count(SessionUpload.id))) == 0
+
+
+def test_shapes_the_tuner_refuses_are_not_answered(client, seeder, device_info):
+    seeder.session(W64, [5])
+    huge = lookup(client, device_info.fingerprint, m=2**20, n=2**20, k=64)
+    assert huge.status_code == 422
+    assert "beyond 32-bit indexing" in huge.json()["message"]
+    batch = client.post(
+        "/v1/lookup/batch",
+        json={"device": device_info.fingerprint, "workloads": [{"m": 2**20, "n": 2**20, "k": 1}]},
+    )
+    assert batch.status_code == 422
 
 
 def test_client_reports_server_errors_in_one_line(client, seeder, device_info):
