@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from octune.db.lookup_tables import TableModel, build_table, device_limits, resolve_device
 from octune.db.store import Store
 from octune.tuner.bundle import Bundle, BundleError, load_bundle, write_bundle
-from octune.tuner.errors import OctuneError
+from octune.tuner.errors import OctuneError, SpaceError
 from octune.tuner.lookup import KernelTable
 from octune.tuner.results import Measurement, Status, config_key
 
@@ -64,14 +64,17 @@ class ImportReport:
     skipped: int  # entries whose config was already stored for that workload
 
 
-def import_bundle(store: Store, path: Path) -> ImportReport:
+def import_bundle(store: Store, path: Path, public_key: str | None = None) -> ImportReport:
     """Merge a verified bundle's tuned entries into ``store``: one session per workload, one
     passing measurement per entry. An entry whose config is already stored for the device,
-    kernel version and workload is skipped, so importing twice stores once.
+    kernel version and workload is skipped, so importing twice stores once. With a public key,
+    only a bundle it signed is read; every config must be one its kernel version's space
+    allows on the device, or nothing is stored.
     """
     from octune.tuner.kernels import PROBLEMS
 
-    bundle = load_bundle(path)
+    bundle = load_bundle(path, public_key)
+    _check_configs(bundle)
     info = _device_info(bundle)
     device_id = store.device_id(info)
     imported = skipped = 0
@@ -112,6 +115,26 @@ def import_bundle(store: Store, path: Path) -> ImportReport:
             imported += stored
             skipped += not stored
     return ImportReport(info.fingerprint, imported, skipped)
+
+
+def _check_configs(bundle: Bundle) -> None:
+    """Checksums can be recomputed by whoever edits a table: refuse configs the kernel
+    version's own space would never have proposed on the bundle's device.
+    """
+    from octune.tuner.kernels import kernel_from_texts
+
+    limits = bundle.device.get("limits", {})
+    for table in bundle.tables.values():
+        space = kernel_from_texts(table.kernel, *bundle.sources[table.kernel]).space
+        for entry in table.tuned:
+            try:
+                space.check(table.entry_config(entry.config), limits)
+            except SpaceError as error:
+                raise BundleError(
+                    f"bundle {bundle.path}: the config of {table.kernel} {entry.workload_key} is "
+                    f"not one its space allows on the device ({error}); the bundle was edited: "
+                    "nothing was imported"
+                ) from None
 
 
 def _device_info(bundle: Bundle) -> DeviceInfo:

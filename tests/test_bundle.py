@@ -349,6 +349,13 @@ def _edit_and_rehash(bundle: Path) -> None:
     _rehash(bundle, "lookup.json")
 
 
+def _inject_option(bundle: Path) -> None:
+    data = json.loads((bundle / "lookup.json").read_text())
+    data["kernels"][0]["extra_build_options"].append("-I/etc")
+    (bundle / "lookup.json").write_text(json.dumps(data))
+    _rehash(bundle, "lookup.json")
+
+
 def _edit_source(bundle: Path) -> None:
     (source,) = (bundle / "kernels").glob("*.cl")
     source.write_text(source.read_text() + "\n// patched\n")
@@ -376,6 +383,7 @@ def _unsafe_path(bundle: Path) -> None:
         (_truncate, ["lookup.json is truncated", "bytes"]),
         (_edit_table, ["lookup.json does not match its SHA-256", "modified"]),
         (_edit_and_rehash, ["malformed", "config 10000"]),
+        (_inject_option, ["malformed", "'-I/etc', not an option octune writes"]),
         (_edit_source, ["sources do not hash to the kernel version"]),
         (_newer, [f"schema version {SCHEMA_VERSION + 1}", "octune>=9.0", "upgrade"]),
         (_unsafe_path, ["does not list lookup.json"]),
@@ -439,3 +447,64 @@ def test_bundle_copies_answer_like_the_original(bundle, tmp_path):
         load_bundle(copy).lookup(replace(query, kernel="conv"))
     with pytest.raises(QueryError, match="m=0"):
         load_bundle(copy).lookup(gemm_query(0, 1, 1))
+
+
+def _poison_config(bundle: Path) -> None:
+    """What an attacker with the files does: MWG=4096 and an injected build option in the
+    first tuned entry's config, then the checksum recomputed so the manifest agrees.
+    """
+    data = json.loads((bundle / "lookup.json").read_text())
+    table = data["kernels"][0]
+    config = table["configs"][table["tuned"]["rows"][0][2]]
+    config[table["parameters"].index("MWG")] = 4096
+    table["extra_build_options"] = [*table["extra_build_options"], "-DINJECTED=1"]
+    (bundle / "lookup.json").write_text(json.dumps(data))
+    _rehash(bundle, "lookup.json")
+
+
+def test_signed_bundles_verify_and_an_edit_with_recomputed_checksums_does_not(
+    tuned_store, tmp_path, cli
+):
+    key = tmp_path / "keys" / "octune.key"
+    key.parent.mkdir()
+    made = cli("keygen", str(key))
+    assert made.returncode == 0, made.stderr
+    public = key.with_name("octune.key.pub")
+    assert key.stat().st_mode & 0o777 == 0o600 and public.is_file()
+    assert "PRIVATE KEY" not in made.stdout  # the secret is written, never printed
+    assert cli("keygen", str(key)).returncode == 2  # never overwritten
+
+    tuned_db = Path(tuned_store.url.removeprefix("sqlite:///"))
+    signed = tmp_path / "signed"
+    exported = cli("export", "--device", DEVICE.fingerprint, "--format", "json", "--out",
+                   str(signed), "--no-model", "--sign-key", str(key), db=tuned_db)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    assert "signed" in exported.stdout
+    query = ["--m", "64", "--n", "64", "--k", "64"]
+    assert cli("lookup", str(signed), *query, "--public-key", str(public)).returncode == 0
+    # The key may come as PEM text, as a CI secret in the environment would hold it.
+    assert load_bundle(signed, public.read_text()).lookup(gemm_query(64, 64, 64)).match
+
+    _poison_config(signed)
+    refused = cli("lookup", str(signed), *query, "--public-key", str(public))
+    assert_one_line_error(refused, "signature does not match")
+    # Without a key the checksums pass, but import checks each config against the space.
+    merged = tmp_path / "merged.db"
+    assert_one_line_error(cli("import", str(signed), db=merged), "not one its space allows",
+                          "MWG", "nothing was imported")  # fmt: skip
+    with Store(f"sqlite:///{merged}") as store:
+        assert store.stored_devices() == []
+
+    other = tmp_path / "other.key"
+    cli("keygen", str(other))
+    unsigned = tmp_path / "unsigned"
+    export_bundle(tuned_store, DEVICE.fingerprint, ["gemm"], "json", unsigned)
+    assert_one_line_error(cli("import", str(unsigned), "--public-key", str(public), db=merged),
+                          "is not signed")  # fmt: skip
+    resigned = tmp_path / "resigned"
+    cli("export", "--device", DEVICE.fingerprint, "--format", "json", "--out", str(resigned),
+        "--no-model", "--sign-key", str(other), db=tuned_db)  # fmt: skip
+    assert_one_line_error(cli("lookup", str(resigned), *query, "--public-key", str(public)),
+                          "signed with another key")  # fmt: skip
+    assert_one_line_error(cli("lookup", str(resigned), *query, "--public-key", str(key)),
+                          "not a PEM public key")  # fmt: skip

@@ -52,6 +52,7 @@ SCHEMA_VERSION = 1
 #: The first octune release that reads each schema version.
 READS_WITH = {1: "0.1.0"}
 MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"  # optional: octune.tuner.signing
 FORMAT_FILES = {"json": "lookup.json", "sqlite": "lookup.sqlite", "c-header": "octune_lookup.h"}
 ENTRY_COLUMNS = ["shape", "dtype", "config", "time_s", "spread_s", "gflops", "workload_key"]
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(/[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?")
@@ -164,6 +165,19 @@ def _text(value: object, what: str) -> str:
     return value
 
 
+# What octune itself passes a compiler besides the defines: -w, -cl-... switches, -D NAME=int.
+# A table asking for anything else (an include path, a plugin to load) was not written by it.
+_BUILD_OPTION = re.compile(r"-w|-cl-[a-z0-9-]+|-D[A-Za-z_][A-Za-z0-9_]*(=-?[0-9]+)?")
+
+
+def _build_options(value: object) -> tuple[str, ...]:
+    options = _strings(value, "extra_build_options")
+    for option in options:
+        if not _BUILD_OPTION.fullmatch(option):
+            raise ValueError(f"extra_build_options holds {option!r}, not an option octune writes")
+    return options
+
+
 def table_from_data(data: Mapping[str, Any]) -> KernelTable:
     """Inverse of ``table_to_data``, checking every field's type (ValueError says which)."""
     kernel = _text(data["kernel"], "kernel")
@@ -213,7 +227,7 @@ def table_from_data(data: Mapping[str, Any]) -> KernelTable:
         launch_local=_strings(data["launch"]["local"], "launch.local"),
         limits=_mapping(data["limits"], int, "limits"),
         default_config=_ints(data["default_config"], "default_config"),
-        extra_build_options=_strings(data["extra_build_options"], "extra_build_options"),
+        extra_build_options=_build_options(data["extra_build_options"]),
         tuned=entries("tuned"),
         predictions=entries("predictions"),
     )
@@ -300,7 +314,8 @@ def write_bundle(
         files[FORMAT_FILES[fmt]] = cheader.render(device, tables, sources, manifest).encode()
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for stale in (MANIFEST, *FORMAT_FILES.values()):  # a re-export in another format
+        # A re-export in another format; an old signature is of another manifest.
+        for stale in (MANIFEST, SIGNATURE, *FORMAT_FILES.values()):
             (out / stale).unlink(missing_ok=True)
         for name, content in files.items():
             path = out / name
@@ -448,10 +463,16 @@ class Bundle:
         return index.lookup(query, predictor)
 
 
-def load_bundle(path: str | Path) -> Bundle:
-    """Verify and load a json or sqlite bundle (c-header bundles are for C compilers)."""
+def load_bundle(path: str | Path, public_key: str | None = None) -> Bundle:
+    """Verify and load a json or sqlite bundle (c-header bundles are for C compilers); with a
+    public key (a PEM file's path, or PEM), only if the key verifies its signature.
+    """
     path = Path(path)
     manifest = read_manifest(path)
+    if public_key is not None:
+        from octune.tuner.signing import verify_bundle  # cryptography: only when asked
+
+        verify_bundle(path, public_key)
     fmt = manifest["format"]
     if fmt == "c-header":
         raise BundleError(

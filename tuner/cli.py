@@ -17,7 +17,7 @@ from rich.table import Table
 from octune.db.store import BestResult, Store
 from octune.server.cli import serve, token_app
 from octune.tuner.campaign import Task, load_tasks, share
-from octune.tuner.cli_bundle import export, import_, lookup
+from octune.tuner.cli_bundle import export, import_, keygen, lookup
 from octune.tuner.cli_devices import devices, setup
 from octune.tuner.device import DeviceInfo, require_compiling, select_device
 from octune.tuner.energy import sensor_for
@@ -443,6 +443,7 @@ app.add_typer(token_app, name="token")
 app.command("export")(export)
 app.command("import")(import_)
 app.command("lookup")(lookup)
+app.command("keygen")(keygen)
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
-"""`octune export`, `octune import` and `octune lookup`: firmware bundles from the command line
-(registered on the main app in ``cli.py``).
+"""`octune export`, `octune import`, `octune lookup` and `octune keygen`: firmware bundles, signed
+or not, from the command line (registered on the main app in ``cli.py``).
 """
 
 from __future__ import annotations
@@ -16,12 +16,40 @@ from octune.db.store import ENV_VAR, Store
 from octune.tuner.bundle import FORMAT_FILES, load_bundle
 from octune.tuner.errors import OctuneError
 from octune.tuner.lookup import gemm_query
+from octune.tuner.signing import (
+    PUBLIC_KEY_ENV_VAR,
+    SIGNING_KEY_ENV_VAR,
+    create_key,
+    sign_bundle,
+)
 
 console = Console()
 
 Database = Annotated[
     str | None, typer.Option("--db", help=f"SQLAlchemy URL [default: ${ENV_VAR} or user SQLite]")
 ]
+
+
+PublicKey = Annotated[
+    str | None,
+    typer.Option(
+        envvar=PUBLIC_KEY_ENV_VAR,
+        show_envvar=False,
+        help=f"Ed25519 public key (PEM file or text; ${PUBLIC_KEY_ENV_VAR}): read the bundle "
+        "only if it verifies the bundle's signature",
+    ),
+]
+
+
+def keygen(
+    path: Annotated[Path, typer.Argument(help="where to write the private key; PATH.pub too")],
+) -> None:
+    """Create an Ed25519 key pair for signing bundles (the private key readable by you only)."""
+    public = create_key(path)
+    console.print(
+        f"Wrote the private key {path} (keep it secret; sign with `octune export --sign-key "
+        f"{path}`) and the public key {public} (ship it; verify with --public-key {public})"
+    )
 
 
 def export(
@@ -42,6 +70,14 @@ def export(
     model: Annotated[
         bool, typer.Option(help="add the cost model's answers for shapes far from all tuned")
     ] = True,
+    sign_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar=SIGNING_KEY_ENV_VAR,
+            show_envvar=False,
+            help=f"Ed25519 private key (PEM file or text; ${SIGNING_KEY_ENV_VAR}) to sign with",
+        ),
+    ] = None,
 ) -> None:
     """Write one device's best configs, fallback tables and kernel sources as a bundle."""
     if fmt not in FORMAT_FILES:
@@ -54,6 +90,8 @@ def export(
         answers = ModelAnswers()
     with Store(db or Store.default_url()) as store:
         manifest, tables = export_bundle(store, device, names, fmt, out, answers)
+    if sign_key is not None:
+        sign_bundle(out, sign_key)
     size = sum(record["bytes"] for record in manifest["files"].values())
     what = ", ".join(
         f"{t.kernel} {t.sha256[:12]} ({len(t.tuned)} workloads, {len(t.predictions)} model answers)"
@@ -62,16 +100,18 @@ def export(
     console.print(
         f"Exported {what} for {manifest['device']['name']} ({manifest['device']['fingerprint']}) "
         f"to {out} as {fmt}: {len(manifest['files'])} files, {size:,} bytes"
+        + (", signed" if sign_key is not None else "")
     )
 
 
 def import_(
     bundle: Annotated[Path, typer.Argument(help="bundle directory written by `octune export`")],
     db: Database = None,
+    public_key: PublicKey = None,
 ) -> None:
     """Merge a bundle's tuned configs into a database; importing twice stores once."""
     with Store(db or Store.default_url()) as store:
-        report = import_bundle(store, bundle)
+        report = import_bundle(store, bundle, public_key)
         url = store.url
     console.print(
         f"Imported {report.imported} measurements for device {report.device_fingerprint} "
@@ -86,7 +126,8 @@ def lookup(
     k: Annotated[int, typer.Option("--k", help="columns of op(A), rows of op(B)")],
     transa: Annotated[bool, typer.Option("--transa", help="op(A) = A^T")] = False,
     transb: Annotated[bool, typer.Option("--transb", help="op(B) = B^T")] = False,
+    public_key: PublicKey = None,
 ) -> None:
     """Answer a GEMM lookup offline from a bundle, as the config service would (JSON)."""
-    answer = load_bundle(bundle).lookup(gemm_query(m, n, k, transa, transb))
+    answer = load_bundle(bundle, public_key).lookup(gemm_query(m, n, k, transa, transb))
     print(json.dumps(answer.to_dict(), indent=2))

@@ -1,0 +1,105 @@
+"""Ed25519 signatures of firmware bundles.
+
+A bundle's manifest holds the SHA-256 of every file, so one signature over the manifest covers
+the whole bundle. The checksums alone catch accidents (a truncated copy); only a signature
+stops someone who edits a table and recomputes them. Keys are PEM files (PKCS#8 private,
+SubjectPublicKeyInfo public), as `openssl genpkey -algorithm ed25519` writes them too; where a
+file is inconvenient (a CI secret), the option or its environment variable may hold the PEM
+text itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from octune.tuner.bundle import MANIFEST, SIGNATURE
+from octune.tuner.errors import OctuneError
+
+SIGNING_KEY_ENV_VAR = "OCTUNE_BUNDLE_SIGNING_KEY"
+PUBLIC_KEY_ENV_VAR = "OCTUNE_BUNDLE_PUBLIC_KEY"
+_PEM = "-----BEGIN"
+
+
+class SignatureError(OctuneError):
+    """A key that cannot be used, or a bundle whose signature does not verify."""
+
+
+def create_key(path: Path) -> Path:
+    """Write a new private key to `path` (readable by its owner only) and its public key
+    beside it as `<path>.pub`; the public key's path.
+    """
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    public_path = path.with_name(f"{path.name}.pub")
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise SignatureError(
+            f"{path} exists: choose another path, keys are never overwritten"
+        ) from None
+    except OSError as error:
+        raise SignatureError(f"cannot write {path}: {error.strerror}") from None
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(private)
+    public_path.write_bytes(public)
+    return public_path
+
+
+def sign_bundle(bundle: Path, key: str) -> None:
+    """Sign the bundle's manifest with the private key `key` (a PEM file's path, or PEM)."""
+    try:
+        private = serialization.load_pem_private_key(_pem(key, "signing key"), password=None)
+    except (ValueError, TypeError):  # not PEM, or protected by a passphrase
+        private = None
+    if not isinstance(private, Ed25519PrivateKey):
+        raise SignatureError(
+            "the signing key is not an unencrypted Ed25519 private key: create one with "
+            "`octune keygen`"
+        )
+    signature = private.sign((bundle / MANIFEST).read_bytes())
+    (bundle / SIGNATURE).write_text(base64.b64encode(signature).decode() + "\n")
+
+
+def verify_bundle(bundle: Path, key: str) -> None:
+    """Refuse the bundle unless its manifest carries a signature the public `key` verifies."""
+    try:
+        public = serialization.load_pem_public_key(_pem(key, "public key"))
+    except ValueError:
+        raise SignatureError("the public key is not a PEM public key: pass the .pub file") from None
+    if not isinstance(public, Ed25519PublicKey):
+        raise SignatureError("the public key is not an Ed25519 key: pass the key's .pub file")
+    try:
+        signature = base64.b64decode((bundle / SIGNATURE).read_text().strip(), validate=True)
+        public.verify(signature, (bundle / MANIFEST).read_bytes())
+    except FileNotFoundError:
+        raise SignatureError(
+            f"bundle {bundle} is not signed, and a public key was given: export it with --sign-key"
+        ) from None
+    except (InvalidSignature, ValueError):
+        raise SignatureError(
+            f"bundle {bundle}: the signature does not match its manifest under this key: the "
+            "bundle was changed after signing, or signed with another key; do not use it"
+        ) from None
+
+
+def _pem(key: str, what: str) -> bytes:
+    """PEM text as given, or read from the file it names."""
+    if key.lstrip().startswith(_PEM):
+        return key.encode()
+    try:
+        return Path(key).expanduser().read_bytes()
+    except OSError as error:
+        raise SignatureError(f"cannot read the {what} {key}: {error.strerror}") from None
