@@ -78,17 +78,19 @@ def test_parallel_uploads_of_one_session_store_each_row_once(
 
 
 def test_parallel_imports_of_one_bundle_store_each_entry_once(
-    store: ServerStore, seeder: Seeder, tmp_path: Path
+    db_url: str, device_info, gemm_kernel, gemm_table, tmp_path: Path
 ) -> None:
-    shapes = [GemmWorkload(16 * i, 16, 16) for i in range(1, 5)]
-    for workload in shapes:
-        seeder.session(workload, [1, 2])
-    bundle = tmp_path / "bundle"
-    export_bundle(store, seeder.device.fingerprint, None, "json", bundle)
-    target = f"sqlite:///{tmp_path / 'fresh.db'}"
-    results = all_at_once(4, lambda _: octune("import", str(bundle), "--db", target))
+    """Four `octune import`s of one bundle into a new database (SQLite, PostgreSQL) at once."""
+    with ServerStore(f"sqlite:///{tmp_path / 'source.db'}") as source:
+        seeder = Seeder(source, device_info, gemm_kernel, gemm_table)
+        shapes = [GemmWorkload(16 * i, 16, 16) for i in range(1, 5)]
+        for workload in shapes:
+            seeder.session(workload, [1, 2])
+        bundle = tmp_path / "bundle"
+        export_bundle(source, device_info.fingerprint, None, "json", bundle)
+    results = all_at_once(4, lambda _: octune("import", str(bundle), "--db", db_url))
     assert [r.returncode for r in results] == [0] * 4, [r.stderr for r in results]
-    with Store(target) as fresh, fresh._session() as session:
+    with Store(db_url) as fresh, fresh._session() as session:
         keys = session.execute(
             select(TuningSession.workload_id, MeasurementRow.config_key).join(
                 TuningSession, MeasurementRow.session_id == TuningSession.id
