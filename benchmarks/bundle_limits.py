@@ -21,13 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from octune.db.export import export_bundle
-from octune.db.lookup_tables import default_config
 from octune.db.store import Store
-from octune.tuner.bundle import load_bundle
+from octune.firmware.bundle import load_bundle
+from octune.firmware.export import export_bundle
+from octune.lookup.semantics import Query, gemm_query
+from octune.lookup.tables import default_config
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import load_kernel
-from octune.tuner.lookup import Query, gemm_query
 from octune.tuner.results import Measurement, Status
 from octune.tuner.workloads import GemmWorkload
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
+from octune.replay.harness import RecordedSpace, ReplayRunner, replay, to_reach
 from octune.tuner.cost_model import Features
-from octune.tuner.replay import RecordedSpace, ReplayRunner, replay, to_reach
 from octune.tuner.strategies.model import ModelSearch
 
 DATA = Path(__file__).parent / "data"

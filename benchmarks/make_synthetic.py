@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from octune.tuner.replay import SHAPE_NAMES, RecordedSpace
+from octune.replay.harness import SHAPE_NAMES, RecordedSpace
 from octune.tuner.space import SearchSpace
 
 SPACE = """

@@ -20,9 +20,9 @@ import math
 from pathlib import Path
 
 from octune.db.store import Store
+from octune.replay.harness import RecordedSpace, parse_sub_grid, restrict
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
-from octune.tuner.replay import RecordedSpace, parse_sub_grid, restrict
 from octune.tuner.session import Budget, Settings, run_session
 from octune.tuner.workers import default_jobs
 from octune.tuner.workloads import GemmWorkload

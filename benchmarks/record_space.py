@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
+from octune.replay.harness import RecordedSpace, parse_sub_grid, restrict
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.replay import RecordedSpace, parse_sub_grid, restrict
 from octune.tuner.results import Config
 from octune.tuner.session import parse_duration
 from octune.tuner.workers import find_device

@@ -23,8 +23,8 @@ from record_space import steadiness  # benchmarks/record_space.py, beside this s
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import cross_val_predict
 
+from octune.replay.harness import RecordedSpace
 from octune.tuner.cost_model import Features
-from octune.tuner.replay import RecordedSpace
 
 TENTHS = 10
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from octune.db.store import HistoryRecord, Store
-from octune.tuner.replay import RecordedSpace, ReplayRunner, replay, to_reach
+from octune.replay.harness import RecordedSpace, ReplayRunner, replay, to_reach
 from octune.tuner.strategies.model import ModelSearch
 from octune.tuner.strategies.random import RandomSearch
 

@@ -27,12 +27,12 @@ from pathlib import Path
 
 from held_out import without_workloads  # benchmarks/held_out.py, beside this script
 
-from octune.db.lookup_tables import build_table, resolve_device
-from octune.db.predictor import ModelAnswers
 from octune.db.store import Store
+from octune.lookup.predictor import ModelAnswers
+from octune.lookup.semantics import Answer, KernelIndex, gemm_query
+from octune.lookup.tables import build_table, resolve_device
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
-from octune.tuner.lookup import Answer, KernelIndex, gemm_query
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.workloads import GemmWorkload
 

@@ -82,7 +82,7 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
 def _attach(app: FastAPI, store: ServerStore) -> None:
     settings, model = app.state.settings, None
     if settings.predict:
-        from octune.db.predictor import BackgroundModelAnswers  # loads XGBoost: only if used
+        from octune.lookup.predictor import BackgroundModelAnswers  # loads XGBoost: only if used
 
         model = BackgroundModelAnswers()
     app.state.store = store

@@ -1,4 +1,4 @@
-"""Lookups for the server: ``octune.db.lookup_tables.StoreLookup`` (the semantics shared with
+"""Lookups for the server: ``octune.lookup.tables.StoreLookup`` (the semantics shared with
 offline bundles) plus a cache of answers already serialised to JSON, and 404s that name the
 closest known device or kernel.
 
@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
-from octune.db.lookup_tables import StoreLookup
 from octune.db.server_store import ServerStore
 from octune.db.store import StoredDevice
+from octune.lookup.semantics import Entry, Predictor, Query, QueryError
+from octune.lookup.tables import StoreLookup
 from octune.server.schemas import BatchLookup, GemmShape
 from octune.tuner.kernels import available_kernels
-from octune.tuner.lookup import Entry, Predictor, Query, QueryError
 
 if TYPE_CHECKING:  # importing it loads XGBoost
-    from octune.db.predictor import BackgroundModelAnswers
+    from octune.lookup.predictor import BackgroundModelAnswers
 
 #: Answers kept serialised; past this many the cache starts over (a runtime asks a few
 #: hundred shapes, a benchmark a few thousand).

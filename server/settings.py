@@ -17,7 +17,7 @@ class Settings(BaseModel):
     #: Lookup tables are rebuilt when the database's data version moves; it is checked at most
     #: this often, so a tuner writing straight into the database shows up within this delay.
     cache_check_s: float = Field(default=1.0, ge=0)
-    #: Answer shapes far from every tuned one with the cost model (``octune.db.predictor``),
+    #: Answer shapes far from every tuned one with the cost model (``octune.lookup.predictor``),
     #: as ``octune export`` bundles do; retrained in the background when a device's
     #: measurements change, lookups answering from the previous model (or none) meanwhile.
     predict: bool = True

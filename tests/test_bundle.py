@@ -18,19 +18,16 @@ import pytest
 from test_cli import assert_one_line_error, octune
 from test_lookup import DEVICE, config
 
-from octune.db.export import export_bundle
-from octune.db.lookup_tables import StoreLookup, build_table, resolve_device
 from octune.db.store import Store
-from octune.tuner.bundle import (
+from octune.firmware.bundle import (
     MANIFEST,
     SCHEMA_VERSION,
     BundleError,
     load_bundle,
     write_bundle,
 )
-from octune.tuner.errors import SpaceError
-from octune.tuner.kernels import load_kernel
-from octune.tuner.lookup import (
+from octune.firmware.export import export_bundle
+from octune.lookup.semantics import (
     Answer,
     Entry,
     KernelIndex,
@@ -39,6 +36,9 @@ from octune.tuner.lookup import (
     QueryError,
     gemm_query,
 )
+from octune.lookup.tables import StoreLookup, build_table, resolve_device
+from octune.tuner.errors import SpaceError
+from octune.tuner.kernels import load_kernel
 from octune.tuner.workloads import GemmWorkload, gemm_shape_problem
 
 
@@ -411,7 +411,7 @@ def test_unsafe_names_in_the_manifest_are_refused(bundle):
         manifest["files"]["../outside"] = {"sha256": "0" * 64, "bytes": 1}
 
     rewrite_manifest(bundle, change)
-    from octune.tuner.bundle import read_manifest, read_verified
+    from octune.firmware.bundle import read_manifest, read_verified
 
     with pytest.raises(BundleError, match="unsafe path"):
         read_verified(bundle, read_manifest(bundle), "../outside")

@@ -11,11 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from octune.db.lookup_tables import StoreLookup, build_table, default_config, resolve_device
 from octune.db.store import Store
-from octune.tuner.device import DeviceInfo
-from octune.tuner.kernels import load_kernel
-from octune.tuner.lookup import (
+from octune.lookup.semantics import (
     LAYOUT_WEIGHT,
     Entry,
     KernelIndex,
@@ -26,6 +23,9 @@ from octune.tuner.lookup import (
     gemm_query,
     log2_fixed,
 )
+from octune.lookup.tables import StoreLookup, build_table, default_config, resolve_device
+from octune.tuner.device import DeviceInfo
+from octune.tuner.kernels import load_kernel
 from octune.tuner.results import Measurement, Status
 from octune.tuner.workloads import GemmWorkload
 
@@ -244,7 +244,7 @@ def test_tree_search_matches_a_linear_scan():
 
 
 def _toy_table(entries: list[Entry]) -> KernelTable:
-    from octune.db.lookup_tables import problem_spec
+    from octune.lookup.tables import problem_spec
 
     return KernelTable(
         kernel="gemm", sha256="0" * 64, entry="gemm", device_fingerprint="f" * 16,
@@ -256,7 +256,8 @@ def _toy_table(entries: list[Entry]) -> KernelTable:
 
 def test_lookup_module_needs_only_the_standard_library():
     code = (
-        "import sys; import octune.tuner.lookup, octune.tuner.bundle, octune.tuner.cheader; "
+        "import sys; "
+        "import octune.lookup.semantics, octune.firmware.bundle, octune.firmware.cheader; "
         "third = {m.split('.')[0] for m in sys.modules} & "
         "{'numpy', 'pyopencl', 'sqlalchemy', 'yaml', 'pydantic', 'typer', 'rich'}; "
         "assert not third, third"

@@ -13,10 +13,7 @@ import numpy as np
 import pytest
 
 from octune.db.store import Store
-from octune.tuner.cost_model import MODELS, Context, Features, targets
-from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import OctuneError
-from octune.tuner.replay import (
+from octune.replay.harness import (
     RecordedSpace,
     RecordingError,
     ReplayRunner,
@@ -24,6 +21,9 @@ from octune.tuner.replay import (
     restrict,
     to_reach,
 )
+from octune.tuner.cost_model import MODELS, Context, Features, targets
+from octune.tuner.device import DeviceInfo
+from octune.tuner.errors import OctuneError
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.model import MAX_WORK_OCTAVES, TRANSFER_CHECK, ModelSearch

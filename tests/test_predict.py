@@ -1,4 +1,4 @@
-"""The cost model's answers for untuned shapes (``octune.db.predictor``): trained on stored
+"""The cost model's answers for untuned shapes (``octune.lookup.predictor``): trained on stored
 measurements whose best config depends on the shape in a learnable way, it must pick what the
 truth says is best where neither a random choice nor the nearest tuned workload does, and the
 service, the offline bundles and the C header must answer ``predicted`` identically.
@@ -18,15 +18,15 @@ from fastapi.testclient import TestClient
 from test_bundle import cli, compile_header, python_line, random_queries  # noqa: F401
 from test_lookup import DEVICE
 
-from octune.db.export import export_bundle
-from octune.db.lookup_tables import StoreLookup, build_table, resolve_device
-from octune.db.predictor import GRID_SIZES, ModelAnswers, train
 from octune.db.server_store import ServerStore
+from octune.firmware.bundle import load_bundle
+from octune.firmware.export import export_bundle
+from octune.lookup.predictor import GRID_SIZES, ModelAnswers, train
+from octune.lookup.semantics import NEAR_OCTAVES, KernelIndex, gemm_query, log2_fixed
+from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.server.app import create_app
 from octune.server.settings import Settings
-from octune.tuner.bundle import load_bundle
 from octune.tuner.kernels import load_kernel
-from octune.tuner.lookup import NEAR_OCTAVES, KernelIndex, gemm_query, log2_fixed
 from octune.tuner.results import Measurement, Status
 from octune.tuner.workloads import GemmWorkload
 

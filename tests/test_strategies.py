@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from octune.tuner.replay import RecordedSpace, ReplayRunner
+from octune.replay.harness import RecordedSpace, ReplayRunner
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import (
     Strategy,

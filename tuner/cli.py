@@ -15,9 +15,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from octune.db.store import BestResult, Store
+from octune.firmware.cli import export, import_, keygen, lookup
 from octune.server.cli import serve, token_app
 from octune.tuner.campaign import Task, load_tasks, share
-from octune.tuner.cli_bundle import export, import_, keygen, lookup
 from octune.tuner.cli_devices import devices, setup
 from octune.tuner.device import DeviceInfo, require_compiling, select_device
 from octune.tuner.energy import sensor_for

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from octune.lookup.semantics import kernel_version_sha256
 from octune.tuner.errors import OctuneError
-from octune.tuner.lookup import kernel_version_sha256
 from octune.tuner.space import SearchSpace
 from octune.tuner.workloads import GemmWorkload, Workload
 

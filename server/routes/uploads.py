@@ -6,15 +6,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
-from octune.db.lookup_tables import device_limits
 from octune.db.server_store import ServerStore, TokenRecord, UploadConflictError
 from octune.db.store import StoredKernel
+from octune.lookup.semantics import kernel_version_sha256
+from octune.lookup.tables import device_limits
 from octune.server.auth import require_write
 from octune.server.schemas import MeasurementIn, UploadIn, UploadOut
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import SpaceError
 from octune.tuner.kernels import PROBLEMS
-from octune.tuner.lookup import kernel_version_sha256
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import SearchSpace
 from octune.tuner.workloads import GemmWorkload

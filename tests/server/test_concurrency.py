@@ -16,10 +16,10 @@ import httpx
 from server_testing import LiveServer, Seeder, bearer, octune
 from sqlalchemy import func, select
 
-from octune.db.export import export_bundle
 from octune.db.models import MeasurementRow, SessionUpload, TuningSession
 from octune.db.server_store import ServerStore
 from octune.db.store import Store
+from octune.firmware.export import export_bundle
 from octune.server.client import session_uploads
 from octune.server.tokens import create_token
 from octune.tuner.workloads import GemmWorkload

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from server_testing import Seeder, make_client, post_upload
 
-from octune.db.lookup_tables import StoreLookup
-from octune.db.predictor import ModelAnswers
 from octune.db.server_store import ServerStore
+from octune.lookup.predictor import ModelAnswers
+from octune.lookup.semantics import KernelIndex, gemm_query
+from octune.lookup.tables import StoreLookup
 from octune.server.client import session_uploads
-from octune.tuner.lookup import KernelIndex, gemm_query
 from octune.tuner.workloads import GemmWorkload
 
 #: Two tuned corners (the model needs two workloads and 20 passing measurements) ...

@@ -10,12 +10,12 @@ import pytest
 from server_testing import Seeder, bearer, make_client, post_upload
 from sqlalchemy import func, select
 
-from octune.db.lookup_tables import StoreLookup
 from octune.db.models import ApiToken, MeasurementRow, SessionUpload
 from octune.db.server_store import ServerStore
+from octune.lookup.semantics import gemm_query
+from octune.lookup.tables import StoreLookup
 from octune.server.client import OctuneClient, session_uploads
 from octune.server.tokens import token_hash
-from octune.tuner.lookup import gemm_query
 from octune.tuner.results import Measurement, Status
 from octune.tuner.workloads import MAX_DIM, GemmWorkload
 

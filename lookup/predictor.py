@@ -9,7 +9,7 @@ fastest whose launch is legal for the shape, with its predicted time.
 
 The service and the bundles must answer identically and a bundle cannot carry a model, so both
 answer ``predicted`` from one table: the model's answer on a grid of shapes (every octave of
-each size, over the layouts and dtypes tuned on the device). ``octune.tuner.lookup`` answers
+each size, over the layouts and dtypes tuned on the device). ``octune.lookup.semantics`` answers
 from it like ``nearest`` and decides when it beats a tuned neighbour (one further than
 ``NEAR_OCTAVES``). ``DeviceModel`` also answers single shapes as a live ``Predictor``.
 """
@@ -31,10 +31,10 @@ import numpy as np
 from numpy.typing import NDArray
 from xgboost import XGBRegressor
 
-from octune.db.lookup_tables import device_limits, stored_space
 from octune.db.store import HistoryRecord, Store, StoredDevice
+from octune.lookup.semantics import Entry, KernelIndex, KernelTable, Prediction, Query
+from octune.lookup.tables import device_limits, stored_space
 from octune.tuner.cost_model import Context, Features, targets
-from octune.tuner.lookup import Entry, KernelIndex, KernelTable, Prediction, Query
 from octune.tuner.space import SearchSpace
 
 #: Sizes of the grid of model answers in every dimension: each octave from 16 to 8192.

@@ -12,9 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from octune.db.store import Store, StoredDevice, StoredKernel
-from octune.tuner.device_names import match_devices
-from octune.tuner.errors import SpaceError
-from octune.tuner.lookup import (
+from octune.lookup.semantics import (
     Answer,
     Entry,
     KernelIndex,
@@ -24,13 +22,15 @@ from octune.tuner.lookup import (
     Query,
     QueryError,
 )
+from octune.tuner.device_names import match_devices
+from octune.tuner.errors import SpaceError
 
 if TYPE_CHECKING:
     from octune.tuner.expr import Expression
     from octune.tuner.space import SearchSpace
 
 #: Model answers for a freshly built table (``KernelTable.predictions``), e.g.
-#: ``octune.db.predictor.ModelAnswers``: the server and ``octune export`` pass the same one.
+#: ``octune.lookup.predictor.ModelAnswers``: the server and ``octune export`` pass the same one.
 TableModel = Callable[[Store, StoredDevice, KernelTable], Sequence[Entry]]
 
 

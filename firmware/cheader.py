@@ -1,5 +1,5 @@
 """The C99 header of a firmware bundle: static tables and ``octune_<kernel>_lookup`` functions
-with the semantics of ``octune.tuner.lookup`` (exact, nearest legal, the bundle's predicted
+with the semantics of ``octune.lookup.semantics`` (exact, nearest legal, the bundle's predicted
 table, default), for runtimes without Python. No allocation, no globals that change, only
 ``<stddef.h>``, ``<stdint.h>`` and ``<stdio.h>`` (snprintf for the build options).
 
@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from octune.tuner.lookup import (
+from octune.lookup.semantics import (
     LAYOUT_WEIGHT,
     LOG2_TABLE,
     LOG_BITS,
@@ -58,7 +58,7 @@ static inline int64_t octune_round_up_(int *bad, int64_t a, int64_t b) {
 static inline int64_t octune_min_(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t octune_max_(int64_t a, int64_t b) { return a > b ? a : b; }
 
-/* log2(v) of v's 11 leading bits in 16.16 fixed point, as octune.tuner.lookup.log2_fixed. */
+/* log2(v) of v's 11 leading bits in 16.16 fixed point, as octune.lookup.semantics.log2_fixed. */
 static inline int64_t octune_log2_fixed_(int64_t v) {
     int shift = 0;
     while ((v >> shift) >= OCTUNE_LOG_TABLE_SIZE) shift++;

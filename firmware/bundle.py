@@ -1,6 +1,6 @@
 """Firmware bundles: one device's lookup tables in a directory, written by ``octune export`` and
 read here with the standard library only, so a device with nothing but Python answers lookups
-exactly as the config service does (both go through ``octune.tuner.lookup``).
+exactly as the config service does (both go through ``octune.lookup.semantics``).
 
 A bundle directory holds::
 
@@ -32,9 +32,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from octune.tuner import cheader
-from octune.tuner.errors import OctuneError
-from octune.tuner.lookup import (
+from octune.firmware import cheader
+from octune.lookup.semantics import (
     Answer,
     Entry,
     KernelIndex,
@@ -46,13 +45,14 @@ from octune.tuner.lookup import (
     TableError,
     kernel_version_sha256,
 )
+from octune.tuner.errors import OctuneError
 
 #: Bumped when a reader of the previous version could misread a new bundle.
 SCHEMA_VERSION = 1
 #: The first octune release that reads each schema version.
 READS_WITH = {1: "0.1.0"}
 MANIFEST = "manifest.json"
-SIGNATURE = "manifest.sig"  # optional: octune.tuner.signing
+SIGNATURE = "manifest.sig"  # optional: octune.firmware.signing
 FORMAT_FILES = {"json": "lookup.json", "sqlite": "lookup.sqlite", "c-header": "octune_lookup.h"}
 ENTRY_COLUMNS = ["shape", "dtype", "config", "time_s", "spread_s", "gflops", "workload_key"]
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(/[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?")
@@ -470,7 +470,7 @@ def load_bundle(path: str | Path, public_key: str | None = None) -> Bundle:
     path = Path(path)
     manifest = read_manifest(path)
     if public_key is not None:
-        from octune.tuner.signing import verify_bundle  # cryptography: only when asked
+        from octune.firmware.signing import verify_bundle  # cryptography: only when asked
 
         verify_bundle(path, public_key)
     fmt = manifest["format"]

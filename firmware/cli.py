@@ -1,5 +1,5 @@
 """`octune export`, `octune import`, `octune lookup` and `octune keygen`: firmware bundles, signed
-or not, from the command line (registered on the main app in ``cli.py``).
+or not, from the command line (registered on the main app in ``tuner/cli.py``).
 """
 
 from __future__ import annotations
@@ -11,17 +11,17 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from octune.db.export import export_bundle, import_bundle
 from octune.db.store import ENV_VAR, Store
-from octune.tuner.bundle import FORMAT_FILES, load_bundle
-from octune.tuner.errors import OctuneError
-from octune.tuner.lookup import gemm_query
-from octune.tuner.signing import (
+from octune.firmware.bundle import FORMAT_FILES, load_bundle
+from octune.firmware.export import export_bundle, import_bundle
+from octune.firmware.signing import (
     PUBLIC_KEY_ENV_VAR,
     SIGNING_KEY_ENV_VAR,
     create_key,
     sign_bundle,
 )
+from octune.lookup.semantics import gemm_query
+from octune.tuner.errors import OctuneError
 
 console = Console()
 
@@ -85,7 +85,7 @@ def export(
     names = [name.strip() for name in kernels.split(",") if name.strip()] if kernels else None
     answers = None
     if model:
-        from octune.db.predictor import ModelAnswers  # loads XGBoost: only where it is used
+        from octune.lookup.predictor import ModelAnswers  # loads XGBoost: only where it is used
 
         answers = ModelAnswers()
     with Store(db or Store.default_url()) as store:

@@ -18,7 +18,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from octune.tuner.bundle import MANIFEST, SIGNATURE
+from octune.firmware.bundle import MANIFEST, SIGNATURE
 from octune.tuner.errors import OctuneError
 
 SIGNING_KEY_ENV_VAR = "OCTUNE_BUNDLE_SIGNING_KEY"

@@ -1,0 +1,3 @@
+"""Strategies replayed over recorded measurements, without a device: how search strategies are
+compared offline.
+"""
