@@ -120,6 +120,8 @@ def table_to_data(table: KernelTable) -> dict[str, Any]:
             "dtypes": list(table.problem.dtypes),
             "max_size": table.problem.max_size,
             "flops_per_point": table.problem.flops_per_point,
+            "operands": [list(operand) for operand in table.problem.operands],
+            "max_elements": table.problem.max_elements,
         },
         "parameters": list(table.parameters),
         "launch": {"global": list(table.launch_global), "local": list(table.launch_local)},
@@ -191,6 +193,10 @@ def table_from_data(data: Mapping[str, Any]) -> KernelTable:
         dtypes=_strings(problem_data["dtypes"], "problem.dtypes"),
         max_size=int(_number(problem_data["max_size"], "problem.max_size")),
         flops_per_point=int(_number(problem_data["flops_per_point"], "problem.flops_per_point")),
+        operands=tuple(
+            _strings(operand, "problem.operands") for operand in problem_data.get("operands", [])
+        ),
+        max_elements=int(_number(problem_data.get("max_elements", 0), "problem.max_elements")),
     )
     configs = [_ints(c, f"{kernel} configs") for c in data["configs"]]
 

@@ -198,6 +198,12 @@ def _kernel(table: KernelTable, template: str) -> str:
         limit = table.limits.get(f"max_work_item_size_{d}")
         if limit is not None:
             limit_checks.append(f"    if (l[{d}] > INT64_C({limit})) return 0;")
+    # Shapes the tuner refuses (an operand past 32-bit indexing) get -1, as in Python.
+    operand_checks = "".join(
+        f"    if ({' * '.join(f'q[{problem.keys.index(key)}]' for key in operand)} > "
+        f"INT64_C({problem.max_elements})) return -1;\n"
+        for operand in (problem.operands if problem.max_elements else ())
+    )
     group_limit = table.limits.get("max_work_group_size")
     if group_limit is not None:
         limit_checks.append(f"    if (group > INT64_C({group_limit})) return 0;")
@@ -336,7 +342,7 @@ static inline int {p}_lookup(long m, long n, long k, int transa, int transb,
     const struct {p}_entry_ *found;
     q[0] = m; q[1] = n; q[2] = k; q[3] = transa != 0; q[4] = transb != 0;
     for (d = 0; d < 3; d++) if (q[d] < 1 || q[d] > {macro}_MAX_SIZE) return -1;
-    for (i = 0; i < {macro}_NTUNED; i++) {{
+{operand_checks}    for (i = 0; i < {macro}_NTUNED; i++) {{
         found = &{p}_tuned_[i];
         for (d = 0; d < 5 && found->shape[d] == q[d]; d++) {{}}
         if (d == 5 && {p}_launch_({p}_configs_[found->config], q[0], q[1], q[2], g, l)) {{

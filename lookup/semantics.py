@@ -295,6 +295,10 @@ class Problem:
     dtypes: tuple[str, ...]
     max_size: int  # largest size the kernels index
     flops_per_point: int  # flops = flops_per_point * product of the sizes (GEMM: 2)
+    # Each operand's extent as shape keys (GEMM: m*k, k*n, m*n) and the most elements one may
+    # hold (32-bit indexing); bundles written before these existed carry none: 0, unchecked.
+    operands: tuple[tuple[str, ...], ...] = ()
+    max_elements: int = 0
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -613,6 +617,13 @@ class KernelIndex:
             if sizes <= 0 and value not in (0, 1):
                 raise QueryError(f"{problem.name} {key}={value!r} must be 0 or 1")
             sizes -= 1
+        for operand in problem.operands if problem.max_elements else ():
+            elements = math.prod(int(query.shape[key]) for key in operand)
+            if elements > problem.max_elements:
+                raise QueryError(
+                    f"{problem.name} {'x'.join(operand)} = {elements} elements, over "
+                    f"{problem.max_elements}: beyond 32-bit indexing, as the tuner refuses it"
+                )
         return shape if all(type(v) is int for v in shape) else tuple(map(int, shape))
 
     def lookup(self, query: Query, predictor: Predictor | None = None) -> Answer:

@@ -37,7 +37,7 @@ TableModel = Callable[[Store, StoredDevice, KernelTable], Sequence[Entry]]
 def problem_spec(name: str) -> Problem:
     """What the lookup must know of a problem family, read off its workload class."""
     from octune.tuner.kernels import PROBLEMS
-    from octune.tuner.workloads import MAX_DIM
+    from octune.tuner.workloads import MAX_DIM, MAX_ELEMENTS
 
     workload_class = PROBLEMS[name]
     sizes = tuple(var.lower() for var in workload_class.shape_names)
@@ -52,6 +52,8 @@ def problem_spec(name: str) -> Problem:
         dtypes=(sample.dtype,),
         max_size=MAX_DIM,
         flops_per_point=sample.flops,
+        operands=workload_class.operands,
+        max_elements=MAX_ELEMENTS,
     )
 
 

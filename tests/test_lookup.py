@@ -188,6 +188,8 @@ def test_nearest_skips_configs_whose_launch_is_illegal_for_the_query():
         (replace(gemm_query(4, 4, 4), shape={**gemm_query(4, 4, 4).shape, "m": 4.0}), "integer"),
         (replace(gemm_query(4, 4, 4), shape={**gemm_query(4, 4, 4).shape, "transa": 2}), "0 or 1"),
         (replace(gemm_query(4, 4, 4), kernel="conv"), "not 'conv'"),
+        (gemm_query(1 << 20, 1 << 20, 64), "mxn = 1099511627776 elements"),
+        (gemm_query(3000, 5, 1 << 20), "beyond 32-bit indexing"),
     ],
 )
 def test_bad_queries_are_one_line_errors(store, query, fragment):

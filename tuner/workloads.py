@@ -18,16 +18,19 @@ from octune.tuner.errors import WorkloadError
 # Largest dimension the kernels index with 32-bit ints; larger problems need another kernel.
 MAX_DIM = 1 << 20
 MAX_ELEMENTS = (1 << 31) - 1
+#: The shape keys whose product is each operand's element count: op(A), op(B) and C.
+GEMM_OPERANDS = (("m", "k"), ("k", "n"), ("m", "n"))
 
 
 def gemm_shape_problem(m: int, n: int, k: int) -> str | None:
     """Why the GEMM kernel cannot take this shape, in one line; None if it can. The tuner and
-    the service's lookups and uploads ask the same question.
+    the service's lookups and uploads ask the same question (bundles: ``Problem.operands``).
     """
     for name, value in (("M", m), ("N", n), ("K", k)):
         if not 1 <= value <= MAX_DIM:
             return f"GEMM {name}={value} is out of range: use 1..{MAX_DIM}"
-    for rows, cols in ((m, k), (k, n), (m, n)):
+    sizes = {"m": m, "n": n, "k": k}
+    for rows, cols in ((sizes[a], sizes[b]) for a, b in GEMM_OPERANDS):
         if rows * cols > MAX_ELEMENTS:
             return (
                 f"GEMM {m}x{n}x{k} has a matrix over {MAX_ELEMENTS} elements, beyond 32-bit "
@@ -61,6 +64,8 @@ class BoundWorkload(Protocol):
 class Workload(Protocol):
     problem: ClassVar[str]
     shape_names: ClassVar[tuple[str, ...]]
+    # Shape keys whose product is an operand's element count, each at most MAX_ELEMENTS.
+    operands: ClassVar[tuple[tuple[str, ...], ...]]
 
     @property
     def key(self) -> str: ...
@@ -95,6 +100,7 @@ class GemmWorkload:
 
     problem: ClassVar[str] = "gemm"
     shape_names: ClassVar[tuple[str, ...]] = ("M", "N", "K")
+    operands: ClassVar[tuple[tuple[str, ...], ...]] = GEMM_OPERANDS
 
     @classmethod
     def parse(cls, text: str) -> GemmWorkload:
