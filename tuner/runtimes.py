@@ -59,9 +59,12 @@ def installed_library(runtime: PipRuntime) -> Path | None:
 
 def loader_icd_files(vendors: str | None) -> dict[str, str]:
     """The .icd files (name: content) the ICD loader reads with OCL_ICD_VENDORS = `vendors`:
-    that folder or file, or the system folder when it is unset.
+    that folder, that .icd file, or that library (ocl-icd takes all three), or the system
+    folder when it is unset.
     """
     source = Path(vendors) if vendors else SYSTEM_VENDORS
+    if vendors and not source.is_dir() and source.suffix != ".icd":
+        return {"user-library.icd": f"{vendors}\n"}
     paths = [source] if source.suffix == ".icd" else sorted(source.glob("*.icd"))
     entries = {}
     for path in paths:
