@@ -156,6 +156,7 @@ def test_vendor_folder_keeps_the_loaders_entries_and_is_named_by_content(tmp_pat
     (system / "README").write_text("not an icd")
     assert loader_icd_files(str(system)) == {"nvidia.icd": "libnvidia-opencl.so.1\n"}
     assert loader_icd_files(str(system / "nvidia.icd")) == {"nvidia.icd": "libnvidia-opencl.so.1\n"}
+    assert loader_icd_files("libmali.so") == {"user-library.icd": "libmali.so\n"}
 
     entries = {**loader_icd_files(str(system)), "octune-intel-cpu.icd": "/x/libintelocl.so\n"}
     folder = vendor_folder(entries, tmp_path / "made")
