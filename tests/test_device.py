@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -167,10 +168,11 @@ def test_vendor_folder_keeps_the_loaders_entries_and_is_named_by_content(tmp_pat
     assert not [p for p in (tmp_path / "made").iterdir() if p.name.startswith(".new-")]
 
 
-def test_the_intel_extra_names_both_runtime_distributions() -> None:
+def test_the_intel_extra_names_both_runtime_distributions_where_published() -> None:
     requirements = extra_requirements("intel-cpu")
     names = {requirement.split(">")[0].split("=")[0] for requirement in requirements}
-    assert names == {"intel-opencl-rt", "intel-cmplr-lib-rt"}
+    published = platform.machine() == "x86_64" and sys.platform == "linux"  # Intel's wheels
+    assert names == ({"intel-opencl-rt", "intel-cmplr-lib-rt"} if published else set())
     assert extra_requirements("no-such-extra") == []
 
 

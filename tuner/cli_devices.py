@@ -93,7 +93,12 @@ def setup(
     if any(check.ok for _, check in checked):
         console.print(f"Ready: `octune tune` will use {describe(select_device())}.")
         return
-    missing = [runtime for runtime in PIP_RUNTIMES if installed_library(runtime) is None]
+    # Runtimes not installed yet that PyPI has for this machine (Intel's: x86-64 Linux only).
+    missing = [
+        runtime
+        for runtime in PIP_RUNTIMES
+        if installed_library(runtime) is None and extra_requirements(runtime.extra)
+    ]
     if not install or not missing:
         raise none_compiles(
             checked,

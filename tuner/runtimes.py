@@ -119,7 +119,9 @@ def register_pip_runtimes(root: Path) -> Path | None:
 
 
 def extra_requirements(extra: str) -> list[str]:
-    """The requirements octune's pyproject lists for an extra, as pip takes them."""
+    """The requirements octune's pyproject lists for an extra that apply to this machine (their
+    markers hold here), as pip takes them.
+    """
     from packaging.requirements import Requirement
 
     requirements = []
