@@ -25,6 +25,7 @@ from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from filelock import FileLock, Timeout
 from sqlalchemy import (
+    ColumnElement,
     Connection,
     Insert,
     Select,
@@ -338,12 +339,7 @@ class Store:
         device_id, kernel_version_id, workload_id = scope
         key = config_key(config)
         insert = self._insert_or_skip(ConfigClaim)
-        where = (
-            ConfigClaim.device_id == device_id,
-            ConfigClaim.kernel_version_id == kernel_version_id,
-            ConfigClaim.workload_id == workload_id,
-            ConfigClaim.config_key == key,
-        )
+        where = (*_claims_of(scope), ConfigClaim.config_key == key)
         with self._session() as session:
             claimed = session.execute(
                 insert.values(
@@ -380,13 +376,8 @@ class Store:
         """Configs of a workload measured or claimed by any session: what two searches that
         finish one budget together (--resume) count against it.
         """
-        device_id, kernel_version_id, workload_id = scope
         measured = _scope(*scope).with_only_columns(MeasurementRow.config_key)
-        claimed = select(ConfigClaim.config_key).where(
-            ConfigClaim.device_id == device_id,
-            ConfigClaim.kernel_version_id == kernel_version_id,
-            ConfigClaim.workload_id == workload_id,
-        )
+        claimed = select(ConfigClaim.config_key).where(*_claims_of(scope))
         keys = union(measured, claimed).subquery()
         with self._session() as session:
             return int(session.scalar(select(func.count()).select_from(keys)) or 0)
@@ -858,6 +849,16 @@ def _tuned(
         versions = versions.where(KernelVersion.sha256 == kernel_sha256)
     kernel = session.scalar(versions)
     return None if kernel is None else (device, kernel, workload)
+
+
+def _claims_of(scope: tuple[int, int, int]) -> tuple[ColumnElement[bool], ...]:
+    """Conditions that pick the claims of one device, kernel version and workload."""
+    device_id, kernel_version_id, workload_id = scope
+    return (
+        ConfigClaim.device_id == device_id,
+        ConfigClaim.kernel_version_id == kernel_version_id,
+        ConfigClaim.workload_id == workload_id,
+    )
 
 
 def _scope(device_id: int, kernel_version_id: int, workload_id: int) -> Select[Any]:

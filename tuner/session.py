@@ -401,8 +401,8 @@ def run_session(
         )
     confirmed: tuple[Measurement, ...] = ()
     confirm_session_id = None
-    top = _to_confirm(store, scope, settings, progress.tried)
-    if top and not interrupted:
+    top = [] if interrupted else _to_confirm(store, scope, settings, progress.tried)
+    if top:
         fresh_seed = None if seed is None else seed + 1  # fresh inputs, reproducibly
         confirm_session_id = store.start_session(
             device_id, kernel_id, workload_id, strategy=CONFIRM_STRATEGY,
