@@ -24,12 +24,12 @@ from pathlib import Path
 from octune.db.store import Store
 from octune.firmware.bundle import load_bundle
 from octune.firmware.export import export_bundle
-from octune.lookup.semantics import Query, gemm_query
+from octune.kernels.gemm import gemm_query, gemm_workload
+from octune.lookup.semantics import Query
 from octune.lookup.tables import default_config
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import load_kernel
 from octune.tuner.results import Measurement, Status
-from octune.tuner.workloads import GemmWorkload
 
 DEVICE = DeviceInfo(
     platform_name="Benchmark Platform",
@@ -90,7 +90,7 @@ def make_database(url: str, workloads: int, seed: int) -> None:
             kernel.name, kernel.sha256, kernel.source, kernel.space.source_text
         )
         for shape in sorted(shapes):
-            workload = GemmWorkload(*shape)
+            workload = gemm_workload(*shape)
             workload_id = store.workload_id("gemm", workload.key, workload.shape, workload.dtype)
             session = store.start_session(device, version, workload_id, "random", seed, {})
             for config in rng.sample(pool, 2):

@@ -25,8 +25,9 @@ from sqlalchemy import func, select
 
 from octune.db.models import MeasurementRow, SessionUpload, TuningSession, Workload
 from octune.db.store import Store
+from octune.kernels.gemm import gemm_workload
 from octune.server.client import session_uploads
-from octune.tuner.workloads import GemmWorkload
+from octune.tuner.family import Workload
 
 OCTUNE = [sys.executable, "-m", "octune.tuner.cli"]
 
@@ -43,7 +44,7 @@ def together(count: int, work: Callable[[int], object]) -> None:
         list(pool.map(work, range(count)))
 
 
-def rows(db: str, workload: GemmWorkload | None = None) -> tuple[int, int]:
+def rows(db: str, workload: Workload | None = None) -> tuple[int, int]:
     """Stored search measurements (confirmations aside), of one workload or all, and how
     many distinct (workload, config) pairs they hold.
     """
@@ -69,7 +70,7 @@ def main() -> None:
     table = []
 
     tuned = f"sqlite:///{scratch / 'tuned.db'}"
-    workload = GemmWorkload(16, 16, 16)
+    workload = gemm_workload(16, 16, 16)
     shape = ["--m", "16", "--n", "16", "--k", "16", "--strategy", "random", "--seed", "3",
              "--confirm", "0", "--db", tuned]  # fmt: skip
     octune("tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--budget", "1", "--db", tuned)

@@ -22,10 +22,10 @@ import pyopencl as cl
 from gemm_device import headline  # benchmarks/gemm_device.py, beside this script
 
 from octune.db.store import Store
+from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, compile_check, list_devices
 from octune.tuner.kernels import load_kernel
 from octune.tuner.session import Budget, Settings, run_session
-from octune.tuner.workloads import GemmWorkload
 
 
 def numpy_gflops(size: int, repeats: int = 20) -> float:
@@ -50,7 +50,7 @@ def main() -> None:
     args = parser.parse_args()
 
     kernel = load_kernel("gemm")
-    workload = GemmWorkload(args.size, args.size, args.size)
+    workload = gemm_workload(args.size, args.size, args.size)
     numpy_before = numpy_gflops(args.size)
     print(f"numpy matmul {args.size}^3: {numpy_before:.1f} GFLOP/s", flush=True)
     rows = []

@@ -6,10 +6,10 @@ import sys
 import time
 
 from octune.db.store import Store
+from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, list_devices, select_device
 from octune.tuner.kernels import load_kernel
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.workloads import GemmWorkload
 
 for index, device in enumerate(list_devices()):
     info = DeviceInfo.from_cl(device)
@@ -23,7 +23,7 @@ hand = {"MWG": 128, "NWG": 128, "KWG": 16, "MDIMC": 16, "NDIMC": 16, "VWM": 4, "
         "VWA": 4, "VWB": 4, "SA": 1, "SB": 1, "KUNROLL": 4, "STRM": 1, "STRN": 1}  # fmt: skip
 for size in (1024, 4096, 1000, 77):
     started = time.perf_counter()
-    runner = DeviceRunner(device, kernel, GemmWorkload(size, size, size), seed=0)
+    runner = DeviceRunner(device, kernel, gemm_workload(size, size, size), seed=0)
     print(f"{size}: bind {time.perf_counter() - started:.1f} s", flush=True)
     for row in [table.index(hand), *range(0, len(table), len(table) // 6)]:
         started = time.perf_counter()

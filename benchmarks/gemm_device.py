@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 from octune.db.store import Store
+from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
 from octune.tuner.results import Measurement
 from octune.tuner.session import Budget, SessionReport, Settings, run_session
 from octune.tuner.workers import default_jobs
-from octune.tuner.workloads import GemmWorkload
 
 
 def cublas_tflops(size: int, repeats: int = 30) -> float:
@@ -81,7 +81,7 @@ def main() -> None:
     settings = Settings(jobs=default_jobs(cl_device))
     rows = []
     for size in args.sizes:
-        workload = GemmWorkload(size, size, size)
+        workload = gemm_workload(size, size, size)
         started = time.perf_counter()
         report = run_session(
             store, info, kernel, workload, table,

@@ -24,11 +24,11 @@ from typing import ClassVar
 import numpy as np
 import pyopencl as cl
 
+from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.space import SearchSpace
-from octune.tuner.workloads import GemmWorkload
 
 STARTED = time.perf_counter()
 # The best hand-picked config of the first exploration on the H100 (2026-11-22): 256 x 128
@@ -147,7 +147,7 @@ def main() -> None:
     randoms = [table.config(int(row)) for row in rows]
     for size in args.sizes:
         started = time.perf_counter()
-        runner = VerboseRunner(device, kernel, GemmWorkload(size, size, size), seed=args.seed)
+        runner = VerboseRunner(device, kernel, gemm_workload(size, size, size), seed=args.seed)
         print(f"{size}: bound in {time.perf_counter() - started:.1f} s", flush=True)
         batches = [("hand", kernel, hand), ("random", kernel, randoms)]
         if old is not None:

@@ -24,11 +24,11 @@ from pathlib import Path
 from held_out import without_workloads  # benchmarks/held_out.py, beside this script
 
 from octune.db.store import Store
+from octune.kernels.gemm import gemm_workload, parse_gemm
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
 from octune.tuner.session import Budget, Settings, run_session
 from octune.tuner.workers import default_jobs
-from octune.tuner.workloads import GemmWorkload
 
 MODES = {"random": ("random", False), "model": ("model", False), "transfer": ("model", True)}
 
@@ -40,7 +40,7 @@ def first_reaching(trace: list[float], level: float) -> int | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="NVIDIA")
-    parser.add_argument("--shape", type=GemmWorkload.parse, default=GemmWorkload(4096, 4096, 4096))
+    parser.add_argument("--shape", type=parse_gemm, default=gemm_workload(4096, 4096, 4096))
     parser.add_argument("--budget", type=int, default=150)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--history", type=Path, required=True)

@@ -20,17 +20,17 @@ import math
 from pathlib import Path
 
 from octune.db.store import Store
+from octune.kernels.gemm import parse_gemm
 from octune.replay.harness import RecordedSpace, parse_sub_grid, restrict
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
 from octune.tuner.session import Budget, Settings, run_session
 from octune.tuner.workers import default_jobs
-from octune.tuner.workloads import GemmWorkload
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", type=GemmWorkload.parse, nargs="+", required=True)
+    parser.add_argument("--shapes", type=parse_gemm, nargs="+", required=True)
     parser.add_argument("--seconds", type=float, nargs="+", required=True, help="per shape")
     parser.add_argument("--device", default=None)
     parser.add_argument("--seed", type=int, default=0)
@@ -67,7 +67,9 @@ def main() -> None:
             "builders": jobs,
             "order_seed": args.seed,
         }
-        path = Path(f"{args.out}_{workload.layout}_{workload.m}x{workload.n}x{workload.k}.json.gz")
+        path = Path(
+            f"{args.out}_{workload.layout}_{workload.shape['m']}x{workload.shape['n']}x{workload.shape['k']}.json.gz"
+        )
         names = kernel.space.parameter_names
         RecordedSpace.of(
             kernel, info, workload, space,

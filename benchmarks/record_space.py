@@ -28,14 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
+from octune.kernels.gemm import gemm_workload, parse_gemm
 from octune.replay.harness import RecordedSpace, parse_sub_grid, restrict
 from octune.tuner.device import DeviceInfo, select_device
+from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.results import Config
 from octune.tuner.session import parse_duration
 from octune.tuner.workers import find_device
-from octune.tuner.workloads import GemmWorkload, Workload
 
 CHECKPOINT_EVERY = 10
 
@@ -86,7 +87,7 @@ def steadiness(sentinel_s: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--shapes", type=GemmWorkload.parse, nargs="+", required=True, help="e.g. 128x128x128"
+        "--shapes", type=parse_gemm, nargs="+", required=True, help="e.g. 128x128x128"
     )
     parser.add_argument("--transa", action="store_true")
     parser.add_argument("--transb", action="store_true")
@@ -104,8 +105,11 @@ def main() -> None:
 
     cl_device = select_device(args.device)
     info = DeviceInfo.from_cl(cl_device)
-    workloads = [GemmWorkload(w.m, w.n, w.k, args.transa, args.transb) for w in args.shapes]
-    paths = [Path(f"{args.out}_{w.layout}_{w.m}x{w.n}x{w.k}.json.gz") for w in workloads]
+    workloads = [gemm_workload(w.m, w.n, w.k, args.transa, args.transb) for w in args.shapes]
+    paths = [
+        Path(f"{args.out}_{w.family.describe(w.shape).split()[1]}_{w.m}x{w.n}x{w.k}.json.gz")
+        for w in workloads
+    ]
     kernel = load_kernel("gemm")
     previous = [RecordedSpace.load(path) if path.exists() else None for path in paths]
     for recorded in previous:
@@ -183,7 +187,9 @@ def main() -> None:
     save()
     print(f"wrote {', '.join(map(str, paths))}: {len(columns[0][0])} of {len(table)} configs")
     for workload, sentinel_s in zip(workloads, sentinels, strict=True):
-        print(f"{workload.m}x{workload.n}x{workload.k}: {steadiness(sentinel_s)}")
+        print(
+            f"{workload.shape['m']}x{workload.shape['n']}x{workload.shape['k']}: {steadiness(sentinel_s)}"
+        )
 
 
 if __name__ == "__main__":

@@ -21,10 +21,11 @@ from sqlalchemy import create_engine, insert
 
 from octune.db.models import MeasurementRow
 from octune.db.store import Store
+from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
+from octune.tuner.family import Workload
 from octune.tuner.kernels import load_kernel
 from octune.tuner.results import config_key
-from octune.tuner.workloads import GemmWorkload
 
 LIMITS = {"max_work_group_size": 256, "max_work_item_size_0": 256, "max_work_item_size_1": 256,
           "max_work_item_size_2": 64, "local_mem_size": 49152, "compute_units": 16}  # fmt: skip
@@ -38,13 +39,13 @@ POOL = 20_000  # distinct configs sessions draw from (of the ~97,000 legal ones)
 SIZES = [64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096]
 
 
-def workloads(count: int) -> list[GemmWorkload]:
+def workloads(count: int) -> list[Workload]:
     """DNN-like shapes: every size triple, NN first, then the transposed layouts."""
     shapes = list(itertools.product(SIZES, SIZES, SIZES))
     rng = np.random.default_rng(0)
     rng.shuffle(shapes)
     layouts = [(False, False), (False, True), (True, False)]
-    return [GemmWorkload(m, n, k, *layouts[i % 3]) for i, (m, n, k) in enumerate(shapes[:count])]
+    return [gemm_workload(m, n, k, *layouts[i % 3]) for i, (m, n, k) in enumerate(shapes[:count])]
 
 
 def config_score(config: dict[str, int]) -> float:
@@ -64,8 +65,10 @@ def config_score(config: dict[str, int]) -> float:
     return score * (0.7 + 0.3 * jitter)
 
 
-def efficiency(config: dict[str, int], score: float, workload: GemmWorkload) -> float:
-    waste = (-workload.m % config["MWG"]) / workload.m + (-workload.n % config["NWG"]) / workload.n
+def efficiency(config: dict[str, int], score: float, workload: Workload) -> float:
+    waste = (-workload.shape["m"] % config["MWG"]) / workload.shape["m"] + (
+        -workload.shape["n"] % config["NWG"]
+    ) / workload.shape["n"]
     return max(0.02, score * (1 - min(waste, 0.9)))
 
 

@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 
 from octune.db.store import Store
+from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
 from octune.tuner.session import Budget, Settings, run_session
-from octune.tuner.workloads import GemmWorkload
 
 
 def measure_mode(
@@ -29,7 +29,7 @@ def measure_mode(
     info = DeviceInfo.from_cl(select_device(device))
     kernel = load_kernel("gemm")
     table = kernel.space.enumerate(info.limits)
-    workload = GemmWorkload(size, size, size)
+    workload = gemm_workload(size, size, size)
     with tempfile.TemporaryDirectory() as cache:
         settings = Settings(jobs=jobs, confirm=0, energy=energy, cache_root=cache)
         started = time.perf_counter()

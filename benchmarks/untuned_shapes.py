@@ -28,18 +28,18 @@ from pathlib import Path
 from held_out import without_workloads  # benchmarks/held_out.py, beside this script
 
 from octune.db.store import Store
+from octune.kernels.gemm import gemm_query, parse_gemm
 from octune.lookup.predictor import ModelAnswers
-from octune.lookup.semantics import Answer, KernelIndex, gemm_query
+from octune.lookup.semantics import Answer, KernelIndex
 from octune.lookup.tables import build_table, resolve_device
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import load_kernel
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.workloads import GemmWorkload
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", type=GemmWorkload.parse, nargs="+", required=True)
+    parser.add_argument("--shapes", type=parse_gemm, nargs="+", required=True)
     parser.add_argument("--device", default=None)
     parser.add_argument("--db", required=True, help="an SQLite file tuned with every shape")
     parser.add_argument("--hold-out-all", action="store_true", help="hide every listed shape")
@@ -71,7 +71,11 @@ def main() -> None:
             bundle = KernelIndex(others)
             for workload in group:
                 query = gemm_query(
-                    workload.m, workload.n, workload.k, workload.transa, workload.transb
+                    workload.shape["m"],
+                    workload.shape["n"],
+                    workload.shape["k"],
+                    workload.shape["transa"],
+                    workload.shape["transb"],
                 )
                 asked[workload.key] = (
                     service.lookup(query),

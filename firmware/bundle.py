@@ -43,6 +43,7 @@ from octune.lookup.semantics import (
     Query,
     QueryError,
     TableError,
+    best_answer,
     kernel_version_sha256,
 )
 from octune.tuner.errors import OctuneError
@@ -119,10 +120,15 @@ def table_to_data(table: KernelTable) -> dict[str, Any]:
             "flag_defines": table.problem.flag_defines,
             "dtypes": list(table.problem.dtypes),
             "max_size": table.problem.max_size,
-            "flops_per_point": table.problem.flops_per_point,
-            "operands": [list(operand) for operand in table.problem.operands],
+            "flops": table.problem.flops,
+            "ranges": [list(r) for r in table.problem.ranges],
+            "derived": [list(d) for d in table.problem.derived],
+            "rules": [list(r) for r in table.problem.rules],
+            "extents": list(table.problem.extents),
             "max_elements": table.problem.max_elements,
+            "defaults": [list(d) for d in table.problem.defaults],
         },
+        "requires": list(table.requires),
         "parameters": list(table.parameters),
         "launch": {"global": list(table.launch_global), "local": list(table.launch_local)},
         "limits": table.limits,
@@ -183,21 +189,7 @@ def _build_options(value: object) -> tuple[str, ...]:
 def table_from_data(data: Mapping[str, Any]) -> KernelTable:
     """Inverse of ``table_to_data``, checking every field's type (ValueError says which)."""
     kernel = _text(data["kernel"], "kernel")
-    problem_data = data["problem"]
-    problem = Problem(
-        name=_text(problem_data["name"], "problem.name"),
-        sizes=_strings(problem_data["sizes"], "problem.sizes"),
-        flags=_strings(problem_data["flags"], "problem.flags"),
-        shape_vars=_mapping(problem_data["shape_vars"], str, "problem.shape_vars"),
-        flag_defines=_mapping(problem_data["flag_defines"], str, "problem.flag_defines"),
-        dtypes=_strings(problem_data["dtypes"], "problem.dtypes"),
-        max_size=int(_number(problem_data["max_size"], "problem.max_size")),
-        flops_per_point=int(_number(problem_data["flops_per_point"], "problem.flops_per_point")),
-        operands=tuple(
-            _strings(operand, "problem.operands") for operand in problem_data.get("operands", [])
-        ),
-        max_elements=int(_number(problem_data.get("max_elements", 0), "problem.max_elements")),
-    )
+    problem = _problem(data["problem"])
     configs = [_ints(c, f"{kernel} configs") for c in data["configs"]]
 
     def entries(kind: str) -> tuple[Entry, ...]:
@@ -236,7 +228,66 @@ def table_from_data(data: Mapping[str, Any]) -> KernelTable:
         extra_build_options=_build_options(data["extra_build_options"]),
         tuned=entries("tuned"),
         predictions=entries("predictions"),
+        requires=_strings(data.get("requires", []), "requires"),
     )
+
+
+def _problem(data: Mapping[str, Any]) -> Problem:
+    """A table's problem; bundles written before kernel families were plug-ins (GEMM only)
+    carry ``flops_per_point`` and operands as key lists: read as the expressions they mean.
+    """
+    sizes = _strings(data["sizes"], "problem.sizes")
+    flags = _strings(data["flags"], "problem.flags")
+    shape_vars = _mapping(data["shape_vars"], str, "problem.shape_vars")
+    max_size = int(_number(data["max_size"], "problem.max_size"))
+    var_of = {key: var for var, key in shape_vars.items()}
+    if "flops" in data:
+        flops = _text(data["flops"], "problem.flops")
+        ranges = tuple(_ints(r, "problem.ranges") for r in data["ranges"])
+        extents = _strings(data["extents"], "problem.extents")
+    else:
+        per_point = int(_number(data["flops_per_point"], "problem.flops_per_point"))
+        flops = " * ".join([str(per_point), *(var_of[key] for key in sizes)])
+        data = {**data, "defaults": [[flag, 0] for flag in flags]}
+        ranges = (*((1, max_size) for _ in sizes), *((0, 1) for _ in flags))
+        extents = tuple(
+            " * ".join(var_of[key] for key in _strings(operand, "problem.operands"))
+            for operand in data.get("operands", [])
+        )
+    if len(ranges) != len(sizes) + len(flags) or any(len(r) != 2 for r in ranges):
+        raise ValueError("problem.ranges must give (low, high) for every size and flag")
+    return Problem(
+        name=_text(data["name"], "problem.name"),
+        sizes=sizes,
+        flags=flags,
+        shape_vars=shape_vars,
+        flag_defines=_mapping(data["flag_defines"], str, "problem.flag_defines"),
+        dtypes=_strings(data["dtypes"], "problem.dtypes"),
+        max_size=max_size,
+        flops=flops,
+        ranges=tuple((low, high) for low, high in ranges),
+        derived=tuple(_pair(d, "problem.derived") for d in data.get("derived", [])),
+        rules=tuple(_pair(r, "problem.rules") for r in data.get("rules", [])),
+        extents=extents,
+        max_elements=int(_number(data.get("max_elements", 0), "problem.max_elements")),
+        defaults=tuple(
+            (_text(key, "problem.defaults"), int(_number(value, "problem.defaults")))
+            for key, value in (_pair_any(d) for d in data.get("defaults", []))
+        ),
+    )
+
+
+def _pair_any(value: object) -> tuple[object, object]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError("problem.defaults entries must be [key, value] pairs")
+    return value[0], value[1]
+
+
+def _pair(value: object, what: str) -> tuple[str, str]:
+    if not isinstance(value, list) or len(value) != 2:
+        raise ValueError(f"{what} entries must be [name or expression, text] pairs")
+    first, second = _strings(value, what)
+    return first, second
 
 
 # --- writing ----------------------------------------------------------------------------------
@@ -460,6 +511,10 @@ class Bundle:
         return dict(self.manifest["device"])
 
     def lookup(self, query: Query, predictor: Predictor | None = None) -> Answer:
+        """A kernel's answer; for a family's name, its fastest kernel's (``best_answer``)."""
+        family = [i for i in self.indexes.values() if i.table.problem.name == query.kernel]
+        if family:
+            return best_answer(family, query, predictor)
         index = self.indexes.get(query.kernel)
         if index is None:
             raise QueryError(

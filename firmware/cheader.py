@@ -23,6 +23,7 @@ from octune.lookup.semantics import (
     LOG2_TABLE,
     LOG_BITS,
     LOG_TABLE_BITS,
+    MATCH_RANK,
     MATCHES,
     NEAR_DISTANCE,
     Entry,
@@ -109,21 +110,21 @@ def _comment(text: str) -> str:
 def _c_expression(
     node: ast.expr,
     params: Mapping[str, int],
-    shape_vars: Mapping[str, str],
+    variables: Mapping[str, int],
     limits: Mapping[str, int],
 ) -> str:
-    """A vetted launch expression as C over ``c[i]`` (parameters) and ``M``, ``N``, ``K``."""
+    """A vetted expression as C over ``c[i]`` (parameters) and ``v[i]`` (shape variables)."""
     text = ast.unparse(node)
 
     def emit(node: ast.expr) -> str:
         if isinstance(node, ast.Constant | ast.Name):
-            value = check_operand(node, {**params, **shape_vars}, limits, text)
+            value = check_operand(node, {**params, **variables}, limits, text)
             if isinstance(value, int):
                 return f"INT64_C({value})"
-            return f"(int64_t)c[{params[value]}]" if value in params else value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-            sign = "-" if isinstance(node.op, ast.USub) else "+"
-            return f"({sign}{emit(node.operand)})"
+            return f"(int64_t)c[{params[value]}]" if value in params else f"v[{variables[value]}]"
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd | ast.Not):
+            sign = {ast.USub: "-", ast.UAdd: "+", ast.Not: "!"}[type(node.op)]
+            return f"(int64_t)({sign}{emit(node.operand)})"
         if isinstance(node, ast.BinOp):
             left, right = emit(node.left), emit(node.right)
             if isinstance(node.op, ast.Add | ast.Sub | ast.Mult):
@@ -133,6 +134,16 @@ def _c_expression(
                 return f"octune_floordiv_(&bad, {left}, {right})"
             if isinstance(node.op, ast.Mod):
                 return f"octune_mod_(&bad, {left}, {right})"
+        if isinstance(node, ast.Compare) and all(type(op) in _C_COMPARE for op in node.ops):
+            terms = [emit(term) for term in (node.left, *node.comparators)]
+            tests = [
+                f"({a} {_C_COMPARE[type(op)]} {b})"
+                for op, a, b in zip(node.ops, terms, terms[1:], strict=False)
+            ]
+            return f"(int64_t)({' && '.join(tests)})"
+        if isinstance(node, ast.BoolOp):
+            joiner = " && " if isinstance(node.op, ast.And) else " || "
+            return f"(int64_t)({joiner.join(emit(value) for value in node.values)})"
         if isinstance(node, ast.Call):
             name = check_call(node, text)
             args = [emit(arg) for arg in node.args]
@@ -147,16 +158,31 @@ def _c_expression(
     return emit(node)
 
 
+_C_COMPARE = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+}  # fmt: skip
+
+
+def _c(
+    text: str, params: Mapping[str, int], variables: Mapping[str, int], limits: Mapping[str, int]
+) -> str:
+    return _c_expression(ast.parse(text, mode="eval").body, params, variables, limits)
+
+
 def _prefix(table: KernelTable) -> str:
-    return "octune_" + re.sub(r"[^A-Za-z0-9_]", "_", table.kernel)
+    return "octune_kernel_" + re.sub(r"[^A-Za-z0-9_]", "_", table.kernel)
 
 
 def _entries(
-    prefix: str, kind: str, entries: Sequence[Entry], configs: Mapping[tuple[int, ...], int]
+    prefix: str,
+    kind: str,
+    entries: Sequence[Entry],
+    configs: Mapping[tuple[int, ...], int],
+    sizes: int,
 ) -> str:
     rows = [
         "{{" + ", ".join(map(str, e.shape)) + "}, {"
-        + ", ".join(str(log2_fixed(v)) for v in e.shape[:3]) + "}, "
+        + ", ".join(str(log2_fixed(v)) for v in e.shape[:sizes]) + "}, "
         + f"{configs[e.config]}, {e.time_s!r}, {e.gflops!r}}}"
         for e in entries
     ]  # fmt: skip
@@ -167,13 +193,47 @@ def _entries(
     )
 
 
+def _shape_checks(table: KernelTable) -> str:
+    """C that fills v[] (shape variables, derived ones) from q[] and returns -1 for a shape
+    the Python lookup refuses: out of range, impossible, past 32-bit indexing, not taken.
+    """
+    problem = table.problem
+    variables = {name: i for i, name in enumerate(problem.variables)}
+    keys = problem.keys
+    lines = [
+        f"    if (q[{i}] < INT64_C({low}) || q[{i}] > INT64_C({high})) return -1;"
+        for i, (low, high) in enumerate(problem.ranges)
+    ]
+    lines += [
+        f"    v[{i}] = q[{keys.index(key)}];" for i, key in enumerate(problem.shape_vars.values())
+    ]
+    first = len(problem.shape_vars)
+    lines += [
+        f"    v[{first + i}] = {_c(text, {}, variables, {})};"
+        for i, (_, text) in enumerate(problem.derived)
+    ]
+    lines += [
+        f"    if (bad || !({_c(text, {}, variables, {})})) return -1;" for text, _ in problem.rules
+    ]
+    if problem.max_elements:
+        lines += [
+            f"    if (bad || {_c(text, {}, variables, {})} > INT64_C({problem.max_elements})) "
+            "return -1;"
+            for text in problem.extents
+        ]
+    lines += [
+        f"    if (bad || !({_c(text, {}, variables, {})})) return -1;" for text in table.requires
+    ]
+    lines.append("    if (bad) return -1;")
+    return "\n".join(lines)
+
+
 def _kernel(table: KernelTable, template: str) -> str:
-    """One kernel's tables and functions."""
+    """One kernel's tables and its lookup over a shape array q (``Problem.keys`` order)."""
     p = _prefix(table)
     macro = p.upper()
     problem = table.problem
-    if tuple(problem.shape_vars) != ("M", "N", "K") or len(problem.keys) != 5:
-        raise TableError(f"the C header supports GEMM-like kernels only, not {problem.name}")
+    nkeys, nsizes, nvars = len(problem.keys), len(problem.sizes), len(problem.variables)
     dtype = problem.dtypes[0]
     tuned = [e for e in table.tuned if e.dtype == dtype]
     predictions = [e for e in table.predictions if e.dtype == dtype]
@@ -181,6 +241,7 @@ def _kernel(table: KernelTable, template: str) -> str:
     for entry in (*tuned, *predictions):
         configs.setdefault(entry.config, len(configs))
     params = {name: i for i, name in enumerate(table.parameters)}
+    variables = {name: i for i, name in enumerate(problem.variables)}
     flag_defines = list(problem.flag_defines)
     flag_copies = "\n".join(
         f"    cfg->defines[{i}] = (int)q[{problem.keys.index(key)}];"
@@ -189,62 +250,38 @@ def _kernel(table: KernelTable, template: str) -> str:
     define_names = [*flag_defines, *table.parameters]
     dims = len(table.launch_local)
     expressions = [
-        _c_expression(ast.parse(text, mode="eval").body, params, problem.shape_vars, table.limits)
+        _c(text, params, variables, table.limits)
         for text in (*table.launch_global, *table.launch_local)
     ]
+    flops = _c(problem.flops, {}, variables, {})
     extra = " ".join(table.extra_build_options)
     limit_checks = []
     for d in range(dims):
         limit = table.limits.get(f"max_work_item_size_{d}")
         if limit is not None:
             limit_checks.append(f"    if (l[{d}] > INT64_C({limit})) return 0;")
-    # Shapes the tuner refuses (an operand past 32-bit indexing) get -1, as in Python.
-    operand_checks = "".join(
-        f"    if ({' * '.join(f'q[{problem.keys.index(key)}]' for key in operand)} > "
-        f"INT64_C({problem.max_elements})) return -1;\n"
-        for operand in (problem.operands if problem.max_elements else ())
-    )
     group_limit = table.limits.get("max_work_group_size")
     if group_limit is not None:
         limit_checks.append(f"    if (group > INT64_C({group_limit})) return 0;")
     config_rows = ",\n    ".join("{" + ", ".join(map(str, c)) + "}" for c in configs)
-    entries = _entries(p, "tuned", tuned, configs) + _entries(p, "predicted", predictions, configs)
+    entries = _entries(p, "tuned", tuned, configs, nsizes)
+    entries += _entries(p, "predicted", predictions, configs, nsizes)
     name = _comment(table.kernel)
     parts = source_parts(template)
     parts_text = ",\n    ".join(c_string(part) for part in parts)
-    launch_args = f"int64_t g[{macro}_WORK_DIM], int64_t l[{macro}_WORK_DIM]"
     first_param = len(flag_defines)
     return f"""
-/* ---- kernel {name}: {len(tuned)} tuned workloads, {len(predictions)} model answers ---- */
+/* ---- kernel {name} ({_comment(problem.name)}): {len(tuned)} tuned workloads, {len(predictions)} model answers ---- */
 
 #define {macro}_NPARAMS {len(table.parameters)}
 #define {macro}_NDEFINES {len(define_names)}
 #define {macro}_WORK_DIM {dims}
 #define {macro}_NTUNED {len(tuned)}
 #define {macro}_NPREDICTED {len(predictions)}
-#define {macro}_MAX_SIZE INT64_C({problem.max_size})
-
-/* What a runtime needs to build and launch the kernel for one query. */
-struct {p}_config {{
-    int match;                     /* OCTUNE_MATCH_EXACT, _NEAREST, _PREDICTED or _DEFAULT */
-    const char *kernel;            /* kernel family */
-    const char *entry;             /* OpenCL function name */
-    const char *kernel_sha256;     /* the kernel version (template + space) it was tuned with */
-    const char *const *source;     /* that template's OpenCL C source in source_count parts, */
-    unsigned source_count;         /* as clCreateProgramWithSource(ctx, n, parts, NULL, &e) */
-    const char *const *define_names;
-    int defines[{macro}_NDEFINES];     /* -D values: transposes, then the tuning parameters */
-    size_t global_size[{macro}_WORK_DIM];
-    size_t local_size[{macro}_WORK_DIM];
-    double time_s;                 /* measured (exact), estimated (nearest, predicted), -1 */
-    double gflops;                 /* of the source workload or model; -1 for default */
-    int source_index;              /* tuned (or model) entry the config is from, -1 */
-    int64_t source_shape[5];       /* m, n, k, transa, transb of that entry */
-}};
 
 struct {p}_entry_ {{
-    int32_t shape[5];
-    int32_t logs[3];
+    int32_t shape[{nkeys}];
+    int32_t logs[{nsizes}];
     int32_t config;
     double time_s;
     double gflops;
@@ -264,12 +301,12 @@ static const int32_t {p}_configs_[{len(configs)}][{macro}_NPARAMS] = {{
     {config_rows}
 }};
 {entries}
-/* Launch sizes of config c for an M x N x K problem; 0 where they are not legal. */
-static inline int {p}_launch_(const int32_t *c, int64_t M, int64_t N, int64_t K,
-                              int64_t g[{macro}_WORK_DIM], int64_t l[{macro}_WORK_DIM]) {{
+/* Launch sizes of config c for the shape variables v; 0 where they are not legal. */
+static inline int {p}_launch_(const int32_t *c, const int64_t v[{nvars}],
+                              int64_t g[OCTUNE_MAX_DIMS], int64_t l[OCTUNE_MAX_DIMS]) {{
     int bad = 0, d;
     int64_t group = 1;
-    (void)c; (void)M; (void)N; (void)K;
+    (void)c; (void)v;
 {chr(10).join(f"    g[{d}] = {expressions[d]};" for d in range(dims))}
 {chr(10).join(f"    l[{d}] = {expressions[dims + d]};" for d in range(dims))}
     if (bad) return 0;
@@ -281,8 +318,9 @@ static inline int {p}_launch_(const int32_t *c, int64_t M, int64_t N, int64_t K,
     return 1;
 }}
 
-static inline void {p}_fill_(struct {p}_config *cfg, int match, int config, const int64_t q[5],
-                             const {launch_args.replace(", int64_t", ", const int64_t")}) {{
+static inline void {p}_fill_(struct octune_config *cfg, int match, int config,
+                             const int64_t q[{nkeys}], const int64_t g[OCTUNE_MAX_DIMS],
+                             const int64_t l[OCTUNE_MAX_DIMS]) {{
     int d;
     cfg->match = match;
     cfg->kernel = {p}_kernel_;
@@ -291,8 +329,11 @@ static inline void {p}_fill_(struct {p}_config *cfg, int match, int config, cons
     cfg->source = {p}_source_;
     cfg->source_count = {len(parts)};
     cfg->define_names = {p}_define_names_;
+    cfg->ndefines = {macro}_NDEFINES;
+    cfg->extra_options = {p}_extra_options_;
 {flag_copies}
     for (d = 0; d < {macro}_NPARAMS; d++) cfg->defines[{first_param} + d] = {p}_configs_[config][d];
+    cfg->work_dim = {macro}_WORK_DIM;
     for (d = 0; d < {macro}_WORK_DIM; d++) {{
         cfg->global_size[d] = (size_t)g[d];
         cfg->local_size[d] = (size_t)l[d];
@@ -300,29 +341,32 @@ static inline void {p}_fill_(struct {p}_config *cfg, int match, int config, cons
     cfg->time_s = -1.0;
     cfg->gflops = -1.0;
     cfg->source_index = -1;
-    for (d = 0; d < 5; d++) cfg->source_shape[d] = 0;
+    cfg->nkeys = {nkeys};
+    for (d = 0; d < OCTUNE_MAX_KEYS; d++) cfg->source_shape[d] = 0;
+    (void)q;
 }}
 
-/* The legal entry nearest to q: squared log2 distance of the sizes plus the transpose
-   penalty (into *distance); the lowest index wins a tie. -1 when none is legal. */
-static inline int {p}_nearest_(const struct {p}_entry_ *entries, int count, const int64_t q[5],
-                               int64_t g[{macro}_WORK_DIM], int64_t l[{macro}_WORK_DIM],
-                               int64_t *distance_out) {{
-    int64_t logs[3], best_distance = 0, gg[{macro}_WORK_DIM], ll[{macro}_WORK_DIM];
+/* The legal entry nearest to q: squared log2 distance of the sizes plus the linear keys'
+   (transposes, filter sizes...) penalty (into *distance); the lowest index wins a tie.
+   -1 when none is legal. */
+static inline int {p}_nearest_(const struct {p}_entry_ *entries, int count, const int64_t q[{nkeys}],
+                               const int64_t v[{nvars}], int64_t g[OCTUNE_MAX_DIMS],
+                               int64_t l[OCTUNE_MAX_DIMS], int64_t *distance_out) {{
+    int64_t logs[{nsizes}], best_distance = 0, gg[OCTUNE_MAX_DIMS], ll[OCTUNE_MAX_DIMS];
     int i, d, best = -1;
-    for (d = 0; d < 3; d++) logs[d] = octune_log2_fixed_(q[d]);
+    for (d = 0; d < {nsizes}; d++) logs[d] = octune_log2_fixed_(q[d]);
     for (i = 0; i < count; i++) {{
         int64_t distance = 0;
-        for (d = 0; d < 3; d++) {{
+        for (d = 0; d < {nsizes}; d++) {{
             int64_t diff = logs[d] - entries[i].logs[d];
             distance += diff * diff;
         }}
-        for (d = 3; d < 5; d++) {{
+        for (d = {nsizes}; d < {nkeys}; d++) {{
             int64_t diff = (q[d] - entries[i].shape[d]) * INT64_C({LAYOUT_WEIGHT});
             distance += diff * diff;
         }}
         if (best >= 0 && distance >= best_distance) continue;
-        if (!{p}_launch_({p}_configs_[entries[i].config], q[0], q[1], q[2], gg, ll)) continue;
+        if (!{p}_launch_({p}_configs_[entries[i].config], v, gg, ll)) continue;
         best = i;
         best_distance = distance;
         for (d = 0; d < {macro}_WORK_DIM; d++) {{ g[d] = gg[d]; l[d] = ll[d]; }}
@@ -331,75 +375,81 @@ static inline int {p}_nearest_(const struct {p}_entry_ *entries, int count, cons
     return best;
 }}
 
-/* Look up the {name} config for C = op(A) op(B), op(A) m x k, op(B) k x n ({dtype}).
-   Returns the match (OCTUNE_MATCH_*) and fills *cfg, or -1 for a shape out of range
-   (sizes 1..{problem.max_size}) or one no config can launch. */
-static inline int {p}_lookup(long m, long n, long k, int transa, int transb,
-                             struct {p}_config *cfg) {{
-    int64_t q[5], g[{macro}_WORK_DIM], l[{macro}_WORK_DIM], distance = 0;
-    int64_t pg[{macro}_WORK_DIM], pl[{macro}_WORK_DIM];
-    int i, j, d;
+/* Look up the {name} config for the shape q ({", ".join(problem.keys)}; {dtype}).
+   Returns the match (OCTUNE_MATCH_*) and fills *cfg, or -1 for a shape out of range, an
+   impossible one, one this kernel does not take, or one no config can launch. */
+static inline int {p}_lookup(const int64_t q[{nkeys}], struct octune_config *cfg) {{
+    int64_t v[{nvars}], g[OCTUNE_MAX_DIMS], l[OCTUNE_MAX_DIMS], distance = 0;
+    int64_t pg[OCTUNE_MAX_DIMS], pl[OCTUNE_MAX_DIMS];
+    int i, j, d, bad = 0;
+    double flops;
     const struct {p}_entry_ *found;
-    q[0] = m; q[1] = n; q[2] = k; q[3] = transa != 0; q[4] = transb != 0;
-    for (d = 0; d < 3; d++) if (q[d] < 1 || q[d] > {macro}_MAX_SIZE) return -1;
-{operand_checks}    for (i = 0; i < {macro}_NTUNED; i++) {{
+{_shape_checks(table)}
+    flops = (double)({flops});
+    if (bad) return -1;
+    for (i = 0; i < {macro}_NTUNED; i++) {{
         found = &{p}_tuned_[i];
-        for (d = 0; d < 5 && found->shape[d] == q[d]; d++) {{}}
-        if (d == 5 && {p}_launch_({p}_configs_[found->config], q[0], q[1], q[2], g, l)) {{
+        for (d = 0; d < {nkeys} && found->shape[d] == q[d]; d++) {{}}
+        if (d == {nkeys} && {p}_launch_({p}_configs_[found->config], v, g, l)) {{
             {p}_fill_(cfg, OCTUNE_MATCH_EXACT, found->config, q, g, l);
             cfg->time_s = found->time_s;
             break;
         }}
     }}
     if (i == {macro}_NTUNED) {{
-        i = {p}_nearest_({p}_tuned_, {macro}_NTUNED, q, g, l, &distance);
+        i = {p}_nearest_({p}_tuned_, {macro}_NTUNED, q, v, g, l, &distance);
         /* A neighbour further than OCTUNE_NEAR_DISTANCE yields to the model's answers. */
         if (i < 0 || ({macro}_NPREDICTED > 0 && distance > OCTUNE_NEAR_DISTANCE)) {{
-            j = {p}_nearest_({p}_predicted_, {macro}_NPREDICTED, q, pg, pl, &distance);
+            j = {p}_nearest_({p}_predicted_, {macro}_NPREDICTED, q, v, pg, pl, &distance);
             if (j >= 0) {{
                 found = &{p}_predicted_[j];
                 {p}_fill_(cfg, OCTUNE_MATCH_PREDICTED, found->config, q, pg, pl);
                 cfg->gflops = found->gflops;
-                cfg->time_s = (double)(INT64_C({problem.flops_per_point}) * q[0] * q[1] * q[2])
-                    / (found->gflops * 1e9);
+                cfg->time_s = flops / (found->gflops * 1e9);
                 return OCTUNE_MATCH_PREDICTED;
             }}
             if (i < 0) {{
-                if (!{p}_launch_({p}_configs_[0], q[0], q[1], q[2], g, l)) return -1;
+                if (!{p}_launch_({p}_configs_[0], v, g, l)) return -1;
                 {p}_fill_(cfg, OCTUNE_MATCH_DEFAULT, 0, q, g, l);
                 return OCTUNE_MATCH_DEFAULT;
             }}
         }}
         found = &{p}_tuned_[i];
         {p}_fill_(cfg, OCTUNE_MATCH_NEAREST, found->config, q, g, l);
-        cfg->time_s = (double)(INT64_C({problem.flops_per_point}) * q[0] * q[1] * q[2])
-            / (found->gflops * 1e9);
+        cfg->time_s = flops / (found->gflops * 1e9);
     }}
     cfg->gflops = found->gflops;
     cfg->source_index = i;
-    for (d = 0; d < 5; d++) cfg->source_shape[d] = found->shape[d];
+    for (d = 0; d < {nkeys}; d++) cfg->source_shape[d] = found->shape[d];
     return cfg->match;
 }}
+"""
 
-/* The build options of a looked-up config ("-DTRANSA=0 ... -w"), like the Python answer's
-   build_options; returns what snprintf returns. */
-static inline int {p}_build_options(const struct {p}_config *cfg, char *out, size_t size) {{
-    size_t used = 0;
-    int d, n;
-    if (size > 0) out[0] = '\\0';
-    for (d = 0; d < {macro}_NDEFINES; d++) {{
-        n = snprintf(out + (used < size ? used : size), used < size ? size - used : 0,
-                     "%s-D%s=%d", d ? " " : "", cfg->define_names[d], cfg->defines[d]);
-        if (n < 0) return n;
-        used += (size_t)n;
-    }}
-    if ({p}_extra_options_[0] != '\\0') {{
-        n = snprintf(out + (used < size ? used : size), used < size ? size - used : 0,
-                     " %s", {p}_extra_options_);
-        if (n < 0) return n;
-        used += (size_t)n;
-    }}
-    return (int)used;
+
+def _family(name: str, tables: Sequence[KernelTable]) -> str:
+    """A family's lookup: each kernel's answer, the fastest kept (``best_answer``'s order)."""
+    problem = tables[0].problem
+    keys = problem.keys
+    args = ", ".join(f"long {key}" for key in keys)
+    fill = " ".join(f"q_[{i}] = {key};" for i, key in enumerate(keys))
+    calls = "\n".join(
+        f"    if ({_prefix(t)}_lookup(q_, &candidate_) >= 0) "
+        "octune_keep_better_(cfg, &candidate_, &found_);"
+        for t in sorted(tables, key=lambda t: t.kernel)
+    )
+    fn = "octune_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return f"""
+/* The {_comment(name)} config for ({", ".join(keys)}): of the bundle's {_comment(name)} kernels
+   ({", ".join(_comment(t.kernel) for t in tables)}), the fastest answer -- measured before
+   estimated before default, then the lower time, then the kernel name. Returns the match
+   (OCTUNE_MATCH_*), or -1 where no kernel takes the shape. */
+static inline int {fn}_lookup({args}, struct octune_config *cfg) {{
+    int64_t q_[{len(keys)}];
+    struct octune_config candidate_;
+    int found_ = 0;
+    {fill}
+{calls}
+    return found_ ? cfg->match : -1;
 }}
 """
 
@@ -411,6 +461,8 @@ def render(
     manifest: Mapping[str, Any],
 ) -> str:
     """The whole header for one device's tables."""
+    max_keys = max((len(t.problem.keys) for t in tables), default=1)
+    max_defines = max((len(t.problem.flag_defines) + len(t.parameters) for t in tables), default=1)
     log_rows = ",\n    ".join(
         ", ".join(str(v) for v in LOG2_TABLE[i : i + 12]) for i in range(0, len(LOG2_TABLE), 12)
     )
@@ -421,12 +473,15 @@ def render(
     header = f"""/* octune lookup tables for {name} ({fingerprint}), driver {driver};
  * written by `octune export` of {written}. Generated: do not edit.
  *
- * Self-contained C99: static tables and static inline functions, no allocation. Each kernel
- * has octune_<kernel>_lookup(m, n, k, transa, transb, &cfg): the exact tuned workload, else
- * the nearest tuned workload whose launch is legal for the query (if it is further than
- * OCTUNE_NEAR_DISTANCE, the model's nearest answer first, where the bundle has any), else the
- * model's nearest answer, else the default config -- the same answers as octune's Python
- * lookup.
+ * Self-contained C99: static tables and static inline functions, no allocation. Each family
+ * has octune_<family>_lookup(<its shape keys>, &cfg), e.g. octune_gemm_lookup(m, n, k,
+ * transa, transb, &cfg), answering with the fastest of its kernels; each kernel has
+ * octune_kernel_<kernel>_lookup(q, &cfg) over the shape as an array. A kernel answers with the
+ * exact tuned workload, else the nearest tuned workload whose launch is legal for the query
+ * (if it is further than OCTUNE_NEAR_DISTANCE, the model's nearest answer first, where the
+ * bundle has any), else the model's nearest answer, else the default config -- the same
+ * answers as octune's Python lookup. octune_build_options(&cfg, buf, size) writes the
+ * build options.
  */
 #ifndef OCTUNE_LOOKUP_H
 #define OCTUNE_LOOKUP_H
@@ -449,6 +504,81 @@ static const int32_t octune_log2_table_[OCTUNE_LOG_TABLE_SIZE] = {{
     {log_rows}
 }};
 
-{_HELPERS}"""
+{_HELPERS}
+#define OCTUNE_MAX_DIMS 3
+#define OCTUNE_MAX_KEYS {max_keys}
+#define OCTUNE_MAX_DEFINES {max_defines}
+
+/* What a runtime needs to build and launch a kernel for one query. */
+struct octune_config {{
+    int match;                     /* OCTUNE_MATCH_EXACT, _NEAREST, _PREDICTED or _DEFAULT */
+    const char *kernel;            /* the kernel (algorithm) that answers */
+    const char *entry;             /* OpenCL function name */
+    const char *kernel_sha256;     /* the kernel version (template + space) it was tuned with */
+    const char *const *source;     /* that template's OpenCL C source in source_count parts, */
+    unsigned source_count;         /* as clCreateProgramWithSource(ctx, n, parts, NULL, &e) */
+    const char *const *define_names;
+    int ndefines;
+    int defines[OCTUNE_MAX_DEFINES];  /* -D values: the shape's defines, then the parameters */
+    const char *extra_options;     /* after the defines, e.g. "-w" */
+    unsigned work_dim;
+    size_t global_size[OCTUNE_MAX_DIMS];
+    size_t local_size[OCTUNE_MAX_DIMS];
+    double time_s;                 /* measured (exact), estimated (nearest, predicted), -1 */
+    double gflops;                 /* of the source workload or model; -1 for default */
+    int source_index;              /* tuned (or model) entry the config is from, -1 */
+    int nkeys;
+    int64_t source_shape[OCTUNE_MAX_KEYS];  /* that entry's shape, in the family's key order */
+}};
+
+static const int octune_match_rank_[{len(MATCHES)}] = {{{", ".join(str(MATCH_RANK[m]) for m in MATCHES)}}};
+
+/* Keep *candidate in *best if it ranks before it: measured, estimated, default; then the
+   lower time (unknown last); then the kernel name. */
+static inline void octune_keep_better_(struct octune_config *best,
+                                       const struct octune_config *candidate, int *found) {{
+    double a = candidate->time_s < 0 ? 1e300 : candidate->time_s;
+    double b = best->time_s < 0 ? 1e300 : best->time_s;
+    int ra = octune_match_rank_[candidate->match], rb;
+    const char *x = candidate->kernel, *y;
+    if (*found) {{
+        rb = octune_match_rank_[best->match];
+        if (ra != rb) {{ if (ra > rb) return; }}
+        else if (a != b) {{ if (a > b) return; }}
+        else {{
+            y = best->kernel;
+            while (*x && *x == *y) {{ x++; y++; }}
+            if ((unsigned char)*x >= (unsigned char)*y) return;
+        }}
+    }}
+    *best = *candidate;
+    *found = 1;
+}}
+
+/* The build options of a looked-up config ("-DTRANSA=0 ... -w"), like the Python answer's
+   build_options; returns what snprintf returns. */
+static inline int octune_build_options(const struct octune_config *cfg, char *out, size_t size) {{
+    size_t used = 0;
+    int d, n;
+    if (size > 0) out[0] = '\\0';
+    for (d = 0; d < cfg->ndefines; d++) {{
+        n = snprintf(out + (used < size ? used : size), used < size ? size - used : 0,
+                     "%s-D%s=%d", d ? " " : "", cfg->define_names[d], cfg->defines[d]);
+        if (n < 0) return n;
+        used += (size_t)n;
+    }}
+    if (cfg->extra_options[0] != '\\0') {{
+        n = snprintf(out + (used < size ? used : size), used < size ? size - used : 0,
+                     " %s", cfg->extra_options);
+        if (n < 0) return n;
+        used += (size_t)n;
+    }}
+    return (int)used;
+}}
+"""
     body = "".join(_kernel(table, sources[table.sha256][0]) for table in tables)
+    by_family: dict[str, list[KernelTable]] = {}
+    for table in tables:
+        by_family.setdefault(table.problem.name, []).append(table)
+    body += "".join(_family(name, group) for name, group in sorted(by_family.items()))
     return header + body + "\n#endif /* OCTUNE_LOOKUP_H */\n"

@@ -20,8 +20,9 @@ from octune.firmware.signing import (
     create_key,
     sign_bundle,
 )
-from octune.lookup.semantics import gemm_query
+from octune.lookup.semantics import Query
 from octune.tuner.errors import OctuneError
+from octune.tuner.shape_args import ShapeOption, parse_shape_args
 
 console = Console()
 
@@ -120,14 +121,30 @@ def import_(
 
 
 def lookup(
+    ctx: typer.Context,
     bundle: Annotated[Path, typer.Argument(help="bundle directory (json or sqlite format)")],
-    m: Annotated[int, typer.Option("--m", help="rows of op(A) and C")],
-    n: Annotated[int, typer.Option("--n", help="columns of op(B) and C")],
-    k: Annotated[int, typer.Option("--k", help="columns of op(A), rows of op(B)")],
-    transa: Annotated[bool, typer.Option("--transa", help="op(A) = A^T")] = False,
-    transb: Annotated[bool, typer.Option("--transb", help="op(B) = B^T")] = False,
+    kernel: Annotated[
+        str, typer.Argument(help="a family (its fastest kernel answers), e.g. gemm, or a kernel")
+    ],
+    dtype: Annotated[str, typer.Option(help="element type")] = "float32",
     public_key: PublicKey = None,
 ) -> None:
-    """Answer a GEMM lookup offline from a bundle, as the config service would (JSON)."""
-    answer = load_bundle(bundle, public_key).lookup(gemm_query(m, n, k, transa, transb))
+    """Answer a lookup offline from a bundle, as the config service would (JSON). The shape
+    follows the kernel's name as options, e.g. `gemm --m 64 --n 64 --k 64 --transb`.
+    """
+    loaded = load_bundle(bundle, public_key)
+    problems = {t.kernel: t.problem for t in loaded.tables.values()}
+    problems.update({t.problem.name: t.problem for t in loaded.tables.values()})
+    problem = problems.get(kernel)
+    if problem is None:
+        raise OctuneError(
+            f"bundle {bundle} has no kernel or family '{kernel}'; it has "
+            f"{', '.join(sorted(problems)) or 'none'}"
+        )
+    options = [
+        ShapeOption(key, (low, high) == (0, 1))
+        for key, (low, high) in zip(problem.keys, problem.ranges, strict=True)
+    ]
+    shape = parse_shape_args(kernel, options, ctx.args)
+    answer = loaded.lookup(Query(kernel, shape, dtype))
     print(json.dumps(answer.to_dict(), indent=2))

@@ -71,7 +71,7 @@ def import_bundle(store: Store, path: Path, public_key: str | None = None) -> Im
     only a bundle it signed is read; every config must be one its kernel version's space
     allows on the device, or nothing is stored.
     """
-    from octune.tuner.kernels import PROBLEMS
+    from octune.tuner.kernels import families
 
     bundle = load_bundle(path, public_key)
     _check_configs(bundle)
@@ -82,11 +82,15 @@ def import_bundle(store: Store, path: Path, public_key: str | None = None) -> Im
     for table in bundle.tables.values():
         template, space = bundle.sources[table.kernel]
         kernel_id = store.kernel_version_id(table.kernel, table.sha256, template, space)
-        workload_class = PROBLEMS.get(table.problem.name)
-        if workload_class is None:
-            raise BundleError(f"bundle {path}: this octune does not know {table.problem.name}")
+        family = families().get(table.problem.name)
+        if family is None:
+            raise BundleError(
+                f"bundle {path}: this octune does not know the family {table.problem.name}: "
+                "add its kernel folder with --kernel-dir"
+            )
         for entry in table.tuned:
-            workload = workload_class(**dict(zip(table.problem.keys, entry.shape, strict=True)))
+            shape = dict(zip(table.problem.keys, entry.shape, strict=True))
+            workload = family.workload(shape, entry.dtype)
             workload_id = store.workload_id(
                 workload.problem, workload.key, workload.shape, workload.dtype
             )

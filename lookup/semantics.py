@@ -36,8 +36,8 @@ depends on the shape is the launch geometry, which must evaluate (no division by
 least 1, divide global by local, and fit the device's work-group limits.
 
 Launch sizes come from the space's ``launch:`` expressions. They are parsed here with ``ast``
-and checked against a whitelist (integers, names, ``+ - * // %``, unary ``-``/``+`` and
-``ceil_div``, ``round_up``, ``min``, ``max``), then compiled to closures; the C header
+and checked against a whitelist (integers, names, ``+ - * // %``, unary ``-``/``+``,
+comparisons, ``and``/``or``/``not``, ``ceil_div``, ``round_up``, ``min``, ``max``), then compiled to closures; the C header
 generator translates the same vetted tree. Nothing is ever ``eval``-ed. Derived values are
 inlined into the launch expressions when a table is built from a space.
 """
@@ -49,7 +49,7 @@ import functools
 import hashlib
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from octune.tuner.errors import OctuneError
@@ -74,7 +74,9 @@ LAUNCH_FUNCTIONS: dict[str, tuple[int, int | None]] = {
 }
 MAX_EXPRESSION_CHARS = 2000
 MAX_EXPRESSION_DEPTH = 50
-_OPERATORS = "integers, names, + - * // %, unary - and " + ", ".join(LAUNCH_FUNCTIONS)
+_OPERATORS = "integers, names, + - * // %, unary -, comparisons, and/or/not, " + ", ".join(
+    LAUNCH_FUNCTIONS
+)
 
 
 class QueryError(OctuneError):
@@ -162,6 +164,14 @@ _BINARY: dict[type[ast.operator], Callable[[int, int], int]] = {
     ast.FloorDiv: _floordiv,
     ast.Mod: _mod,
 }
+_COMPARE: dict[type[ast.cmpop], Callable[[int, int], bool]] = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+}
 _CALLS: dict[str, Callable[[int, int], int]] = {
     "ceil_div": _ceil_div,
     "round_up": _round_up,
@@ -230,6 +240,19 @@ class LaunchExpression:
             binary = _BINARY[type(node.op)]
             left, right = sub(node.left), sub(node.right)
             return lambda v: binary(left(v), right(v))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            operand = sub(node.operand)
+            return lambda v: int(not operand(v))
+        if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+            terms = [sub(term) for term in (node.left, *node.comparators)]
+            tests = [_COMPARE[type(op)] for op in node.ops]
+            pairs = list(zip(tests, terms, terms[1:]))
+            return lambda v: int(all(test(a(v), b(v)) for test, a, b in pairs))
+        if isinstance(node, ast.BoolOp):
+            parts = [sub(value) for value in node.values]
+            if isinstance(node.op, ast.And):
+                return lambda v: int(all(part(v) for part in parts))
+            return lambda v: int(any(part(v) for part in parts))
         if isinstance(node, ast.Call):
             name = check_call(node, self.text)
             function = _CALLS[name]
@@ -285,24 +308,83 @@ def check_call(node: ast.Call, text: str) -> str:
 
 @dataclass(frozen=True)
 class Problem:
-    """What the lookup must know of a problem family; GEMM's comes from ``GemmWorkload``."""
+    """What the lookup must know of a kernel family's shapes (``octune.tuner.family.Family``
+    writes it): which keys a query has, their ranges, which shapes are possible, the flops.
+    """
 
     name: str
     sizes: tuple[str, ...]  # shape keys compared in log space, e.g. ("m", "n", "k")
-    flags: tuple[str, ...]  # 0/1 layout keys, e.g. ("transa", "transb")
-    shape_vars: dict[str, str]  # launch-expression variable -> shape key, e.g. {"M": "m"}
-    flag_defines: dict[str, str]  # -D define -> flag key, e.g. {"TRANSA": "transa"}
+    # Keys compared linearly, a step costing ``LAYOUT_OCTAVES``: transposes, filter sizes...
+    flags: tuple[str, ...]
+    shape_vars: dict[str, str]  # expression variable -> shape key, e.g. {"M": "m"}
+    flag_defines: dict[str, str]  # -D define the template takes -> shape key
     dtypes: tuple[str, ...]
     max_size: int  # largest size the kernels index
-    flops_per_point: int  # flops = flops_per_point * product of the sizes (GEMM: 2)
-    # Each operand's extent as shape keys (GEMM: m*k, k*n, m*n) and the most elements one may
-    # hold (32-bit indexing); bundles written before these existed carry none: 0, unchecked.
-    operands: tuple[tuple[str, ...], ...] = ()
+    flops: str  # an expression of the shape variables, e.g. "2 * M * N * K"
+    ranges: tuple[tuple[int, int], ...]  # (low, high) of each key, in ``keys`` order
+    # Variables computed from the shape, in order (each may use the ones before it).
+    derived: tuple[tuple[str, str], ...] = ()
+    # (expression that must hold, why the shape is impossible): checked before any answer.
+    rules: tuple[tuple[str, str], ...] = ()
+    # Each operand's element count as an expression, at most ``max_elements`` (32-bit indexing).
+    extents: tuple[str, ...] = ()
     max_elements: int = 0
+    defaults: tuple[tuple[str, int], ...] = ()  # keys a query may leave out, e.g. transa = 0
 
     @property
     def keys(self) -> tuple[str, ...]:
         return (*self.sizes, *self.flags)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """What the problem's expressions may name: shape variables, then derived ones."""
+        return (*self.shape_vars, *(name for name, _ in self.derived))
+
+
+class ShapeRules:
+    """A problem's expressions compiled: the variables of a shape, and why it is impossible."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.problem = problem
+        positions = {name: i for i, name in enumerate(problem.variables)}
+        self._keys = [problem.keys.index(key) for key in problem.shape_vars.values()]
+        self._derived = [LaunchExpression(text, positions, {}) for _, text in problem.derived]
+        self._rules = [(LaunchExpression(t, positions, {}), why) for t, why in problem.rules]
+        self._extents = [LaunchExpression(text, positions, {}) for text in problem.extents]
+        self._flops = LaunchExpression(problem.flops, positions, {})
+
+    def values(self, shape: Sequence[int]) -> list[int]:
+        """The variables' values for a shape in ``Problem.keys`` order (derived ones last);
+        raises ``_Bad`` where a derived value cannot be computed (the rules say why).
+        """
+        values = [shape[position] for position in self._keys]
+        for expression in self._derived:
+            values.append(expression.evaluate(values))
+        return values
+
+    def why_impossible(self, shape: Sequence[int]) -> str | None:
+        """The first broken rule's message, or one naming an operand past 32-bit indexing.
+        Rules are checked in order, so a later rule may rely on an earlier one (no x // 0).
+        """
+        problem = self.problem
+        try:
+            values = self.values(shape)
+            for expression, why in self._rules:
+                if not expression.evaluate(values):
+                    return why
+            for expression in self._extents if problem.max_elements else ():
+                elements = expression.evaluate(values)
+                if elements > problem.max_elements:
+                    return (
+                        f"{problem.name} operand {expression.text} = {elements} elements, over "
+                        f"{problem.max_elements}: beyond 32-bit indexing; split the work"
+                    )
+        except _Bad:
+            return f"{problem.name} shape {list(shape)} divides by zero in one of its rules"
+        return None
+
+    def flops(self, values: Sequence[int]) -> int:
+        return self._flops.evaluate(values)
 
 
 @dataclass(frozen=True)
@@ -335,6 +417,9 @@ class KernelTable:
     extra_build_options: tuple[str, ...]  # after the -D defines, e.g. ("-w",)
     tuned: tuple[Entry, ...]
     predictions: tuple[Entry, ...] = ()
+    # Expressions of the problem's variables a shape must satisfy for this kernel to take it
+    # (a depthwise kernel: GROUPS == C); the space's ``requires:``.
+    requires: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Canonical entry order (the tie-break of equal distances), then consistency checks."""
@@ -359,18 +444,14 @@ class KernelTable:
 
 @dataclass(frozen=True)
 class Query:
-    """A workload to answer: ``shape`` holds the problem's keys, e.g. m, n, k, transa, transb."""
+    """A workload to answer: ``shape`` holds the problem's keys, e.g. m, n, k, transa, transb.
+    ``kernel`` names a kernel, or a problem: then every kernel of it answers and the fastest
+    answer wins (``best_answer``).
+    """
 
     kernel: str
     shape: Mapping[str, int]
     dtype: str = "float32"
-
-
-def gemm_query(
-    m: int, n: int, k: int, transa: bool = False, transb: bool = False, dtype: str = "float32"
-) -> Query:
-    shape = {"m": m, "n": n, "k": k, "transa": int(transa), "transb": int(transb)}
-    return Query("gemm", shape, dtype)
 
 
 @dataclass(frozen=True)
@@ -430,6 +511,34 @@ class Answer:
             "gflops": self.gflops,
             "source": None if self.source is None else dict(self.source),
         }
+
+
+#: How answers of different kernels rank: measured first, then estimates, then defaults.
+MATCH_RANK = {"exact": 0, "nearest": 1, "predicted": 1, "default": 2}
+
+
+def best_answer(
+    indexes: Sequence[KernelIndex], query: Query, predictor: Predictor | None = None
+) -> Answer:
+    """The answer of a family's kernels that is fastest for the query, as cuDNN's find picks
+    an algorithm: a measured (exact) time beats any estimate, an estimate beats the default;
+    among equals the lower time wins, then the kernel name (so every reader agrees).
+    """
+    answers, reasons = [], []
+    for index in indexes:
+        try:
+            answers.append(index.lookup(replace(query, kernel=index.table.kernel), predictor))
+        except QueryError as error:
+            if str(error) not in reasons:
+                reasons.append(str(error))
+    if not answers:
+        if not indexes:
+            raise QueryError(f"no kernel answers '{query.kernel}'")
+        raise QueryError("; ".join(reasons))
+    return min(
+        answers,
+        key=lambda a: (MATCH_RANK[a.match], math.inf if a.time_s is None else a.time_s, a.kernel),
+    )
 
 
 # --- nearest neighbours -----------------------------------------------------------------------
@@ -545,7 +654,8 @@ class KernelIndex:
     def __init__(self, table: KernelTable, predictor: Predictor | None = None) -> None:
         self.table = table
         problem = table.problem
-        variables = (*table.parameters, *problem.shape_vars)
+        self._rules = ShapeRules(problem)
+        variables = (*table.parameters, *problem.variables)
         positions = {name: i for i, name in enumerate(variables)}
         self._global = [
             LaunchExpression(text, positions, table.limits) for text in table.launch_global
@@ -553,17 +663,19 @@ class KernelIndex:
         self._local = [
             LaunchExpression(text, positions, table.limits) for text in table.launch_local
         ]
+        shape_positions = {name: i for i, name in enumerate(problem.variables)}
+        self._requires = [LaunchExpression(text, shape_positions, {}) for text in table.requires]
         self._exact = {(e.shape, e.dtype): i for i, e in enumerate(table.tuned)}
         self._tuned = _NeighbourIndex(problem, table.tuned)
         self._predictions = _NeighbourIndex(problem, table.predictions)
         self._predictor = predictor
         self._options: dict[tuple[int, ...], str] = {}
         self._keys = frozenset(problem.keys)
+        self._defaults = dict(problem.defaults)
         self._work_group = table.limits.get("max_work_group_size")
         self._item_limits = [
             table.limits.get(f"max_work_item_size_{i}") for i in range(len(self._local))
         ]
-        self._var_keys = [problem.keys.index(key) for key in problem.shape_vars.values()]
         self._flag_defines = [
             (define, problem.keys.index(key)) for define, key in problem.flag_defines.items()
         ]
@@ -572,8 +684,8 @@ class KernelIndex:
         self, config: tuple[int, ...], shape: tuple[int, ...]
     ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         """(global, local) sizes of ``config`` for ``shape``, or None where they are not legal."""
-        values = (*config, *(shape[position] for position in self._var_keys))
         try:
+            values = (*config, *self._rules.values(shape))
             global_size = tuple([e.evaluate(values) for e in self._global])
             local_size = tuple([e.evaluate(values) for e in self._local])
         except _Bad:
@@ -587,6 +699,17 @@ class KernelIndex:
             return None
         return global_size, local_size
 
+    def takes(self, shape: tuple[int, ...]) -> str | None:
+        """Why this kernel cannot take a possible shape (its ``requires``), or None."""
+        try:
+            values = self._rules.values(shape)
+            for expression in self._requires:
+                if not expression.evaluate(values):
+                    return f"kernel {self.table.kernel} needs {expression.text}"
+        except _Bad:
+            return f"kernel {self.table.kernel} cannot compute this shape's variables"
+        return None
+
     def check_query(self, query: Query) -> tuple[int, ...]:
         """The query's shape in ``Problem.keys`` order, or a one-line QueryError saying why not."""
         table, problem = self.table, self.table.problem
@@ -597,34 +720,31 @@ class KernelIndex:
                 f"kernel {table.kernel} supports dtype {', '.join(problem.dtypes)}, "
                 f"not '{query.dtype}'"
             )
-        if query.shape.keys() != self._keys:
-            unknown = sorted(set(query.shape) - self._keys)
-            missing = [key for key in problem.keys if key not in query.shape]
+        given = query.shape
+        if given.keys() != self._keys and self._defaults:
+            given = {**self._defaults, **given}
+        if given.keys() != self._keys:
+            unknown = sorted(set(given) - self._keys)
+            missing = [key for key in problem.keys if key not in given]
             raise QueryError(
                 f"a {problem.name} shape has exactly the keys {', '.join(problem.keys)}"
                 + (f"; unknown: {', '.join(unknown)}" if unknown else "")
                 + (f"; missing: {', '.join(missing)}" if missing else "")
             )
-        shape = tuple([query.shape[key] for key in problem.keys])
-        sizes = len(problem.sizes)
-        for key, value in zip(problem.keys, shape, strict=True):
-            if type(value) is not int and not (type(value) is bool and sizes <= 0):
+        shape = tuple([given[key] for key in problem.keys])
+        ranges = problem.ranges
+        for key, value, (low, high) in zip(problem.keys, shape, ranges, strict=True):
+            if type(value) is not int and not (type(value) is bool and high == 1):
                 raise QueryError(f"{problem.name} {key}={value!r} must be an integer")
-            if sizes > 0 and not 1 <= value <= problem.max_size:
+            if not low <= value <= high:
                 raise QueryError(
-                    f"{problem.name} {key}={value!r} is out of range: use 1..{problem.max_size}"
+                    f"{problem.name} {key}={value!r} is out of range: use {low}..{high}"
                 )
-            if sizes <= 0 and value not in (0, 1):
-                raise QueryError(f"{problem.name} {key}={value!r} must be 0 or 1")
-            sizes -= 1
-        for operand in problem.operands if problem.max_elements else ():
-            elements = math.prod(int(query.shape[key]) for key in operand)
-            if elements > problem.max_elements:
-                raise QueryError(
-                    f"{problem.name} {'x'.join(operand)} = {elements} elements, over "
-                    f"{problem.max_elements}: beyond 32-bit indexing, as the tuner refuses it"
-                )
-        return shape if all(type(v) is int for v in shape) else tuple(map(int, shape))
+        shape = shape if all(type(v) is int for v in shape) else tuple(map(int, shape))
+        why = self._rules.why_impossible(shape) or self.takes(shape)
+        if why is not None:
+            raise QueryError(why)
+        return shape
 
     def lookup(self, query: Query, predictor: Predictor | None = None) -> Answer:
         """exact, else nearest legal, else predicted, else default (see the module docstring)."""
@@ -680,9 +800,7 @@ class KernelIndex:
         )
 
     def _flops(self, shape: tuple[int, ...]) -> int:
-        return self.table.problem.flops_per_point * math.prod(
-            shape[: len(self.table.problem.sizes)]
-        )
+        return self._rules.flops(self._rules.values(shape))
 
     def _answer(
         self,

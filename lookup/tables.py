@@ -21,12 +21,15 @@ from octune.lookup.semantics import (
     Problem,
     Query,
     QueryError,
+    TableError,
+    best_answer,
 )
 from octune.tuner.device_names import match_devices
-from octune.tuner.errors import SpaceError
+from octune.tuner.errors import OctuneError, SpaceError
 
 if TYPE_CHECKING:
     from octune.tuner.expr import Expression
+    from octune.tuner.family import Workload
     from octune.tuner.space import SearchSpace
 
 #: Model answers for a freshly built table (``KernelTable.predictions``), e.g.
@@ -35,26 +38,10 @@ TableModel = Callable[[Store, StoredDevice, KernelTable], Sequence[Entry]]
 
 
 def problem_spec(name: str) -> Problem:
-    """What the lookup must know of a problem family, read off its workload class."""
-    from octune.tuner.kernels import PROBLEMS
-    from octune.tuner.workloads import MAX_DIM, MAX_ELEMENTS
+    """What the lookup must know of a problem family, as its family module declares it."""
+    from octune.tuner.kernels import family
 
-    workload_class = PROBLEMS[name]
-    sizes = tuple(var.lower() for var in workload_class.shape_names)
-    sample = workload_class(*(1 for _ in sizes))
-    flags = tuple(key for key in sample.shape if key not in sizes)
-    return Problem(
-        name=name,
-        sizes=sizes,
-        flags=flags,
-        shape_vars={var: var.lower() for var in workload_class.shape_names},
-        flag_defines={define: define.lower() for define in sample.defines()},
-        dtypes=(sample.dtype,),
-        max_size=MAX_DIM,
-        flops_per_point=sample.flops,
-        operands=workload_class.operands,
-        max_elements=MAX_ELEMENTS,
-    )
+    return family(name).problem
 
 
 class DeviceLimits(Protocol):
@@ -102,11 +89,9 @@ def resolve_device(store: Store, choice: str) -> StoredDevice:
 
 def stored_space(kernel: StoredKernel) -> SearchSpace:
     """A stored kernel version's search space, parsed from the text that was tuned."""
-    from octune.tuner.kernels import PROBLEMS
-    from octune.tuner.space import SearchSpace
+    from octune.tuner.kernels import kernel_from_texts
 
-    shape_names = {name for cls in PROBLEMS.values() for name in cls.shape_names}
-    return SearchSpace.from_yaml(kernel.space_source, f"{kernel.name}.yaml", shape_names)
+    return kernel_from_texts(kernel.name, kernel.template_source, kernel.space_source).space
 
 
 def _inline_derived(space: SearchSpace, text: str) -> str:
@@ -241,17 +226,25 @@ def build_table(
         extra_build_options=tuple(options[len(defines) :]),
         tuned=tuple(entries),
         predictions=tuple(predictions),
+        requires=tuple(expression.text for expression in space.requires),
     )
     if model is None:
         return table
     return replace(table, predictions=(*table.predictions, *model(store, device, table)))
 
 
-def problem_sample(problem: Problem) -> object:
-    """A smallest workload of the problem, for asking the kernel which options it adds."""
-    from octune.tuner.kernels import PROBLEMS
+def problem_sample(problem: Problem) -> Workload:
+    """A smallest possible workload of the problem, for asking which options a kernel adds."""
+    from octune.tuner.kernels import family
 
-    return PROBLEMS[problem.name](*(1 for _ in problem.sizes))
+    owner = family(problem.name)
+    for scale in (1, 2, 4, 8, 16, 32, 64):
+        shape = {p.name: p.default if p.default is not None else scale for p in owner.params}
+        try:
+            return owner.workload(shape)
+        except OctuneError:
+            continue
+    raise TableError(f"family {problem.name} has no small possible shape to sample")
 
 
 class StoreLookup:
@@ -275,6 +268,7 @@ class StoreLookup:
         self._lock = threading.Lock()
         self._indexes: dict[tuple[str, str, str | None], KernelIndex] = {}
         self._live: dict[tuple[str, str], Predictor] = {}  # (device, kernel sha256) -> model
+        self._problems: dict[tuple[str, str], str] = {}  # (device, kernel) -> its family
         self._stamp = -1
         self._checked = -float("inf")
 
@@ -307,7 +301,29 @@ class StoreLookup:
     def lookup(
         self, device: StoredDevice, query: Query, kernel_sha256: str | None = None
     ) -> Answer:
+        """A kernel's answer; for a family's name, its fastest kernel's (``best_answer``)."""
+        kernels = self.family_kernels(device, query.kernel)
+        if kernels and kernel_sha256 is None:
+            return best_answer([self.index(device, name) for name in kernels], query)
         return self.index(device, query.kernel, kernel_sha256).lookup(query)
+
+    def family_kernels(self, device: StoredDevice, name: str) -> list[str]:
+        """The kernels of family ``name``, installed or tuned on the device; [] if no family
+        has that name.
+        """
+        from octune.tuner.kernels import families, kernels_of
+
+        if name not in families():
+            return []
+        stored = []
+        for kernel_name in self.store.tuned_kernel_names(device.fingerprint):
+            key = (device.fingerprint, kernel_name)
+            if key not in self._problems:
+                found = self.store.lookup_kernel(device.fingerprint, kernel_name)
+                self._problems[key] = stored_space(found).problem if found else ""
+            if self._problems[key] == name:
+                stored.append(kernel_name)
+        return sorted({*kernels_of(name), *stored})
 
     def swap_predictions(
         self,

@@ -27,12 +27,12 @@ from octune.db.store import HistoryRecord
 from octune.tuner.cost_model import Context
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError
+from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import Runner
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable, SearchSpace
 from octune.tuner.strategies.base import Strategy, proposals_due
-from octune.tuner.workloads import Workload
 
 FORMAT = "octune-recorded-space/1"
 SHAPE_NAMES = ("M", "N", "K")

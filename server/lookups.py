@@ -25,8 +25,8 @@ from octune.db.server_store import ServerStore
 from octune.db.store import StoredDevice
 from octune.lookup.semantics import Entry, Predictor, Query, QueryError
 from octune.lookup.tables import StoreLookup
-from octune.server.schemas import BatchLookup, GemmShape
-from octune.tuner.kernels import available_kernels
+from octune.server.schemas import BatchLookup, ShapeFields
+from octune.tuner.kernels import available_kernels, families
 
 if TYPE_CHECKING:  # importing it loads XGBoost
     from octune.lookup.predictor import BackgroundModelAnswers
@@ -39,8 +39,8 @@ MAX_ANSWERS = 200_000
 #: that cache starts over: few objects for the garbage collector to scan.
 MAX_BATCHES, MAX_BATCH_BYTES = 1024, 16 << 20
 
-#: device, kernel, then the shape's fields (``GemmShape``: m, n, k, transa, transb, dtype)
-AnswerKey = tuple[str, str, int, int, int, bool, bool, str]
+#: device, kernel, dtype, then the shape's (key, value) pairs in key order
+AnswerKey = tuple[str, str, str, tuple[tuple[str, int], ...]]
 
 
 class NotFoundError(Exception):
@@ -73,8 +73,8 @@ class LookupService:
             model.subscribe(self._model_trained)
 
     @staticmethod
-    def key(device: str, kernel: str, shape: GemmShape) -> AnswerKey:
-        return (device, kernel, shape.m, shape.n, shape.k, shape.transa, shape.transb, shape.dtype)
+    def key(device: str, kernel: str, shape: ShapeFields) -> AnswerKey:
+        return (device, kernel, shape.dtype, tuple(sorted(shape.shape().items())))
 
     @staticmethod
     def batch_keys(batch: BatchLookup) -> list[AnswerKey]:
@@ -155,11 +155,10 @@ class LookupService:
         for key in keys:
             found = self._answers.get(key)
             if found is None:
-                choice, kernel, m, n, k, transa, transb, dtype = key
+                choice, kernel, dtype, items = key
                 device = self._device(choice)
                 self._check_kernel(kernel)
-                shape = {"m": m, "n": n, "k": k, "transa": int(transa), "transb": int(transb)}
-                answer = self.lookup.lookup(device, Query(kernel, shape, dtype))
+                answer = self.lookup.lookup(device, Query(kernel, dict(items), dtype))
                 found = json.dumps(answer.to_dict(), separators=(",", ":")).encode()
                 with self._lock:
                     if generation == self._generation:  # not answered from dropped tables
@@ -193,7 +192,9 @@ class LookupService:
             if stamp != self._stamp:
                 self._drop()
                 self._devices.clear()
-                self._kernels = frozenset({*self.store.kernel_names(), *available_kernels()})
+                self._kernels = frozenset(
+                    {*self.store.kernel_names(), *available_kernels(), *families()}
+                )
                 self._stamp = stamp
             self._checked = now
 

@@ -5,18 +5,20 @@ here, so nothing unchecked reaches the database, a file path or a compiler.
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from octune.tuner.results import Status
-from octune.tuner.workloads import MAX_DIM, gemm_shape_problem
 
 KernelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 Text255 = Annotated[str, Field(max_length=255)]
-Dim = Annotated[int, Field(ge=1, le=MAX_DIM)]
+ShapeKey = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+ShapeValue = Annotated[int, Field(ge=-(2**62), le=2**62)] | bool
+MAX_SHAPE_KEYS = 32
 Count = Annotated[int, Field(ge=0, le=2**62)]
 
 
@@ -34,31 +36,40 @@ class Problem(Strict):
     message: str = Field(description="what is wrong and how to fix it")
 
 
-class GemmShape(Strict):
-    m: Dim
-    n: Dim
-    k: Dim
-    transa: bool = False
-    transb: bool = False
+class ShapeFields(BaseModel):
+    """A workload's shape keys as fields (gemm: m, n, k, transa...; conv2d: n, c, h, w...).
+    Only their form is checked here; the family's own rules (ranges, possible shapes) are
+    checked by the lookup, with the same one-line messages offline bundles give.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, ShapeValue]
+
     dtype: Literal["float32"] = "float32"
 
     @model_validator(mode="after")
-    def _within_the_tuners_limits(self) -> Self:
-        """A shape the tuner refuses (a matrix past 32-bit indexing) is no shape to answer."""
-        if problem := gemm_shape_problem(self.m, self.n, self.k):
-            raise ValueError(problem)
+    def _shape_keys(self) -> Self:
+        extra = self.model_extra or {}
+        if len(extra) > MAX_SHAPE_KEYS:
+            raise ValueError(f"a shape has at most {MAX_SHAPE_KEYS} keys")
+        for key in extra:
+            if not ShapeKey.match(key):
+                raise ValueError(f"'{key[:40]}' is no shape key: use lower-case letters, digits, _")
         return self
 
+    def shape(self) -> dict[str, int]:
+        return {key: int(value) for key, value in (self.model_extra or {}).items()}
 
-class LookupQuery(GemmShape):
+
+class LookupQuery(ShapeFields):
     device: Text255 = Field(description="device fingerprint or name, as `octune devices` shows")
-    kernel: KernelName = "gemm"
+    kernel: KernelName = Field(description="a family (its fastest kernel answers) or a kernel")
 
 
 class BatchLookup(Strict):
     device: Text255 = Field(description="device fingerprint or name")
-    kernel: KernelName = "gemm"
-    workloads: list[GemmShape] = Field(min_length=1, max_length=1024)
+    kernel: KernelName = Field(description="a family (its fastest kernel answers) or a kernel")
+    workloads: list[ShapeFields] = Field(min_length=1, max_length=1024)
 
 
 class SourceOut(BaseModel):
@@ -158,8 +169,8 @@ class KernelIn(Strict):
     space_source: Annotated[str, Field(min_length=1, max_length=1 << 18)]
 
 
-class WorkloadIn(GemmShape):
-    problem: Literal["gemm"] = "gemm"
+class WorkloadIn(ShapeFields):
+    problem: KernelName = Field(description="the kernel family, e.g. gemm")
 
 
 class SessionIn(Strict):

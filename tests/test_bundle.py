@@ -27,19 +27,11 @@ from octune.firmware.bundle import (
     write_bundle,
 )
 from octune.firmware.export import export_bundle
-from octune.lookup.semantics import (
-    Answer,
-    Entry,
-    KernelIndex,
-    KernelTable,
-    Query,
-    QueryError,
-    gemm_query,
-)
+from octune.kernels.gemm import gemm_query, gemm_workload
+from octune.lookup.semantics import Answer, Entry, KernelIndex, KernelTable, Query, QueryError
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.tuner.errors import SpaceError
 from octune.tuner.kernels import load_kernel
-from octune.tuner.workloads import GemmWorkload, gemm_shape_problem
 
 
 class Result(NamedTuple):
@@ -108,7 +100,7 @@ def tuned_store(tmp_path_factory):
             store.kernel_version_id("gemm", kernel.sha256, kernel.source, kernel.space.source_text),
         )
         for shape in sorted(shapes):
-            workload = GemmWorkload(*shape)
+            workload = gemm_workload(*shape)
             workload_id = store.workload_id("gemm", workload.key, workload.shape, "float32")
             session = store.start_session(*ids, workload_id, "random", 0, {})
             for chosen in rng.sample(configs, 3):

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from octune.db.store import Store
+from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.results import Measurement, Status
-from octune.tuner.workloads import GemmWorkload
 
 OCTUNE = [sys.executable, "-c", "from octune.tuner.cli import main; main()"]
 
@@ -88,7 +88,7 @@ def test_best_when_every_measurement_failed_says_why(
     """Not "run tune first" after a tune that ran: the count, the status and the reason."""
     db = tmp_path / "failed.db"
     store = Store(f"sqlite:///{db}")
-    workload = GemmWorkload(8, 8, 8)
+    workload = gemm_workload(8, 8, 8)
     session = store.start_session(
         store.device_id(device_info),
         store.kernel_version_id(

@@ -6,10 +6,11 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
+from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
+from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.space import ConfigTable
-from octune.tuner.workloads import GemmWorkload
 
 ODD_SHAPES = [(1, 1, 1), (3, 77, 5), (77, 3, 130), (130, 67, 33), (64, 128, 96)]
 LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
@@ -19,7 +20,7 @@ def run_gemm(
     context: cl.Context,
     kernel_spec: KernelSpec,
     config: dict[str, int],
-    workload: GemmWorkload,
+    workload: Workload,
     rng: np.random.Generator,
     *,
     alpha: float,
@@ -29,7 +30,7 @@ def run_gemm(
     """One GEMM with leading dimensions `pad` wider than the matrices: out, reference, tolerance."""
     queue = cl.CommandQueue(context)
     a, b = workload.random_operands(rng)
-    c = rng.standard_normal((workload.m, workload.n), dtype=np.float32)
+    c = rng.standard_normal((workload.shape["m"], workload.shape["n"]), dtype=np.float32)
 
     # Store each matrix inside a wider one: the kernel must honour lda/ldb/ldc.
     def widen(x: np.ndarray) -> np.ndarray:
@@ -48,7 +49,7 @@ def run_gemm(
     )
     getattr(program, kernel_spec.space.entry)(
         queue, global_size, local_size,
-        np.int32(workload.m), np.int32(workload.n), np.int32(workload.k),
+        np.int32(workload.shape["m"]), np.int32(workload.shape["n"]), np.int32(workload.shape["k"]),
         np.float32(alpha), np.float32(beta),
         buffers[0], np.int32(a_wide.shape[1]),
         buffers[1], np.int32(b_wide.shape[1]),
@@ -56,10 +57,10 @@ def run_gemm(
     )  # fmt: skip
     out = np.empty_like(c_wide)
     cl.enqueue_copy(queue, out, buffers[2])
-    assert np.all(out[:, workload.n :] == np.float32(7.0)), "kernel wrote outside C"
+    assert np.all(out[:, workload.shape["n"] :] == np.float32(7.0)), "kernel wrote outside C"
     expected, tolerance = workload.reference(a, b, alpha)
     expected = expected + beta * c.astype(np.float64)
-    return out[:, : workload.n], expected, tolerance
+    return out[:, : workload.shape["n"]], expected, tolerance
 
 
 def sample_configs(table: ConfigTable, count: int, seed: int) -> list[dict[str, int]]:
@@ -79,7 +80,7 @@ def test_random_legal_configs_match_float64_reference(
     rng = np.random.default_rng(1234 + 2 * transa + transb)
     for index, config in enumerate(sample_configs(gemm_table, 6, seed=17 + 2 * transa + transb)):
         m, n, k = ODD_SHAPES[index % len(ODD_SHAPES)]
-        workload = GemmWorkload(m, n, k, transa, transb)
+        workload = gemm_workload(m, n, k, transa, transb)
         beta = 0.0 if index % 2 else -0.5
         out, expected, tolerance = run_gemm(
             context, gemm_kernel, config, workload, rng, alpha=1.5, beta=beta, pad=index % 3
@@ -94,7 +95,7 @@ def test_large_aligned_shape_takes_the_fast_path_correctly(
     """Interior tiles use vector loads/stores; sizes that are tile multiples exercise them."""
     context = cl.Context([cl_device])
     rng = np.random.default_rng(5)
-    workload = GemmWorkload(256, 256, 128)
+    workload = gemm_workload(256, 256, 128)
     for config in sample_configs(gemm_table, 4, seed=99):
         out, expected, tolerance = run_gemm(
             context, gemm_kernel, config, workload, rng, alpha=1.0, beta=0.0, pad=0
@@ -123,7 +124,7 @@ def test_prefetch_double_buffers_across_many_k_tiles(
     """
     context = cl.Context([cl_device])
     rng = np.random.default_rng(7 + 2 * transa + transb)
-    workload = GemmWorkload(37, 45, 8 * 5 + 3, transa, transb)
+    workload = gemm_workload(37, 45, 8 * 5 + 3, transa, transb)
     for sa, sb in ((1, 1), (1, 0), (0, 1)):
         config = first_config(gemm_table, MWG=16, NWG=32, KWG=8, PF=1, SA=sa, SB=sb)
         out, expected, tolerance = run_gemm(

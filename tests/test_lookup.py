@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from octune.db.store import Store
+from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.semantics import (
     LAYOUT_WEIGHT,
     Entry,
@@ -20,14 +21,13 @@ from octune.lookup.semantics import (
     Prediction,
     QueryError,
     TableError,
-    gemm_query,
     log2_fixed,
 )
 from octune.lookup.tables import StoreLookup, build_table, default_config, resolve_device
 from octune.tuner.device import DeviceInfo
+from octune.tuner.family import Workload
 from octune.tuner.kernels import load_kernel
 from octune.tuner.results import Measurement, Status
-from octune.tuner.workloads import GemmWorkload
 
 DEVICE = DeviceInfo(
     platform_name="Portable Computing Language",
@@ -51,7 +51,7 @@ def config(**changes: int) -> dict[str, int]:
     return {**base, **changes}
 
 
-def record(store: Store, workload: GemmWorkload, measured: dict[str, float]) -> None:
+def record(store: Store, workload: Workload, measured: dict[str, float]) -> None:
     """One tuning session's rows for ``workload``: {MWG value: median seconds}, one failure."""
     kernel = load_kernel("gemm")
     ids = (
@@ -74,11 +74,11 @@ def record(store: Store, workload: GemmWorkload, measured: dict[str, float]) -> 
 @pytest.fixture
 def store(tmp_path):
     with Store(f"sqlite:///{tmp_path / 'lookup.db'}") as store:
-        record(store, GemmWorkload(256, 256, 256), {16: 0.004, 32: 0.002, 64: 0.003})
-        record(store, GemmWorkload(256, 256, 256, transa=True), {64: 0.001})
-        record(store, GemmWorkload(4096, 64, 64), {128: 0.01})
+        record(store, gemm_workload(256, 256, 256), {16: 0.004, 32: 0.002, 64: 0.003})
+        record(store, gemm_workload(256, 256, 256, transa=True), {64: 0.001})
+        record(store, gemm_workload(4096, 64, 64), {128: 0.01})
         # MWG=256 with MDIMC=4 needs 256 accumulators: illegal in the space, never served.
-        record(store, GemmWorkload(8, 8, 8), {256: 0.01})
+        record(store, gemm_workload(8, 8, 8), {256: 0.01})
         yield store
 
 
@@ -131,7 +131,7 @@ def test_new_measurements_rebuild_the_cached_table(store):
     lookup = StoreLookup(store, check_every_s=0.0)
     device = lookup.device(DEVICE.fingerprint)
     assert lookup.lookup(device, gemm_query(512, 512, 512)).match == "nearest"
-    record(store, GemmWorkload(512, 512, 512), {16: 0.5})
+    record(store, gemm_workload(512, 512, 512), {16: 0.5})
     assert lookup.lookup(device, gemm_query(512, 512, 512)).match == "exact"
 
 

@@ -7,13 +7,13 @@ import dataclasses
 import pyopencl as cl
 import pytest
 
+from octune.kernels.gemm import gemm_workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.results import Status
 from octune.tuner.space import ConfigTable
-from octune.tuner.workloads import GemmWorkload
 
-WORKLOAD = GemmWorkload(45, 37, 29)
+WORKLOAD = gemm_workload(45, 37, 29)
 
 
 def small_config(table: ConfigTable, **fixed: int) -> dict[str, int]:

@@ -21,14 +21,14 @@ from test_lookup import DEVICE
 from octune.db.server_store import ServerStore
 from octune.firmware.bundle import load_bundle
 from octune.firmware.export import export_bundle
+from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.predictor import GRID_SIZES, ModelAnswers, train
-from octune.lookup.semantics import NEAR_OCTAVES, KernelIndex, gemm_query, log2_fixed
+from octune.lookup.semantics import NEAR_OCTAVES, KernelIndex, log2_fixed
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.server.app import create_app
 from octune.server.settings import Settings
 from octune.tuner.kernels import load_kernel
 from octune.tuner.results import Measurement, Status
-from octune.tuner.workloads import GemmWorkload
 
 #: Tuned shapes: the corners of the M x N plane. Every shape asked about below is further than
 #: NEAR_OCTAVES from all of them.
@@ -58,7 +58,7 @@ def store(tmp_path_factory):
                                     kernel.space.source_text),
         )  # fmt: skip
         for shape in TUNED:
-            workload = GemmWorkload(*shape)
+            workload = gemm_workload(*shape)
             session = store.start_session(
                 *ids, store.workload_id("gemm", workload.key, workload.shape, "float32"),
                 "random", 0, {},
@@ -179,7 +179,7 @@ def test_export_cli_carries_model_answers_and_retrains_on_new_data(store, tmp_pa
         assert answers.model(copy, device, table) is first  # trained once per stamp
         lookup = StoreLookup(copy, check_every_s=0.0, model=answers)
         assert lookup.lookup(device, gemm_query(1024, 64, 256)).match == "predicted"
-        workload = GemmWorkload(1024, 64, 256)
+        workload = gemm_workload(1024, 64, 256)
         kernel = load_kernel("gemm")
         session = copy.start_session(
             copy.device_id(DEVICE),

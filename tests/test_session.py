@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from octune.db.models import TuningSession
 from octune.db.store import CONFIRM_STRATEGY, Store
+from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel
 from octune.tuner.measure import DeviceRunner
@@ -33,10 +34,9 @@ from octune.tuner.session import (
 )
 from octune.tuner.space import ConfigTable
 from octune.tuner.workers import Job, Measurer
-from octune.tuner.workloads import GemmWorkload
 
 FIXTURES = Path(__file__).parent / "fixtures"
-WORKLOAD = GemmWorkload(21, 18, 7)
+WORKLOAD = gemm_workload(21, 18, 7)
 
 
 def fixture_kernel(space: str) -> KernelSpec:

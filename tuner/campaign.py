@@ -7,31 +7,32 @@ the ones after it, and no workload can starve the others.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from octune.tuner.errors import OctuneError
-from octune.tuner.kernels import KernelSpec, load_kernel
+from octune.tuner.family import Workload
+from octune.tuner.kernels import KernelSpec, resolve_kernels
 from octune.tuner.session import Budget
-from octune.tuner.workloads import GemmWorkload
 
-EXAMPLE = "workloads: [{kernel: gemm, m: 1024, n: 1024, k: 1024, transb: true}]"
+EXAMPLE = (
+    "workloads: [{kernel: gemm, m: 1024, n: 1024, k: 1024, transb: true}, "
+    "{kernel: conv2d, n: 1, c: 64, h: 56, w: 56, k: 64, r: 3, s: 3, pad: 1}]"
+)
 
 
 class _WorkloadEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    """A kernel (or family) and its shape keys, which the family checks."""
 
-    kernel: str = "gemm"
-    m: int
-    n: int
-    k: int
-    transa: bool = False
-    transb: bool = False
-    dtype: Literal["float32"] = "float32"
+    model_config = ConfigDict(extra="allow", strict=True)
+    __pydantic_extra__: dict[str, StrictInt | StrictBool]
+
+    kernel: str
+    dtype: str = "float32"
 
 
 class _WorkloadFile(BaseModel):
@@ -43,7 +44,7 @@ class _WorkloadFile(BaseModel):
 @dataclass(frozen=True)
 class Task:
     kernel: KernelSpec
-    workload: GemmWorkload
+    workload: Workload
 
 
 def load_tasks(path: Path) -> list[Task]:
@@ -69,13 +70,26 @@ def load_tasks(path: Path) -> list[Task]:
             f"write it like: {EXAMPLE}"
         ) from error
     tasks = []
-    for entry in parsed.workloads:
-        workload = GemmWorkload(entry.m, entry.n, entry.k, entry.transa, entry.transb)
-        tasks.append(Task(load_kernel(entry.kernel), workload))
+    for index, entry in enumerate(parsed.workloads):
+        try:
+            tasks += tasks_for(entry.kernel, entry.model_extra or {}, entry.dtype)
+        except OctuneError as error:
+            raise OctuneError(f"{path}: workloads.{index}: {error}") from None
     keys = [(task.kernel.name, task.workload.key) for task in tasks]
     if len(set(keys)) != len(keys):
         raise OctuneError(f"{path}: a workload is listed twice: list each one once")
     return tasks
+
+
+def tasks_for(name: str, shape: Mapping[str, int], dtype: str = "float32") -> list[Task]:
+    """What tuning a kernel, or a family (every kernel of it that takes the shape), means."""
+    kernels = resolve_kernels(name)
+    workload = kernels[0].family.workload(shape, dtype)
+    takers = [kernel for kernel in kernels if kernel.takes(workload) is None]
+    if not takers:
+        reasons = "; ".join(str(kernel.takes(workload)) for kernel in kernels)
+        raise OctuneError(f"no {name} kernel takes {workload}: {reasons}")
+    return [Task(kernel, workload) for kernel in takers]
 
 
 def share(

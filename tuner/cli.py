@@ -17,12 +17,13 @@ from rich.table import Table
 from octune.db.store import BestResult, Store
 from octune.firmware.cli import export, import_, keygen, lookup
 from octune.server.cli import serve, token_app
-from octune.tuner.campaign import Task, load_tasks, share
+from octune.tuner.campaign import Task, load_tasks, share, tasks_for
 from octune.tuner.cli_devices import devices, setup
 from octune.tuner.device import DeviceInfo, require_compiling, select_device
 from octune.tuner.energy import sensor_for
 from octune.tuner.errors import OctuneError
-from octune.tuner.kernels import PROBLEMS, KernelSpec, load_kernel
+from octune.tuner.family import Family, Workload
+from octune.tuner.kernels import KernelSpec, add_kernel_dir, families, resolve_kernels
 from octune.tuner.results import OBJECTIVES, Objective
 from octune.tuner.session import (
     Budget,
@@ -33,9 +34,9 @@ from octune.tuner.session import (
     run_session,
 )
 from octune.tuner.session import Progress as SessionProgress
+from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies.base import available_strategies
 from octune.tuner.workers import default_jobs
-from octune.tuner.workloads import GemmWorkload
 
 app = typer.Typer(
     help="Auto-tune OpenCL kernels, store the best verified configs, look them up.",
@@ -55,12 +56,9 @@ DeviceOption = Annotated[
     str | None,
     typer.Option("--device", "-d", help="device index or name substring (see `octune devices`)"),
 ]
-KernelArgument = Annotated[str, typer.Argument(help="kernel family, e.g. gemm")]
-MOption = Annotated[int, typer.Option("--m", help="rows of op(A) and C")]
-NOption = Annotated[int, typer.Option("--n", help="columns of op(B) and C")]
-KOption = Annotated[int, typer.Option("--k", help="columns of op(A), rows of op(B)")]
-TransAOption = Annotated[bool, typer.Option("--transa", help="op(A) = A^T")]
-TransBOption = Annotated[bool, typer.Option("--transb", help="op(B) = B^T")]
+KernelArgument = Annotated[
+    str, typer.Argument(help="a kernel family (all its kernels), e.g. gemm, or one kernel")
+]
 ObjectiveOption = Annotated[
     Objective, typer.Option(help=f"what best means: {', '.join(OBJECTIVES)}")
 ]
@@ -70,23 +68,37 @@ def _open_store(db: str | None) -> Store:
     return Store(db or Store.default_url())
 
 
-def _gemm_kernel(kernel_name: str) -> KernelSpec:
-    kernel = load_kernel(kernel_name)
-    if PROBLEMS[kernel.space.problem] is not GemmWorkload:
-        raise OctuneError(f"kernel '{kernel_name}' is not a GEMM: --m/--n/--k do not apply to it")
-    return kernel
+def _shape_help() -> str:
+    """The shape options of each family, for --help (they are read after the kernel name)."""
+    lines = ["Shape options, after the kernel or family name:"]
+    for family in families().values():
+        options = " ".join(
+            f"[--{p.name}]" if p.default is not None else f"--{p.name}" for p in family.params
+        )
+        lines.append(f"{family.name}: {options}")
+    return "\n\n".join(lines)
 
 
-@app.command()
+def _shape_options(family: Family, args: list[str]) -> dict[str, int]:
+    options = [ShapeOption(p.name, p.flag, p.help) for p in family.params]
+    return parse_shape_args(family.name, options, args)
+
+
+def _kernel_dir_callback(folders: list[Path] | None) -> None:
+    for folder in folders or ():
+        add_kernel_dir(folder)
+
+
+_SHAPE_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+
+@app.command(context_settings=_SHAPE_ARGS, epilog=_shape_help())
 def tune(
+    ctx: typer.Context,
     kernel_name: Annotated[
-        str | None, typer.Argument(help="kernel family, e.g. gemm (or use --workloads)")
+        str | None,
+        typer.Argument(help="a family (all its kernels), e.g. gemm, conv2d; or one kernel"),
     ] = None,
-    m: Annotated[int | None, typer.Option("--m", help="rows of op(A) and C")] = None,
-    n: Annotated[int | None, typer.Option("--n", help="columns of op(B) and C")] = None,
-    k: Annotated[int | None, typer.Option("--k", help="columns of op(A), rows of op(B)")] = None,
-    transa: TransAOption = False,
-    transb: TransBOption = False,
     workloads: Annotated[
         Path | None,
         typer.Option(help="YAML list of workloads sharing the budget, instead of one workload"),
@@ -146,7 +158,7 @@ def tune(
     if upload is not None and not token:
         raise OctuneError("--upload needs a write token: pass --token or set OCTUNE_TOKEN")
     check_seed(seed)
-    tasks = _tasks(kernel_name, m, n, k, transa, transb, workloads)
+    tasks = _tasks(kernel_name, ctx.args, workloads)
     total = Budget(
         candidates=budget,
         seconds=parse_duration(time_budget) if time_budget else None,
@@ -212,24 +224,17 @@ def tune(
         raise typer.Exit(130)
 
 
-def _tasks(
-    kernel_name: str | None,
-    m: int | None,
-    n: int | None,
-    k: int | None,
-    transa: bool,
-    transb: bool,
-    workloads: Path | None,
-) -> list[Task]:
+def _tasks(kernel_name: str | None, shape_args: list[str], workloads: Path | None) -> list[Task]:
     if workloads is not None:
-        if kernel_name is not None or m is not None or n is not None or k is not None:
-            raise OctuneError("give either --workloads FILE or a kernel with --m/--n/--k, not both")
+        if kernel_name is not None or shape_args:
+            raise OctuneError("give either --workloads FILE or a kernel and its shape, not both")
         return load_tasks(workloads)
-    if kernel_name is None or m is None or n is None or k is None:
+    if kernel_name is None:
         raise OctuneError(
             "say what to tune: `octune tune gemm --m M --n N --k K` or `--workloads FILE.yaml`"
         )
-    return [Task(_gemm_kernel(kernel_name), GemmWorkload(m, n, k, transa, transb))]
+    family = resolve_kernels(kernel_name)[0].family
+    return tasks_for(kernel_name, _shape_options(family, shape_args))
 
 
 def _tune_one(
@@ -349,7 +354,7 @@ def _print_summary(rows: list[dict[str, object]], objective: str) -> None:
 
 
 def _best_payload(
-    best: BestResult, kernel: KernelSpec, workload: GemmWorkload, info: DeviceInfo
+    best: BestResult, kernel: KernelSpec, workload: Workload, info: DeviceInfo
 ) -> dict[str, object]:
     global_size, local_size = kernel.space.launch(best.config, workload.shape_vars(), info.limits)
     defines = kernel.defines(best.config, workload)
@@ -374,66 +379,107 @@ def _best_payload(
     }
 
 
-@app.command()
+@app.command(context_settings=_SHAPE_ARGS, epilog=_shape_help())
 def best(
+    ctx: typer.Context,
     kernel_name: KernelArgument,
-    m: MOption,
-    n: NOption,
-    k: KOption,
-    transa: TransAOption = False,
-    transb: TransBOption = False,
     device: DeviceOption = None,
     db: DbOption = None,
     objective: ObjectiveOption = "time",
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
 ) -> None:
-    """Show the fastest verified config stored for a workload on a device."""
-    kernel = _gemm_kernel(kernel_name)
-    workload = GemmWorkload(m, n, k, transa, transb)
+    """Show the fastest verified config stored for a workload on a device: of a family, the
+    fastest kernel (algorithm) and its config, as cuDNN's find answers.
+    """
+    tasks = _tasks(kernel_name, ctx.args, None)
+    workload = tasks[0].workload
     info = DeviceInfo.from_cl(select_device(device))
     store = _open_store(db)
-    found = store.best(info.fingerprint, kernel.name, workload.key, kernel.sha256, objective)
-    if found is None and (
-        failures := store.failures(info.fingerprint, kernel.name, workload.key, kernel.sha256)
-    ):
-        raise OctuneError(
-            f"no verified config for {kernel.name} {workload} on {info.name}: {failures}; "
-            "see `octune devices` for whether this device compiles"
-        )
-    if found is None and objective != "time":
-        raise OctuneError(
-            f"no verified config with energy readings stored for {kernel.name} {workload} on "
-            f"{info.name}: tune it with --objective {objective} or --energy first"
-        )
-    if found is None:
-        older = store.best(info.fingerprint, kernel.name, workload.key)
-        what = (
-            f"only configs of an older {kernel.name} version ({older.kernel_sha256[:12]}) are "
-            f"stored for {workload} on {info.name}, and a config is only valid for the source "
-            "it was tuned with"
-            if older is not None
-            else f"no verified config stored for {kernel.name} {workload} on {info.name}"
-        )
-        raise OctuneError(
-            f"{what} in {store.url}: run `octune tune {kernel.name} --m {m} --n {n} --k {k}` first"
-        )
-    payload = _best_payload(found, kernel, workload, info)
+    found = [
+        (result, task.kernel)
+        for task in tasks
+        if (result := store.best(info.fingerprint, task.kernel.name, workload.key,
+                                 task.kernel.sha256, objective)) is not None
+    ]  # fmt: skip
+    if not found:
+        raise OctuneError(_why_none(store, info, tasks, objective, kernel_name, ctx.args))
+    result, kernel = min(found, key=lambda pair: pair[0].median_s)
+    payload = _best_payload(result, kernel, workload, info)
     if as_json:
         print(json.dumps(payload, indent=2))
         return
     table = Table(title=f"Best {kernel.name} for {workload} on {info.name}", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
-    table.add_row("GFLOP/s", f"{found.gflops:,.1f}")
+    table.add_row("GFLOP/s", f"{result.gflops:,.1f}" if result.gflops else "-")
     table.add_row(
-        "median time", f"{found.median_s * 1e3:.4f} ms (IQR {found.spread_s * 1e3:.4f} ms)"
+        "median time", f"{result.median_s * 1e3:.4f} ms (IQR {result.spread_s * 1e3:.4f} ms)"
     )
     table.add_row("build options", str(payload["build_options"]))
     table.add_row("global / local", f"{payload['global_size']} / {payload['local_size']}")
-    table.add_row("kernel version", f"{found.kernel_sha256[:16]}")
-    table.add_row("candidates", f"{found.measured} measured, {found.failed} failed")
+    table.add_row("kernel version", f"{result.kernel_sha256[:16]}")
+    table.add_row("candidates", f"{result.measured} measured, {result.failed} failed")
     table.add_row("measured at", str(payload["measured_at"]))
+    if len(tasks) > 1:
+        others = ", ".join(
+            f"{k.name} {r.median_s * 1e3:.4f} ms" for r, k in found if k is not kernel
+        )
+        table.add_row("other kernels", others or "none tuned")
     console.print(table)
+
+
+def _why_none(
+    store: Store,
+    info: DeviceInfo,
+    tasks: list[Task],
+    objective: str,
+    kernel_name: str,
+    shape_args: list[str],
+) -> str:
+    """Why no config can be shown: all failed, no energy readings, an older version, or none."""
+    workload = tasks[0].workload
+    for task in tasks:
+        kernel = task.kernel
+        failures = store.failures(info.fingerprint, kernel.name, workload.key, kernel.sha256)
+        if failures:
+            return (
+                f"no verified config for {kernel.name} {workload} on {info.name}: {failures}; "
+                "see `octune devices` for whether this device compiles"
+            )
+    if objective != "time":
+        return (
+            f"no verified config with energy readings stored for {kernel_name} {workload} on "
+            f"{info.name}: tune it with --objective {objective} or --energy first"
+        )
+    command = f"octune tune {kernel_name} {' '.join(shape_args)}"
+    for task in tasks:
+        kernel = task.kernel
+        older = store.best(info.fingerprint, kernel.name, workload.key)
+        if older is not None:
+            return (
+                f"only configs of an older {kernel.name} version ({older.kernel_sha256[:12]}) "
+                f"are stored for {workload} on {info.name}, and a config is only valid for the "
+                f"source it was tuned with, in {store.url}: run `{command}` first"
+            )
+    return (
+        f"no verified config stored for {kernel_name} {workload} on {info.name} in "
+        f"{store.url}: run `{command}` first"
+    )
+
+
+@app.callback()
+def main_options(
+    kernel_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--kernel-dir",
+            help="a folder with your own kernels (.cl, .yaml and a family .py); repeatable. "
+            "Also $OCTUNE_KERNEL_PATH (folders separated by ':')",
+        ),
+    ] = None,
+) -> None:
+    """Auto-tune OpenCL kernels, store the best verified configs, look them up."""
+    _kernel_dir_callback(kernel_dir)
 
 
 app.command()(devices)
@@ -442,7 +488,7 @@ app.command()(serve)
 app.add_typer(token_app, name="token")
 app.command("export")(export)
 app.command("import")(import_)
-app.command("lookup")(lookup)
+app.command("lookup", context_settings=_SHAPE_ARGS)(lookup)
 app.command("keygen")(keygen)
 
 

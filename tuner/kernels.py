@@ -1,23 +1,38 @@
-"""Kernel families: an OpenCL C template in kernels/ plus its search space in search_spaces/.
+"""The registry of kernel families and kernels: octune's own, plus users' kernel folders.
 
-Adding a kernel means adding those two files; the pair's SHA-256 names the kernel version,
-because a config is only valid for the exact source it was tuned with.
+A kernel is an OpenCL C template plus its search space (which names the template, the entry
+function and the problem family); the pair's SHA-256 names the kernel version, because a
+config is only valid for the exact source it was tuned with. A family is a Python module
+that defines ``FAMILY`` (see ``octune.tuner.family``). octune's own live in ``kernels/``
+(templates and family modules) and ``search_spaces/``; a user's kernel folder holds all three
+kinds of file side by side and is added with ``octune --kernel-dir DIR`` or
+``$OCTUNE_KERNEL_PATH`` (folders separated by ``:``).
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
+import importlib.util
+import os
+import pkgutil
+import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
+
+import yaml
 
 from octune.lookup.semantics import kernel_version_sha256
 from octune.tuner.errors import OctuneError
+from octune.tuner.family import Family, Workload
 from octune.tuner.space import SearchSpace
-from octune.tuner.workloads import GemmWorkload, Workload
 
-PROBLEMS: dict[str, type[GemmWorkload]] = {GemmWorkload.problem: GemmWorkload}
+KERNEL_PATH_ENV = "OCTUNE_KERNEL_PATH"
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -29,6 +44,10 @@ class KernelSpec:
     @property
     def sha256(self) -> str:
         return kernel_version_sha256(self.source, self.space.source_text)
+
+    @property
+    def family(self) -> Family:
+        return family(self.space.problem)
 
     def __reduce__(self) -> tuple[object, tuple[str, str, str]]:
         return kernel_from_texts, (self.name, self.source, self.space.source_text)
@@ -46,44 +65,193 @@ class KernelSpec:
         ]
         return [*defines, "-w"]
 
+    def takes(self, workload: Workload) -> str | None:
+        """Why this kernel cannot run the workload (its space's ``requires:``), or None."""
+        why = self.space.why_not_applicable(workload.shape_vars())
+        return None if why is None else f"kernel {self.name} {why}"
+
+
+# --- where kernels come from -------------------------------------------------------------------
+
+
+def kernel_dirs() -> list[Path]:
+    """Users' kernel folders, from ``$OCTUNE_KERNEL_PATH`` (``--kernel-dir`` sets it, so build
+    and measuring processes see the same kernels).
+    """
+    return [Path(part) for part in os.environ.get(KERNEL_PATH_ENV, "").split(":") if part]
+
+
+def add_kernel_dir(path: Path) -> None:
+    """Add a user's kernel folder for this process and the processes it starts."""
+    if not path.is_dir():
+        raise OctuneError(
+            f"kernel folder {path} does not exist: pass a folder with .cl, .yaml, .py"
+        )
+    folders = [str(p) for p in kernel_dirs()]
+    folders.append(str(path.resolve()))
+    os.environ[KERNEL_PATH_ENV] = ":".join(folders)
+    _clear()
+
+
+def _clear() -> None:
+    families.cache_clear()
+    _kernel_files.cache_clear()
+    load_kernel.cache_clear()
+
+
+@cache
+def families() -> dict[str, Family]:
+    """Every family: octune's modules in ``octune.kernels``, then each user folder's ``*.py``."""
+    import octune.kernels
+
+    found: dict[str, Family] = {}
+    for module in pkgutil.iter_modules(octune.kernels.__path__):
+        _register(found, importlib.import_module(f"octune.kernels.{module.name}"), module.name)
+    for folder in kernel_dirs():
+        for path in sorted(folder.glob("*.py")):
+            _register(found, _import_user_module(path), str(path))
+    return found
+
+
+def _import_user_module(path: Path) -> object:
+    name = f"octune_user_kernels.{path.parent.name}.{path.stem}".replace("-", "_")
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise OctuneError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # a user's module: say which file, in one line
+        del sys.modules[name]
+        raise OctuneError(f"{path}: importing it failed: {type(error).__name__}: {error}") from None
+    return module
+
+
+def _register(found: dict[str, Family], module: object, origin: str) -> None:
+    family_object = getattr(module, "FAMILY", None)
+    if family_object is None:
+        if not origin.endswith(".py"):
+            return  # a helper module of octune's own
+        raise OctuneError(f"{origin}: defines no FAMILY (an octune.tuner.family.Family instance)")
+    if not isinstance(family_object, Family):
+        raise OctuneError(f"{origin}: FAMILY is not an octune.tuner.family.Family instance")
+    name = family_object.name
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise OctuneError(f"{origin}: family name {name!r} must be letters, digits and _")
+    if name in found:
+        raise OctuneError(f"{origin}: family '{name}' is defined twice")
+    found[name] = family_object
+
+
+def family(name: str) -> Family:
+    known = families()
+    if name not in known:
+        close = difflib.get_close_matches(name, list(known), n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise OctuneError(
+            f"unknown kernel family '{name}': {hint}known families: {', '.join(known)}"
+        )
+    return known[name]
+
+
+@cache
+def _kernel_files() -> dict[str, tuple[str, str, str]]:
+    """Kernel name -> (space text, template text, where the space file is)."""
+    found: dict[str, tuple[str, str, str]] = {}
+    spaces = resources.files("octune.search_spaces")
+    templates = resources.files("octune.kernels")
+    sources = [
+        (p.name, p.read_text(), templates, f"search_spaces/{p.name}")
+        for p in spaces.iterdir()
+        if p.name.endswith(".yaml")
+    ]
+    for folder in kernel_dirs():
+        sources += [(p.name, p.read_text(), folder, str(p)) for p in sorted(folder.glob("*.yaml"))]
+    for file_name, space_text, template_dir, origin in sources:
+        name = file_name.removesuffix(".yaml")
+        if name in found:
+            raise OctuneError(f"{origin}: kernel '{name}' is defined twice")
+        template_name = _template_name(space_text, origin)
+        template = template_dir.joinpath(f"{template_name}.cl")
+        if not template.is_file():
+            raise OctuneError(f"{origin} names template {template_name}.cl, which is not beside it")
+        found[name] = (space_text, template.read_text(), origin)
+    return found
+
+
+def _template_name(space_text: str, origin: str) -> str:
+    try:
+        data = yaml.safe_load(space_text)
+    except yaml.YAMLError:
+        data = None  # SearchSpace says what is wrong, with the line
+    name = data.get("kernel") if isinstance(data, dict) else None
+    if not isinstance(name, str) or not _NAME.match(name):
+        _space(Path(origin).stem, space_text, origin)  # raises the precise error
+        raise OctuneError(f"{origin}: 'kernel' must name a template file (letters, digits, _)")
+    return name
+
 
 def available_kernels() -> list[str]:
-    spaces = resources.files("octune.search_spaces")
-    return sorted(
-        p.name.removesuffix(".yaml") for p in spaces.iterdir() if p.name.endswith(".yaml")
+    return sorted(_kernel_files())
+
+
+def kernels_of(problem: str) -> list[str]:
+    """The kernels that solve one family's problem (conv2d: direct, depthwise, 1x1...)."""
+    return [name for name in available_kernels() if load_kernel(name).space.problem == problem]
+
+
+def resolve_kernels(name: str) -> list[KernelSpec]:
+    """What ``octune tune NAME`` tunes: every kernel of the family NAME, else the kernel NAME
+    (a family's name wins, as in lookups: its fastest kernel answers).
+    """
+    if name in families():
+        kernels = kernels_of(name)
+        if not kernels:
+            raise OctuneError(f"family '{name}' has no kernel: add a .yaml space naming it")
+        return [load_kernel(kernel) for kernel in kernels]
+    if name in _kernel_files():
+        return [load_kernel(name)]
+    known = [*available_kernels(), *families()]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    raise OctuneError(
+        f"unknown kernel '{name}': {hint}kernels: {', '.join(available_kernels())}; "
+        f"families: {', '.join(families())}"
     )
 
 
 @cache
 def load_kernel(name: str) -> KernelSpec:
-    known = available_kernels()
-    if name not in known:
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        raise OctuneError(f"unknown kernel '{name}': {hint}available kernels: {', '.join(known)}")
-    space_text = resources.files("octune.search_spaces").joinpath(f"{name}.yaml").read_text()
-    space = _space(name, space_text)
-    template = resources.files("octune.kernels").joinpath(f"{space.kernel}.cl")
-    if not template.is_file():
-        raise OctuneError(
-            f"{name}.yaml names template kernels/{space.kernel}.cl, which does not exist"
-        )
-    return KernelSpec(name=name, source=template.read_text(), space=space)
+    files = _kernel_files()
+    if name not in files:
+        resolve_kernels(name)  # raises the one-line error with the closest names
+    space_text, template, origin = files[name]
+    return KernelSpec(name=name, source=template, space=_space(name, space_text, origin))
 
 
 def kernel_from_texts(name: str, source: str, space_text: str) -> KernelSpec:
     """A kernel from its template and space texts: how worker processes rebuild a KernelSpec
     (compiled expressions do not pickle), and how tests load fixture kernels.
     """
-    return KernelSpec(name=name, source=source, space=_space(name, space_text))
+    return KernelSpec(name=name, source=source, space=_space(name, space_text, f"{name}.yaml"))
 
 
-def _space(name: str, space_text: str) -> SearchSpace:
-    shape_names = {shape_name for cls in PROBLEMS.values() for shape_name in cls.shape_names}
-    space = SearchSpace.from_yaml(space_text, f"{name}.yaml", shape_names=shape_names)
-    if space.problem not in PROBLEMS:
+def _space(name: str, space_text: str, origin: str) -> SearchSpace:
+    try:
+        data = yaml.safe_load(space_text)
+    except yaml.YAMLError:
+        data = None
+    problem = data.get("problem") if isinstance(data, dict) else None
+    shape_names: tuple[str, ...] = ()
+    if isinstance(problem, str) and problem in families():
+        shape_names = family(problem).shape_names
+    space = SearchSpace.from_yaml(space_text, origin, shape_names=shape_names)
+    if space.problem not in families():
         raise OctuneError(
-            f"{name}.yaml names problem '{space.problem}', which octune does not know: "
-            f"use one of {', '.join(PROBLEMS)}"
+            f"{origin} names problem '{space.problem}', which octune does not know: "
+            f"use one of {', '.join(families())}, or add its family module"
         )
     return space

@@ -16,10 +16,10 @@ import pyopencl as cl
 
 from octune.tuner.device import DeviceInfo
 from octune.tuner.energy import EnergySensor
+from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.programs import ProgramCache
 from octune.tuner.results import Measurement, Status
-from octune.tuner.workloads import Workload
 
 MESSAGE_LIMIT = 2000
 # Energy counters update every few tens of milliseconds: a burst must last well beyond that.
@@ -77,7 +77,9 @@ class DeviceRunner:
         self.queue = cl.CommandQueue(
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
-        self.data = self.workload.bind(self.context, self.queue, np.random.default_rng(self.seed))
+        self.data = self.workload.bind(
+            self.kernel.name, self.context, self.queue, np.random.default_rng(self.seed)
+        )
         self._programs: dict[tuple[str, ...], cl.Program] = {}
 
     def build(self, options: list[str]) -> cl.Program:

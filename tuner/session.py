@@ -22,6 +22,7 @@ from importlib.metadata import version
 from octune.db.store import CONFIRM_STRATEGY, Store
 from octune.tuner.device import INSTALL_HINT, DeviceInfo
 from octune.tuner.errors import OctuneError
+from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import first_lines
 from octune.tuner.results import (
@@ -36,7 +37,6 @@ from octune.tuner.results import (
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy, proposals_due
 from octune.tuner.workers import BuildPool, Job, Measurer, default_timeout
-from octune.tuner.workloads import Workload
 
 CONFIRM_REPEATS = 30
 CONFIRM_MIN_REPEATS = 10

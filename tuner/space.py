@@ -111,6 +111,7 @@ class _SpaceModel(BaseModel):
     parameters: dict[str, _ParameterModel]
     derived: Annotated[dict[str, _ExpressionText], _none_to(dict)] = Field(default_factory=dict)
     constraints: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)
+    requires: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)
     launch: _LaunchModel
 
 
@@ -244,6 +245,10 @@ class SearchSpace:
             self._constraint(text, every_name) for text in model.constraints
         )
         self.launch_global, self.launch_local = self._launch(model.launch, every_name)
+        # Which shapes the kernel takes at all (a depthwise kernel: GROUPS == C): shape only.
+        self.requires: tuple[Expression, ...] = tuple(
+            self._expression(text, self.shape_names, "requires") for text in model.requires
+        )
 
         self._steps = self._plan()
         self._limit_names = frozenset(
@@ -706,6 +711,13 @@ class SearchSpace:
                 f"({_describe(expression, env)}); work sizes must be at least 1"
             )
         return size
+
+    def why_not_applicable(self, shape: Mapping[str, int]) -> str | None:
+        """The first ``requires`` rule the shape breaks, or None if the kernel takes it."""
+        for expression in self.requires:
+            if not expression.evaluate(shape):
+                return f"needs {expression.text}"
+        return None
 
     def defines(self, config: Mapping[str, int]) -> dict[str, int]:
         """The -D defines that specialise the kernel source, in parameter order."""

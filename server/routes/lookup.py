@@ -7,9 +7,9 @@ answers it before FastAPI's routing and validation).
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Request, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from octune.server.lookups import LookupService
@@ -20,11 +20,30 @@ router = APIRouter(tags=["lookup"])
 _JSON = "application/json"
 
 
-@router.get("/lookup", response_model=LookupAnswer)
-async def lookup(request: Request, query: Annotated[LookupQuery, Query()]) -> Response:
+_QUERY_DOC = {
+    "parameters": [
+        {"name": "device", "in": "query", "required": True, "schema": {"type": "string"}},
+        {"name": "kernel", "in": "query", "required": True, "schema": {"type": "string"},
+         "description": "a family (its fastest kernel answers), e.g. gemm, conv2d; or a kernel"},
+        {"name": "dtype", "in": "query", "schema": {"type": "string", "default": "float32"}},
+    ],
+    "description": "Plus the family's shape keys as query parameters: gemm m, n, k, transa, "
+    "transb; conv2d n, c, h, w, k, r, s, stride, pad, dilation, groups (GET /v1/families).",
+}  # fmt: skip
+
+
+@router.get("/lookup", response_model=LookupAnswer, openapi_extra=_QUERY_DOC)
+async def lookup(request: Request) -> Response:
     """The best config for one workload: exact, else nearest tuned, else predicted, else
     the safe default; ``match`` says which.
     """
+    params = request.query_params
+    if len(params.multi_items()) != len(params) or len(params) > 40:
+        raise RequestValidationError([{"loc": ("query",), "msg": "give each parameter once"}])
+    try:
+        query = LookupQuery.model_validate(dict(params))
+    except ValidationError as error:
+        raise RequestValidationError(error.errors()) from None
     service: LookupService = request.app.state.lookups
     keys = [service.key(query.device, query.kernel, query)]
     bodies = service.cached(keys) or await run_in_threadpool(service.answers, keys)

@@ -13,11 +13,11 @@ from octune.lookup.tables import device_limits
 from octune.server.auth import require_write
 from octune.server.schemas import MeasurementIn, UploadIn, UploadOut
 from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import SpaceError
-from octune.tuner.kernels import PROBLEMS
+from octune.tuner.errors import OctuneError, SpaceError
+from octune.tuner.family import Workload
+from octune.tuner.kernels import family, kernel_from_texts
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import SearchSpace
-from octune.tuner.workloads import GemmWorkload
 
 router = APIRouter(tags=["uploads"])
 
@@ -35,8 +35,12 @@ def upload_session(
     the session again with more measurements (resuming), stores each measurement once.
     """
     sent = upload.kernel
-    shape_names = {name for problem in PROBLEMS.values() for name in problem.shape_names}
-    space = SearchSpace.from_yaml(sent.space_source, f"{sent.name}.yaml", shape_names)
+    w = upload.workload
+    try:
+        workload = family(w.problem).workload(w.shape(), w.dtype)
+        space = kernel_from_texts(sent.name, sent.template_source, sent.space_source).space
+    except OctuneError as error:
+        raise HTTPException(422, str(error)) from error
     if kernel_version_sha256(sent.template_source, sent.space_source) != sent.sha256:
         raise HTTPException(
             422, "kernel.sha256 is not the hash of the template and space sent: send them as tuned"
@@ -46,8 +50,6 @@ def upload_session(
             422, f"kernel {sent.name} solves '{space.problem}', not the workload's "
             f"'{upload.workload.problem}'",
         )  # fmt: skip
-    w = upload.workload
-    workload = GemmWorkload(w.m, w.n, w.k, w.transa, w.transb)
     device = DeviceInfo(**upload.device.model_dump(), max_work_item_sizes=())
     measurements = _checked(upload.measurements, space, device_limits(upload.device), workload)
     store: ServerStore = request.app.state.store
@@ -78,7 +80,7 @@ def upload_session(
 
 
 def _checked(
-    sent: list[MeasurementIn], space: SearchSpace, limits: dict[str, int], workload: GemmWorkload
+    sent: list[MeasurementIn], space: SearchSpace, limits: dict[str, int], workload: Workload
 ) -> list[Measurement]:
     """The upload's measurements, each a config the kernel version's space allows on the
     device and, if it passed, a verified result the device could physically have produced:

@@ -24,10 +24,10 @@ from octune.server.app import create_app
 from octune.server.schemas import UploadIn
 from octune.server.settings import Settings
 from octune.tuner.device import DeviceInfo
+from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable
-from octune.tuner.workloads import GemmWorkload
 
 POSTGRES_ENV = "OCTUNE_TEST_POSTGRES_URL"
 
@@ -61,7 +61,7 @@ class Seeder:
         self.table = table
 
     def session(
-        self, workload: GemmWorkload, rows: list[int], *, failed: int = 0, strategy: str = "random"
+        self, workload: Workload, rows: list[int], *, failed: int = 0, strategy: str = "random"
     ) -> int:
         """Row i of ``rows`` runs in 1 + i/10 ms: the first is the best. ``failed`` more rows
         follow as build errors.

@@ -20,9 +20,9 @@ from octune.db.models import MeasurementRow, SessionUpload, TuningSession
 from octune.db.server_store import ServerStore
 from octune.db.store import Store
 from octune.firmware.export import export_bundle
+from octune.kernels.gemm import gemm_workload
 from octune.server.client import session_uploads
 from octune.server.tokens import create_token
-from octune.tuner.workloads import GemmWorkload
 
 WRITERS = 20
 Result = TypeVar("Result")
@@ -58,7 +58,7 @@ def test_parallel_uploads_of_one_session_store_each_row_once(
     """A client retrying after a timeout sends the same session again while the first is
     still being stored: 20 copies at once must store it once.
     """
-    (upload,) = session_uploads(store, seeder.session(GemmWorkload(32, 32, 32), list(range(25))))
+    (upload,) = session_uploads(store, seeder.session(gemm_workload(32, 32, 32), list(range(25))))
     headers = {"Content-Type": "application/json", **bearer(create_token(store, "farm", "write"))}
     body = upload.model_dump_json()
     server = LiveServer(db_url, tmp_path / "serve.log")
@@ -83,7 +83,7 @@ def test_parallel_imports_of_one_bundle_store_each_entry_once(
     """Four `octune import`s of one bundle into a new database (SQLite, PostgreSQL) at once."""
     with ServerStore(f"sqlite:///{tmp_path / 'source.db'}") as source:
         seeder = Seeder(source, device_info, gemm_kernel, gemm_table)
-        shapes = [GemmWorkload(16 * i, 16, 16) for i in range(1, 5)]
+        shapes = [gemm_workload(16 * i, 16, 16) for i in range(1, 5)]
         for workload in shapes:
             seeder.session(workload, [1, 2])
         bundle = tmp_path / "bundle"

@@ -9,14 +9,14 @@ from __future__ import annotations
 from server_testing import Seeder, make_client, post_upload
 
 from octune.db.server_store import ServerStore
+from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.predictor import ModelAnswers
-from octune.lookup.semantics import KernelIndex, gemm_query
+from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup
 from octune.server.client import session_uploads
-from octune.tuner.workloads import GemmWorkload
 
 #: Two tuned corners (the model needs two workloads and 20 passing measurements) ...
-TUNED = [GemmWorkload(16, 16, 256), GemmWorkload(4096, 4096, 256)]
+TUNED = [gemm_workload(16, 16, 256), gemm_workload(4096, 4096, 256)]
 ROWS = [37 * i for i in range(12)]
 #: ... and a shape further than NEAR_OCTAVES from both: only a model's answer is "predicted".
 FAR = {"m": 256, "n": 256, "k": 256}
@@ -64,7 +64,7 @@ def test_an_upload_retrains_only_its_device_and_the_old_model_answers_meanwhile(
         seeder.session(workload, ROWS)
         other.session(workload, ROWS)
     fp, other_fp = device_info.fingerprint, other_device.fingerprint
-    new = GemmWorkload(16, 4096, 256)  # far from FAR too: FAR stays the model's to answer
+    new = gemm_workload(16, 4096, 256)  # far from FAR too: FAR stays the model's to answer
     with ServerStore(f"sqlite:///{tmp_path / 'tuner.db'}") as tuner:
         (upload,) = session_uploads(
             tuner, Seeder(tuner, device_info, gemm_kernel, gemm_table).session(new, ROWS)

@@ -12,15 +12,15 @@ from sqlalchemy import func, select
 
 from octune.db.models import ApiToken, MeasurementRow, SessionUpload
 from octune.db.server_store import ServerStore
-from octune.lookup.semantics import gemm_query
+from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.tables import StoreLookup
 from octune.server.client import OctuneClient, session_uploads
 from octune.server.tokens import token_hash
+from octune.tuner.family import MAX_DIM
 from octune.tuner.results import Measurement, Status
-from octune.tuner.workloads import MAX_DIM, GemmWorkload
 
-W64 = GemmWorkload(64, 64, 64)
-W256 = GemmWorkload(256, 256, 256)
+W64 = gemm_workload(64, 64, 64)
+W256 = gemm_workload(256, 256, 256)
 
 
 def lookup(client, device, **shape):
@@ -247,9 +247,9 @@ def test_upload_needs_a_write_token_and_valid_content(
     assert "MWG" in response.json()["message"]
     moved = upload.model_copy(deep=True)
     assert post_upload(client, upload, write_token).status_code == 200
-    moved.workload.m = 65
+    moved.workload.shape["m"] = 65
     for m in moved.measurements:  # consistent with its workload: only the uid is reused
-        m.flops = GemmWorkload(65, 64, 64).flops
+        m.flops = gemm_workload(65, 64, 64).flops
     response = post_upload(client, moved, write_token)
     assert response.status_code == 409
 

@@ -11,10 +11,10 @@ from schemathesis import checks
 from server_testing import Seeder, bearer
 
 from octune.db.server_store import ServerStore
+from octune.kernels.gemm import gemm_workload
 from octune.server.app import create_app
 from octune.server.settings import Settings
 from octune.server.tokens import create_token
-from octune.tuner.workloads import GemmWorkload
 
 #: Schema-valid bodies that make no sense (a search space "0", a sha256 of zeros) are
 #: rightly 422: the positive-data check cannot know that, every other check runs.
@@ -27,7 +27,7 @@ def api(request, tmp_path_factory, device_info, gemm_kernel, gemm_table):
     url = f"sqlite:///{tmp_path_factory.mktemp('schema') / 'octune.db'}"
     with ServerStore(url) as store:
         seeder = Seeder(store, device_info, gemm_kernel, gemm_table)
-        seeder.session(GemmWorkload(64, 64, 64), [5, 6])
+        seeder.session(gemm_workload(64, 64, 64), [5, 6])
         token = create_token(store, "schemathesis", "write")
         app = create_app(Settings(database_url=url, require_read_token=request.param), store)
         yield schemathesis.openapi.from_asgi("/openapi.json", app), token

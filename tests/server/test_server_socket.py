@@ -13,11 +13,11 @@ from sqlalchemy import select
 
 from octune.db.models import TuningSession
 from octune.db.server_store import ServerStore
+from octune.kernels.gemm import gemm_workload
 from octune.server.client import ClientError, OctuneClient
-from octune.tuner.workloads import GemmWorkload
 
 CHROMIUM_ENV = "OCTUNE_TEST_CHROMIUM"
-WORKLOAD = GemmWorkload(32, 32, 32)
+WORKLOAD = gemm_workload(32, 32, 32)
 
 
 @pytest.fixture(scope="module")

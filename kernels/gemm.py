@@ -1,0 +1,98 @@
+"""GEMM: C = alpha * op(A) * op(B) + beta * C in float32, row-major, op(X) = X or X^T.
+
+Templates: ``gemm.cl`` (search space ``search_spaces/gemm.yaml``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from octune.lookup.semantics import Query
+from octune.tuner.family import Bound, Family, ShapeParam, Workload, random_normal, tolerance
+
+if TYPE_CHECKING:
+    import pyopencl as cl
+
+ALPHA = 1.25  # not 1, so a kernel that ignores alpha is caught
+
+
+def gemm_arguments(
+    m: int, n: int, k: int, lda: int, ldb: int, alpha: float = ALPHA
+) -> Callable[[Sequence[cl.Buffer], cl.Buffer], tuple[object, ...]]:
+    """gemm.cl's arguments for A (lda), B (ldb) and C (row stride n), beta = 0."""
+
+    def arguments(inputs: Sequence[cl.Buffer], output: cl.Buffer) -> tuple[object, ...]:
+        a, b = inputs
+        return (
+            np.int32(m), np.int32(n), np.int32(k),
+            np.float32(alpha), np.float32(0.0),
+            a, np.int32(lda), b, np.int32(ldb), output, np.int32(n),
+        )  # fmt: skip
+
+    return arguments
+
+
+class Gemm(Family):
+    name = "gemm"
+    params = (
+        ShapeParam("m", "rows of op(A) and C"),
+        ShapeParam("n", "columns of op(B) and C"),
+        ShapeParam("k", "columns of op(A), rows of op(B)"),
+        ShapeParam("transa", "op(A) = A^T", low=0, high=1, default=0, linear=True, define=True),
+        ShapeParam("transb", "op(B) = B^T", low=0, high=1, default=0, linear=True, define=True),
+    )
+    flops = "2 * M * N * K"
+    extents = ("M * K", "K * N", "M * N")
+
+    def describe(self, shape: Mapping[str, int]) -> str:
+        layout = ("T" if shape["transa"] else "N") + ("T" if shape["transb"] else "N")
+        return f"GEMM {layout} {shape['m']}x{shape['n']}x{shape['k']}"
+
+    def bind(
+        self,
+        workload: Workload,
+        kernel: str,
+        context: cl.Context,
+        queue: cl.CommandQueue,
+        rng: np.random.Generator,
+    ) -> Bound:
+        s = workload.shape
+        m, n, k, transa, transb = s["m"], s["n"], s["k"], s["transa"], s["transb"]
+        shape_a = (k, m) if transa else (m, k)
+        shape_b = (n, k) if transb else (k, n)
+
+        def inputs() -> tuple[np.ndarray, ...]:
+            return random_normal(rng, shape_a), random_normal(rng, shape_b)
+
+        def reference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            op_a = (a.T if transa else a).astype(np.float64)
+            op_b = (b.T if transb else b).astype(np.float64)
+            magnitude = abs(ALPHA) * (np.abs(op_a) @ np.abs(op_b))
+            return ALPHA * (op_a @ op_b), tolerance(k, magnitude)
+
+        arguments = gemm_arguments(m, n, k, shape_a[1], shape_b[1])
+        return Bound(context, queue, inputs, reference, arguments)
+
+
+FAMILY = Gemm()
+
+
+def gemm_workload(m: int, n: int, k: int, transa: bool = False, transb: bool = False) -> Workload:
+    shape = {"m": m, "n": n, "k": k, "transa": int(transa), "transb": int(transb)}
+    return FAMILY.workload(shape)
+
+
+def parse_gemm(text: str) -> Workload:
+    """An NN workload from ``MxNxK`` text, as the benchmark scripts take shapes."""
+    m, n, k = (int(part) for part in text.lower().split("x"))
+    return gemm_workload(m, n, k)
+
+
+def gemm_query(
+    m: int, n: int, k: int, transa: bool = False, transb: bool = False, dtype: str = "float32"
+) -> Query:
+    shape = {"m": m, "n": n, "k": k, "transa": int(transa), "transb": int(transb)}
+    return Query("gemm", shape, dtype)

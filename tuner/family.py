@@ -1,0 +1,291 @@
+"""Kernel families: the plug-in interface between a problem (GEMM, conv2d, a user's kernel)
+and the pipeline.
+
+A family is one Python module beside its OpenCL templates and search spaces. It declares its
+shape once (``ShapeParam``s, derived variables, the rules a possible shape obeys, the flops and
+each operand's extent, all as lookup expressions) and knows how to put a workload on a device
+(``Family.bind``: random inputs, kernel arguments, float64 reference). Everything else reads
+that declaration: the CLI's options, workloads files, REST queries, the lookup's validation
+and distances, bundles and the C header. So adding a family adds files and edits none here.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+import numpy as np
+
+from octune.lookup.semantics import Problem, ShapeRules
+from octune.tuner.errors import WorkloadError
+
+if TYPE_CHECKING:
+    import pyopencl as cl
+
+# Largest extent the kernels index with 32-bit ints; larger problems need another kernel.
+MAX_DIM = 1 << 20
+MAX_ELEMENTS = (1 << 31) - 1
+# Verification tolerance per element: |out - ref| <= TOLERANCE_FACTOR * sqrt(terms) * eps *
+# (|x| . |y|). Rounding errors of a float32 sum of products grow like sqrt(terms) for random
+# data; the factor leaves room for any summation order while one wrong term is still caught.
+TOLERANCE_FACTOR = 16.0
+FLOAT32_EPS = float(np.finfo(np.float32).eps)
+
+
+@dataclass(frozen=True)
+class ShapeParam:
+    """One key of a family's shape: a CLI option ``--name``, a query field, a workload key part.
+
+    ``linear`` keys (layout flags, filter sizes, strides) are compared step by step when the
+    lookup looks for the nearest tuned shape; the others in octaves. ``define`` keys are
+    compile-time constants of the template (``-DNAME=value``), the rest kernel arguments.
+    """
+
+    name: str
+    help: str
+    low: int = 1
+    high: int = MAX_DIM
+    default: int | None = None
+    linear: bool = False
+    define: bool = False
+
+    @property
+    def var(self) -> str:
+        """The name expressions and templates use: upper case."""
+        return self.name.upper()
+
+    @property
+    def flag(self) -> bool:
+        return (self.low, self.high) == (0, 1)
+
+
+class BoundWorkload(Protocol):
+    """A workload's data on one device: what measurement needs to run, time and check it."""
+
+    def args(self, input_set: int) -> tuple[object, ...]: ...
+
+    @property
+    def input_sets(self) -> int: ...
+
+    def poison_output(self) -> None: ...
+
+    def error_ratio(self) -> float:
+        """Largest |error| / tolerance over the output of the last run (< 1 passes; NaN: inf)."""
+        ...
+
+
+class Family(ABC):
+    """A problem family. Subclasses fill in the class attributes and ``bind``."""
+
+    name: ClassVar[str]
+    params: ClassVar[tuple[ShapeParam, ...]]
+    flops: ClassVar[str]  # expression of the variables, e.g. "2 * M * N * K"
+    extents: ClassVar[tuple[str, ...]]  # each operand's element count, as expressions
+    derived: ClassVar[tuple[tuple[str, str], ...]] = ()  # e.g. (("OH", "..."),)
+    rules: ClassVar[tuple[tuple[str, str], ...]] = ()  # (must hold, why the shape is impossible)
+    dtypes: ClassVar[tuple[str, ...]] = ("float32",)
+
+    @abstractmethod
+    def bind(
+        self,
+        workload: Workload,
+        kernel: str,
+        context: cl.Context,
+        queue: cl.CommandQueue,
+        rng: np.random.Generator,
+    ) -> BoundWorkload:
+        """Random inputs (never all zero), the float64 reference, and ``kernel``'s arguments."""
+
+    def describe(self, shape: Mapping[str, int]) -> str:
+        """How a workload reads in tables and messages."""
+        return f"{self.name} " + " ".join(f"{key}={value}" for key, value in shape.items())
+
+    @cached_property
+    def problem(self) -> Problem:
+        """What the lookup (service, bundles, C header) knows of this family."""
+        return Problem(
+            name=self.name,
+            sizes=tuple(p.name for p in self.params if not p.linear),
+            flags=tuple(p.name for p in self.params if p.linear),
+            shape_vars={p.var: p.name for p in self.params},
+            flag_defines={p.var: p.name for p in self.params if p.define},
+            dtypes=self.dtypes,
+            max_size=MAX_DIM,
+            flops=self.flops,
+            ranges=tuple((p.low, p.high) for p in self.ordered_params),
+            derived=self.derived,
+            rules=self.rules,
+            extents=self.extents,
+            max_elements=MAX_ELEMENTS,
+            defaults=tuple((p.name, p.default) for p in self.params if p.default is not None),
+        )
+
+    @property
+    def ordered_params(self) -> tuple[ShapeParam, ...]:
+        """Parameters in ``Problem.keys`` order: sizes first, then linear keys."""
+        return (
+            *(p for p in self.params if not p.linear),
+            *(p for p in self.params if p.linear),
+        )
+
+    @cached_property
+    def shape_rules(self) -> ShapeRules:
+        return ShapeRules(self.problem)
+
+    @property
+    def shape_names(self) -> tuple[str, ...]:
+        """Every variable a search space's launch expressions may name."""
+        return self.problem.variables
+
+    def workload(self, shape: Mapping[str, int], dtype: str = "float32") -> Workload:
+        """A validated workload; missing keys take their defaults. One-line WorkloadError."""
+        known = {p.name: p for p in self.params}
+        unknown = sorted(set(shape) - set(known))
+        if unknown:
+            raise WorkloadError(
+                f"{self.name} has no parameter {', '.join(unknown)}: it takes "
+                + ", ".join(p.name for p in self.params)
+            )
+        values: dict[str, int] = {}
+        for param in self.params:
+            value = shape.get(param.name, param.default)
+            if value is None:
+                raise WorkloadError(f"{self.name} needs --{param.name} ({param.help})")
+            if isinstance(value, bool):
+                value = int(value)
+            if not isinstance(value, int) or not param.low <= value <= param.high:
+                raise WorkloadError(
+                    f"{self.name} {param.name}={value!r} is out of range: use an integer in "
+                    f"{param.low}..{param.high}"
+                )
+            values[param.name] = value
+        if dtype not in self.dtypes:
+            raise WorkloadError(f"{self.name} supports dtype {', '.join(self.dtypes)}, not {dtype}")
+        keyed = tuple(values[p.name] for p in self.ordered_params)
+        if (why := self.shape_rules.why_impossible(keyed)) is not None:
+            raise WorkloadError(why)
+        return Workload(self, tuple(values.items()), dtype)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One problem instance: a family and the values of its shape keys."""
+
+    family: Family = field(compare=False)
+    items: tuple[tuple[str, int], ...]
+    dtype: str = "float32"
+
+    def __reduce__(self) -> tuple[object, tuple[str, tuple[tuple[str, int], ...], str]]:
+        """By family name: a user's family module is not importable by name in a worker."""
+        return _workload, (self.family.name, self.items, self.dtype)
+
+    @property
+    def problem(self) -> str:
+        return self.family.name
+
+    @property
+    def shape(self) -> dict[str, int]:
+        return dict(self.items)
+
+    @property
+    def key(self) -> str:
+        fields = ",".join(f"{name}={value}" for name, value in self.items)
+        return f"{self.problem}:{fields},dtype={self.dtype}"
+
+    def __str__(self) -> str:
+        return self.family.describe(self.shape)
+
+    def shape_vars(self) -> dict[str, int]:
+        """Every variable a launch expression may name: shape variables, then derived ones."""
+        rules = self.family.shape_rules
+        keyed = tuple(self.shape[key] for key in self.family.problem.keys)
+        return dict(zip(self.family.problem.variables, rules.values(keyed), strict=True))
+
+    @property
+    def flops(self) -> int:
+        rules = self.family.shape_rules
+        return rules.flops(list(self.shape_vars().values()))
+
+    def defines(self) -> dict[str, int]:
+        """The shape keys the template takes at compile time."""
+        return {p.var: self.shape[p.name] for p in self.family.params if p.define}
+
+    def bind(
+        self,
+        kernel: str,
+        context: cl.Context,
+        queue: cl.CommandQueue,
+        rng: np.random.Generator,
+    ) -> BoundWorkload:
+        return self.family.bind(self, kernel, context, queue, rng)
+
+
+def _workload(family_name: str, items: tuple[tuple[str, int], ...], dtype: str) -> Workload:
+    from octune.tuner.kernels import family
+
+    return Workload(family(family_name), items, dtype)
+
+
+class Bound:
+    """A workload's operands on a device: one checked input set plus extra sets to rotate
+    while timing (so small problems are not timed out of a cache a real network layer would
+    not find warm), and one output buffer that ``poison_output`` fills with NaN.
+    """
+
+    def __init__(
+        self,
+        context: cl.Context,
+        queue: cl.CommandQueue,
+        make_inputs: Callable[[], tuple[np.ndarray, ...]],
+        reference: Callable[..., tuple[np.ndarray, np.ndarray]],
+        arguments: Callable[[Sequence[cl.Buffer], cl.Buffer], tuple[object, ...]],
+    ) -> None:
+        import pyopencl as cl
+
+        first = make_inputs()
+        self.expected, self.tolerance = reference(*first)
+        cache = max(int(context.devices[0].global_mem_cache_size), 1)
+        operand_bytes = max(sum(x.nbytes for x in first), 1)
+        sets = min(4, max(1, math.ceil(2 * cache / operand_bytes)))
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        host_sets = [first] + [make_inputs() for _ in range(sets - 1)]
+        self._inputs = [[cl.Buffer(context, flags, hostbuf=x) for x in s] for s in host_sets]
+        self.output = np.empty(self.expected.shape, dtype=np.float32)
+        self._output = cl.Buffer(context, cl.mem_flags.READ_WRITE, size=self.output.nbytes)
+        self._queue = queue
+        self._arguments = arguments
+
+    @property
+    def input_sets(self) -> int:
+        return len(self._inputs)
+
+    def args(self, input_set: int) -> tuple[object, ...]:
+        return self._arguments(self._inputs[input_set], self._output)
+
+    def poison_output(self) -> None:
+        """Fill the output with NaN: an element the kernel skips, or reads, stays NaN."""
+        import pyopencl as cl
+
+        cl.enqueue_fill_buffer(self._queue, self._output, np.float32(np.nan), 0, self.output.nbytes)
+
+    def error_ratio(self) -> float:
+        import pyopencl as cl
+
+        cl.enqueue_copy(self._queue, self.output, self._output)
+        ratio = np.abs(self.output - self.expected) / self.tolerance
+        return float("inf") if np.isnan(ratio).any() else float(ratio.max())
+
+
+def tolerance(terms: int, magnitude: np.ndarray) -> np.ndarray:
+    """Per-element tolerance of a float32 sum of ``terms`` products with these |x|.|y| sums."""
+    scale = TOLERANCE_FACTOR * math.sqrt(max(terms, 1)) * FLOAT32_EPS
+    return np.maximum(scale * magnitude, np.finfo(np.float32).tiny)
+
+
+def random_normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Standard-normal float32 inputs: never zero, so unwritten or mis-indexed outputs show."""
+    return rng.standard_normal(shape, dtype=np.float32)
