@@ -27,7 +27,7 @@ from octune.db.models import MeasurementRow, SessionUpload, TuningSession, Workl
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.server.client import session_uploads
-from octune.tuner.family import Workload
+from octune.tuner.family import Workload as WorkloadSpec
 
 OCTUNE = [sys.executable, "-m", "octune.tuner.cli"]
 
@@ -44,7 +44,7 @@ def together(count: int, work: Callable[[int], object]) -> None:
         list(pool.map(work, range(count)))
 
 
-def rows(db: str, workload: Workload | None = None) -> tuple[int, int]:
+def rows(db: str, workload: WorkloadSpec | None = None) -> tuple[int, int]:
     """Stored search measurements (confirmations aside), of one workload or all, and how
     many distinct (workload, config) pairs they hold.
     """

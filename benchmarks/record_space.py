@@ -188,7 +188,8 @@ def main() -> None:
     print(f"wrote {', '.join(map(str, paths))}: {len(columns[0][0])} of {len(table)} configs")
     for workload, sentinel_s in zip(workloads, sentinels, strict=True):
         print(
-            f"{workload.shape['m']}x{workload.shape['n']}x{workload.shape['k']}: {steadiness(sentinel_s)}"
+            f"{workload.shape['m']}x{workload.shape['n']}x{workload.shape['k']}: "
+            f"{steadiness(sentinel_s)}"
         )
 
 

@@ -271,7 +271,8 @@ def _kernel(table: KernelTable, template: str) -> str:
     parts_text = ",\n    ".join(c_string(part) for part in parts)
     first_param = len(flag_defines)
     return f"""
-/* ---- kernel {name} ({_comment(problem.name)}): {len(tuned)} tuned workloads, {len(predictions)} model answers ---- */
+/* ---- kernel {name} ({_comment(problem.name)}): {len(tuned)} tuned workloads,
+   {len(predictions)} model answers ---- */
 
 #define {macro}_NPARAMS {len(table.parameters)}
 #define {macro}_NDEFINES {len(define_names)}
@@ -349,7 +350,8 @@ static inline void {p}_fill_(struct octune_config *cfg, int match, int config,
 /* The legal entry nearest to q: squared log2 distance of the sizes plus the linear keys'
    (transposes, filter sizes...) penalty (into *distance); the lowest index wins a tie.
    -1 when none is legal. */
-static inline int {p}_nearest_(const struct {p}_entry_ *entries, int count, const int64_t q[{nkeys}],
+static inline int {p}_nearest_(const struct {p}_entry_ *entries, int count,
+                               const int64_t q[{nkeys}],
                                const int64_t v[{nvars}], int64_t g[OCTUNE_MAX_DIMS],
                                int64_t l[OCTUNE_MAX_DIMS], int64_t *distance_out) {{
     int64_t logs[{nsizes}], best_distance = 0, gg[OCTUNE_MAX_DIMS], ll[OCTUNE_MAX_DIMS];
@@ -462,6 +464,7 @@ def render(
 ) -> str:
     """The whole header for one device's tables."""
     max_keys = max((len(t.problem.keys) for t in tables), default=1)
+    ranks = ", ".join(str(MATCH_RANK[m]) for m in MATCHES)
     max_defines = max((len(t.problem.flag_defines) + len(t.parameters) for t in tables), default=1)
     log_rows = ",\n    ".join(
         ", ".join(str(v) for v in LOG2_TABLE[i : i + 12]) for i in range(0, len(LOG2_TABLE), 12)
@@ -531,7 +534,7 @@ struct octune_config {{
     int64_t source_shape[OCTUNE_MAX_KEYS];  /* that entry's shape, in the family's key order */
 }};
 
-static const int octune_match_rank_[{len(MATCHES)}] = {{{", ".join(str(MATCH_RANK[m]) for m in MATCHES)}}};
+static const int octune_match_rank_[{len(MATCHES)}] = {{{ranks}}};
 
 /* Keep *candidate in *best if it ranks before it: measured, estimated, default; then the
    lower time (unknown last); then the kernel name. */

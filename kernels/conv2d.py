@@ -99,7 +99,7 @@ def conv2d_reference(
     x: np.ndarray, w: np.ndarray, stride: int, pad: int, dilation: int, groups: int
 ) -> np.ndarray:
     """The float64 convolution, one filter tap at a time (R*S tensor contractions)."""
-    n, c, h, width = x.shape
+    n, _, h, width = x.shape
     k, per_group, r, s = w.shape
     oh = (h + 2 * pad - dilation * (r - 1) - 1) // stride + 1
     ow = (width + 2 * pad - dilation * (s - 1) - 1) // stride + 1

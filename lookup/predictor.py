@@ -32,13 +32,22 @@ from numpy.typing import NDArray
 from xgboost import XGBRegressor
 
 from octune.db.store import HistoryRecord, Store, StoredDevice
-from octune.lookup.semantics import Entry, KernelIndex, KernelTable, Prediction, Query
+from octune.lookup.semantics import (
+    Entry,
+    KernelIndex,
+    KernelTable,
+    Prediction,
+    Query,
+    ShapeRules,
+)
 from octune.lookup.tables import device_limits, stored_space
 from octune.tuner.cost_model import Context, Features, targets
 from octune.tuner.space import SearchSpace
 
 #: Sizes of the grid of model answers in every dimension: each octave from 16 to 8192.
 GRID_SIZES: tuple[int, ...] = tuple(1 << e for e in range(4, 14))
+#: Most grid points per layout: a family with many sizes answers from the live model only.
+MAX_GRID = 4096
 #: Too little to learn from below these: passing measurements, and tuned workloads among them
 #: (one workload says nothing about how the best config moves with the shape).
 MIN_MEASUREMENTS, MIN_WORKLOADS = 20, 2
@@ -80,6 +89,7 @@ class DeviceModel:
     def __post_init__(self) -> None:
         self._features = Features(self.space)
         self._index = KernelIndex(self.table)
+        self._rules = ShapeRules(self.table.problem)
 
     def features(self, configs: NDArray[np.int64], shape: tuple[int, ...]) -> NDArray[np.float64]:
         """The cost model's features of ``configs`` at ``shape`` (``Problem.keys`` order), then
@@ -103,8 +113,7 @@ class DeviceModel:
                 yield self._best(shape, row)
 
     def _best(self, shape: tuple[int, ...], scores: NDArray[np.float64]) -> Prediction | None:
-        problem = self.table.problem
-        flops = problem.flops_per_point * math.prod(shape[: len(problem.sizes)])
+        flops = self._rules.flops(self._rules.values(shape))
         for c in np.argsort(scores, kind="stable"):  # legality asked of the best ones only
             config = tuple(self.candidates[c].tolist())
             if self._index.launch(config, shape):
@@ -126,6 +135,8 @@ class DeviceModel:
         """Model answers on ``GRID_SIZES`` in every dimension, for each layout that was tuned."""
         problem = self.table.problem
         sizes = len(problem.sizes)
+        if len(GRID_SIZES) ** sizes > MAX_GRID:  # conv2d's 6 sizes: 10^6 shapes, no grid
+            return ()
         layouts = sorted({entry.shape[sizes:] for entry in self.table.tuned})
         dtypes = sorted({entry.dtype for entry in self.table.tuned})
         shapes = [

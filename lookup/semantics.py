@@ -37,9 +37,11 @@ least 1, divide global by local, and fit the device's work-group limits.
 
 Launch sizes come from the space's ``launch:`` expressions. They are parsed here with ``ast``
 and checked against a whitelist (integers, names, ``+ - * // %``, unary ``-``/``+``,
-comparisons, ``and``/``or``/``not``, ``ceil_div``, ``round_up``, ``min``, ``max``), then compiled to closures; the C header
-generator translates the same vetted tree. Nothing is ever ``eval``-ed. Derived values are
-inlined into the launch expressions when a table is built from a space.
+comparisons, ``and``/``or``/``not``, ``ceil_div``, ``round_up``, ``min``, ``max``), then
+compiled to closures; the C header generator translates the same vetted tree. Nothing is
+ever ``eval``-ed. Derived values are inlined into the launch expressions when a table is
+built from a space. A family's own expressions (derived shape variables such as a
+convolution's output height, the rules of a possible shape, flops) use the same language.
 """
 
 from __future__ import annotations
@@ -246,7 +248,7 @@ class LaunchExpression:
         if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
             terms = [sub(term) for term in (node.left, *node.comparators)]
             tests = [_COMPARE[type(op)] for op in node.ops]
-            pairs = list(zip(tests, terms, terms[1:]))
+            pairs = list(zip(tests, terms, terms[1:], strict=False))
             return lambda v: int(all(test(a(v), b(v)) for test, a, b in pairs))
         if isinstance(node, ast.BoolOp):
             parts = [sub(value) for value in node.values]
@@ -513,6 +515,40 @@ class Answer:
         }
 
 
+def check_shape(problem: Problem, query: Query, rules: ShapeRules | None = None) -> tuple[int, ...]:
+    """The query's shape in ``Problem.keys`` order (defaults filled in), or a one-line
+    QueryError: unknown or missing keys, a wrong dtype, a value out of range, an impossible
+    shape. What every kernel of the family asks first, server and bundle alike.
+    """
+    if query.dtype not in problem.dtypes:
+        raise QueryError(
+            f"{problem.name} supports dtype {', '.join(problem.dtypes)}, not '{query.dtype}'"
+        )
+    keys = problem.keys
+    given = query.shape
+    if given.keys() != set(keys) and problem.defaults:
+        given = {**dict(problem.defaults), **given}
+    if given.keys() != set(keys):
+        unknown = sorted(set(given) - set(keys))
+        missing = [key for key in keys if key not in given]
+        raise QueryError(
+            f"a {problem.name} shape has exactly the keys {', '.join(keys)}"
+            + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+            + (f"; missing: {', '.join(missing)}" if missing else "")
+        )
+    shape = tuple([given[key] for key in keys])
+    for key, value, (low, high) in zip(keys, shape, problem.ranges, strict=True):
+        if type(value) is not int and not (type(value) is bool and high == 1):
+            raise QueryError(f"{problem.name} {key}={value!r} must be an integer")
+        if not low <= value <= high:
+            raise QueryError(f"{problem.name} {key}={value!r} is out of range: use {low}..{high}")
+    shape = shape if all(type(v) is int for v in shape) else tuple(map(int, shape))
+    why = (rules or ShapeRules(problem)).why_impossible(shape)
+    if why is not None:
+        raise QueryError(why)
+    return shape
+
+
 #: How answers of different kernels rank: measured first, then estimates, then defaults.
 MATCH_RANK = {"exact": 0, "nearest": 1, "predicted": 1, "default": 2}
 
@@ -670,8 +706,6 @@ class KernelIndex:
         self._predictions = _NeighbourIndex(problem, table.predictions)
         self._predictor = predictor
         self._options: dict[tuple[int, ...], str] = {}
-        self._keys = frozenset(problem.keys)
-        self._defaults = dict(problem.defaults)
         self._work_group = table.limits.get("max_work_group_size")
         self._item_limits = [
             table.limits.get(f"max_work_item_size_{i}") for i in range(len(self._local))
@@ -712,36 +746,11 @@ class KernelIndex:
 
     def check_query(self, query: Query) -> tuple[int, ...]:
         """The query's shape in ``Problem.keys`` order, or a one-line QueryError saying why not."""
-        table, problem = self.table, self.table.problem
+        table = self.table
         if query.kernel != table.kernel:
             raise QueryError(f"this table answers kernel '{table.kernel}', not '{query.kernel}'")
-        if query.dtype not in problem.dtypes:
-            raise QueryError(
-                f"kernel {table.kernel} supports dtype {', '.join(problem.dtypes)}, "
-                f"not '{query.dtype}'"
-            )
-        given = query.shape
-        if given.keys() != self._keys and self._defaults:
-            given = {**self._defaults, **given}
-        if given.keys() != self._keys:
-            unknown = sorted(set(given) - self._keys)
-            missing = [key for key in problem.keys if key not in given]
-            raise QueryError(
-                f"a {problem.name} shape has exactly the keys {', '.join(problem.keys)}"
-                + (f"; unknown: {', '.join(unknown)}" if unknown else "")
-                + (f"; missing: {', '.join(missing)}" if missing else "")
-            )
-        shape = tuple([given[key] for key in problem.keys])
-        ranges = problem.ranges
-        for key, value, (low, high) in zip(problem.keys, shape, ranges, strict=True):
-            if type(value) is not int and not (type(value) is bool and high == 1):
-                raise QueryError(f"{problem.name} {key}={value!r} must be an integer")
-            if not low <= value <= high:
-                raise QueryError(
-                    f"{problem.name} {key}={value!r} is out of range: use {low}..{high}"
-                )
-        shape = shape if all(type(v) is int for v in shape) else tuple(map(int, shape))
-        why = self._rules.why_impossible(shape) or self.takes(shape)
+        shape = check_shape(table.problem, query, self._rules)
+        why = self.takes(shape)
         if why is not None:
             raise QueryError(why)
         return shape
@@ -765,7 +774,8 @@ class KernelIndex:
 
         model = predictor or self._predictor
         if model is not None:
-            prediction = model(table, query)
+            full = replace(query, shape=dict(zip(table.problem.keys, shape, strict=True)))
+            prediction = model(table, full)
             if prediction is not None and (launch := self.launch(prediction.config, shape)):
                 return self._build(
                     "predicted", shape, query.dtype, prediction.config, launch,

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from octune.db.server_store import ServerStore
 from octune.db.store import StoredDevice
-from octune.lookup.semantics import Entry, Predictor, Query, QueryError
+from octune.lookup.semantics import Entry, Predictor, Query, QueryError, check_shape
 from octune.lookup.tables import StoreLookup
 from octune.server.schemas import BatchLookup, ShapeFields
 from octune.tuner.kernels import available_kernels, families
@@ -156,8 +156,10 @@ class LookupService:
             found = self._answers.get(key)
             if found is None:
                 choice, kernel, dtype, items = key
-                device = self._device(choice)
                 self._check_kernel(kernel)
+                if kernel in families():  # a bad shape is a 422 whatever the device
+                    check_shape(families()[kernel].problem, Query(kernel, dict(items), dtype))
+                device = self._device(choice)
                 answer = self.lookup.lookup(device, Query(kernel, dict(items), dtype))
                 found = json.dumps(answer.to_dict(), separators=(",", ":")).encode()
                 with self._lock:

@@ -119,7 +119,7 @@ def test_best_when_every_measurement_failed_says_why(
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
-        (["tune", "gemm", "--m", "0", "--n", "4", "--k", "4"], ["M=0"]),
+        (["tune", "gemm", "--m", "0", "--n", "4", "--k", "4"], ["m=0"]),
         (
             ["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--device", "no-such-gpu"],
             ["no-such-gpu", "octune setup"],
@@ -278,13 +278,19 @@ def test_workloads_file_shares_the_budget_and_its_summary_matches_the_database(
 @pytest.mark.parametrize(
     ("content", "fragments"),
     [
-        ("workloads: [{m: 4, n: 4}]", ["workloads.0.k", "field required"]),
-        ("workloads: [{m: 4, n: 4, k: 4, colour: red}]", ["colour", "extra"]),
-        ("workloads: [{m: 4, n: 4, k: 4", ["not valid YAML"]),
+        ("workloads: [{kernel: gemm, m: 4, n: 4}]", ["workloads.0", "needs --k"]),
+        ("workloads: [{kernel: gemm, m: 4, n: 4, k: 4, colour: 1}]", ["colour", "no parameter"]),
+        ("workloads: [{kernel: gemm, m: 4, n: 4, k: 4", ["not valid YAML"]),
         ("workloads: []", ["workloads"]),
-        ("workloads: [{m: 4, n: 4, k: 4}, {m: 4, n: 4, k: 4}]", ["listed twice"]),
-        ("workloads: [{m: 0, n: 4, k: 4}]", ["M=0"]),
-        ("workloads: [{m: 4, n: 4, k: 4}]\n# caf\xe9 in Latin-1", ["byte 37 is not UTF-8"]),
+        (
+            "workloads: [{kernel: gemm, m: 4, n: 4, k: 4}, {kernel: gemm, m: 4, n: 4, k: 4}]",
+            ["listed twice"],
+        ),
+        ("workloads: [{kernel: gemm, m: 0, n: 4, k: 4}]", ["m=0"]),
+        (
+            "workloads: [{kernel: gemm, m: 4, n: 4, k: 4}]\n# caf\xe9 in Latin-1",
+            ["byte 51 is not UTF-8"],
+        ),
     ],
 )
 def test_bad_workloads_file_is_one_line_error(

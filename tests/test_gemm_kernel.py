@@ -9,6 +9,7 @@ import pytest
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
+from octune.tuner.family import tolerance as family_tolerance
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.space import ConfigTable
 
@@ -29,7 +30,9 @@ def run_gemm(
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """One GEMM with leading dimensions `pad` wider than the matrices: out, reference, tolerance."""
     queue = cl.CommandQueue(context)
-    a, b = workload.random_operands(rng)
+    s = workload.shape
+    a = rng.standard_normal((s["k"], s["m"]) if s["transa"] else (s["m"], s["k"]), dtype=np.float32)
+    b = rng.standard_normal((s["n"], s["k"]) if s["transb"] else (s["k"], s["n"]), dtype=np.float32)
     c = rng.standard_normal((workload.shape["m"], workload.shape["n"]), dtype=np.float32)
 
     # Store each matrix inside a wider one: the kernel must honour lda/ldb/ldc.
@@ -58,7 +61,10 @@ def run_gemm(
     out = np.empty_like(c_wide)
     cl.enqueue_copy(queue, out, buffers[2])
     assert np.all(out[:, workload.shape["n"] :] == np.float32(7.0)), "kernel wrote outside C"
-    expected, tolerance = workload.reference(a, b, alpha)
+    op_a = (a.T if s["transa"] else a).astype(np.float64)
+    op_b = (b.T if s["transb"] else b).astype(np.float64)
+    expected = alpha * (op_a @ op_b)
+    tolerance = family_tolerance(s["k"], abs(alpha) * (np.abs(op_a) @ np.abs(op_b)))
     expected = expected + beta * c.astype(np.float64)
     return out[:, : workload.shape["n"]], expected, tolerance
 

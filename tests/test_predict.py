@@ -109,7 +109,7 @@ def test_service_answers_live_and_bundles_and_c_header_from_the_grid_identically
     space = load_kernel("gemm").space
     settings = Settings(database_url="unused://", cache_check_s=0.0)
     with TestClient(create_app(settings, store)) as client:
-        params = {"device": DEVICE.fingerprint, "m": 256, "n": 256, "k": 256}
+        params = {"kernel": "gemm", "device": DEVICE.fingerprint, "m": 256, "n": 256, "k": 256}
         client.get("/v1/lookup", params=params)  # starts the device's training, off this request
         client.app.state.lookups.model.wait()
         response = client.get("/v1/lookup", params=params)
@@ -125,7 +125,7 @@ def test_service_answers_live_and_bundles_and_c_header_from_the_grid_identically
             export_bundle(store, DEVICE.fingerprint, None, fmt, tmp_path / fmt, answers)
         table = StoreLookup(store).index(resolve_device(store, "example"), "gemm").table
         queries = [gemm_query(*shape) for shape in HELD_OUT] + random_queries(table, 80, seed=4)
-        body = {"device": DEVICE.fingerprint, "kernel": "gemm",
+        body = {"kernel": "gemm", "device": DEVICE.fingerprint,
                 "workloads": [dict(q.shape) for q in queries]}  # fmt: skip
         response = client.post("/v1/lookup/batch", json=body)
         assert response.status_code == 200, response.text
@@ -164,7 +164,7 @@ def test_export_cli_carries_model_answers_and_retrains_on_new_data(store, tmp_pa
     exported = cli("export", "--device", "example", "--out", str(tmp_path / "b"), db=db)
     assert exported.returncode == 0, exported.stderr
     assert f"{len(GRID_SIZES) ** 3} model answers" in exported.stdout
-    offline = cli("lookup", str(tmp_path / "b"), "--m", "1024", "--n", "64", "--k", "256")
+    offline = cli("lookup", str(tmp_path / "b"), "gemm", "--m", "1024", "--n", "64", "--k", "256")
     assert json.loads(offline.stdout)["match"] == "predicted"
     plain = cli("export", "--device", "example", "--out", str(tmp_path / "p"), "--no-model",
                 db=db)  # fmt: skip

@@ -23,7 +23,7 @@ FAR = {"m": 256, "n": 256, "k": 256}
 
 
 def far_answer(client, device: str) -> dict:
-    response = client.get("/v1/lookup", params={"device": device, **FAR})
+    response = client.get("/v1/lookup", params={"kernel": "gemm", "device": device, **FAR})
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -81,8 +81,8 @@ def test_an_upload_retrains_only_its_device_and_the_old_model_answers_meanwhile(
         assert {answer["match"] for answer in before.values()} == {"predicted"}
 
         assert post_upload(client, upload, write_token).json()["added"] == len(ROWS)
-        shape = {"m": new.m, "n": new.n, "k": new.k}
-        exact = client.get("/v1/lookup", params={"device": fp, **shape}).json()
+        shape = {key: new.shape[key] for key in ("m", "n", "k")}
+        exact = client.get("/v1/lookup", params={"kernel": "gemm", "device": fp, **shape}).json()
         assert exact["match"] == "exact"  # the tables follow the upload at once
         assert far_answer(client, fp) == before[fp]  # the previous model, not a wait
         assert far_answer(client, other_fp) == before[other_fp]

@@ -1,0 +1,71 @@
+"""A user's own kernel, from a folder outside octune: tuned, looked up and exported through
+the same pipeline as octune's families, with no octune file touched.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from test_cli import assert_one_line_error, octune
+
+FIXTURE = Path(__file__).parent / "fixtures" / "user_kernel"
+
+
+def _folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "my_kernels"
+    shutil.copytree(FIXTURE, folder)
+    return folder
+
+
+def test_a_users_kernel_folder_tunes_looks_up_and_exports(tmp_path: Path) -> None:
+    folder, db = _folder(tmp_path), tmp_path / "octune.db"
+    user = ["--kernel-dir", str(folder)]
+    shape = ["--rows", "100", "--cols", "70"]
+    tuned = octune(*user, "tune", "transpose", *shape, "--budget", "5", "--confirm", "1", db=db)
+    assert tuned.returncode == 0, tuned.stderr + tuned.stdout
+    best = octune(*user, "best", "transpose", *shape, "--json", db=db)
+    assert best.returncode == 0, best.stderr
+    payload = json.loads(best.stdout)
+    assert payload["kernel"] == "transpose" and set(payload["config"]) == {
+        "TILE", "ROWS_PER_ITEM", "PADDING",
+    }  # fmt: skip
+    bundle = tmp_path / "bundle"
+    exported = octune(*user, "export", "--device", payload["device_fingerprint"],
+                      "--out", str(bundle), "--no-model", db=db)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    # The bundle answers without the user's folder: it carries the family's lookup rules.
+    exact = octune("lookup", str(bundle), "transpose", *shape)
+    assert exact.returncode == 0, exact.stderr
+    assert json.loads(exact.stdout)["match"] == "exact"
+    assert json.loads(exact.stdout)["config"] == payload["config"]
+    near = json.loads(
+        octune("lookup", str(bundle), "transpose", "--rows", "90", "--cols", "80").stdout
+    )
+    assert near["match"] == "nearest"
+    refused = octune("lookup", str(bundle), "transpose", "--rows", "0", "--cols", "80")
+    assert_one_line_error(refused, "rows=0", "out of range")
+
+
+def test_a_broken_users_folder_is_named_in_one_line(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    user = ["--kernel-dir", str(folder)]
+    (folder / "transpose.py").write_text(
+        (FIXTURE / "transpose.py").read_text().replace("    def bind(", "    def unused(")
+    )
+    result = octune(*user, "tune", "transpose", "--rows", "8", "--cols", "8")
+    assert_one_line_error(result, "transpose.py", "bind")
+
+    folder = _folder(tmp_path / "second")
+    (folder / "transpose.yaml").write_text(
+        (FIXTURE / "transpose.yaml").read_text().replace("- TILE %", "- TILES %")
+    )
+    result = octune("--kernel-dir", str(folder), "tune", "transpose", "--rows", "8", "--cols", "8")
+    assert_one_line_error(result, "transpose.yaml", "TILES")
+
+    folder = _folder(tmp_path / "third")
+    (folder / "transpose.cl").write_text("__kernel void transpose( { syntax error")
+    result = octune("--kernel-dir", str(folder), "tune", "transpose", "--rows", "8", "--cols", "8",
+                    "--budget", "6", db=tmp_path / "third.db")  # fmt: skip
+    assert_one_line_error(result, "build_error")
