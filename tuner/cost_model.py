@@ -94,7 +94,11 @@ class Features:
     """Turns configs of one space, in a context, into a float matrix with named columns."""
 
     def __init__(self, space: SearchSpace) -> None:
+        from octune.tuner.kernels import families  # the registry imports this module's users
+
         self.space = space
+        family = families().get(space.problem)
+        self._shape_rules = None if family is None else family.shape_rules
         derived = set(space.derived_names)
         tunable = derived | set(space.parameter_names)
         # "X <= limit" style constraints: X / limit says how close a config runs to the device.
@@ -143,7 +147,7 @@ class Features:
         space = self.space
         count = len(configs)
         limits = context.limits()
-        shape = {name.upper(): int(v) for name, v in context.shape.items()}
+        shape = self._shape_variables(context.shape)
         env: dict[str, Value] = {**limits, **shape}
         env.update((name, configs[:, i]) for i, name in enumerate(space.parameter_names))
         columns: list[NDArray[Any]] = [configs[:, i] for i in range(configs.shape[1])]
@@ -165,6 +169,19 @@ class Features:
         for i, column in enumerate([*columns, *constants]):
             matrix[:, i] = column
         return matrix
+
+    def _shape_variables(self, shape: Mapping[str, int]) -> dict[str, int]:
+        """The shape's keys, upper case, plus its family's derived variables (conv2d's OH and
+        OW), which launch sizes name: without them the launch columns would be unknown.
+        """
+        variables = {name.upper(): int(value) for name, value in shape.items()}
+        rules = self._shape_rules
+        if rules is None or not set(rules.problem.keys) <= shape.keys():
+            return variables
+        keyed = tuple(int(shape[key]) for key in rules.problem.keys)
+        if rules.why_impossible(keyed) is not None:
+            return variables
+        return dict(zip(rules.problem.variables, rules.values(keyed), strict=True))
 
     def _launch(
         self, env: dict[str, Value], shape: Mapping[str, int], units: int

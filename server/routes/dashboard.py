@@ -1,4 +1,5 @@
-"""The page at /: devices, tuned workloads with their best GFLOP/s, and each recent session's
+"""The page at /: devices, tuned workloads with the kernel that answers each (the fastest of
+its family's kernels, as a lookup answers) and its best GFLOP/s, and each recent session's
 convergence (best-so-far over candidates) as an inline SVG chart. Server-rendered HTML with
 Jinja2: no scripts, no front-end build.
 """
@@ -12,7 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from octune.db.server_store import Convergence, ServerStore
+from octune.db.server_store import Convergence, ServerStore, WorkloadBest
 
 router = APIRouter(tags=["dashboard"])
 templates = Jinja2Templates(directory=str(resources.files("octune.server") / "templates"))
@@ -29,6 +30,25 @@ class Chart:
     improvements: list[tuple[str, str]]  # (x, y) where the best improved: dots on the line
     best: float | None
     candidates: int
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One tuned workload on one device: the fastest kernel, and the others tuned for it."""
+
+    best: WorkloadBest
+    others: list[WorkloadBest]
+
+
+def answers(rows: list[WorkloadBest]) -> list[Answer]:
+    """Rows of one (device, workload) merged, fastest kernel first: a workload's flops are the
+    same for every kernel, so the highest GFLOP/s is the shortest time.
+    """
+    grouped: dict[tuple[str, str], list[WorkloadBest]] = {}
+    for row in rows:
+        grouped.setdefault((row.device_fingerprint, row.workload), []).append(row)
+    merged = [sorted(group, key=lambda r: -r.best_gflops) for group in grouped.values()]
+    return [Answer(group[0], group[1:]) for group in merged]
 
 
 def chart(session: Convergence) -> Chart:
@@ -59,7 +79,7 @@ def dashboard(request: Request) -> HTMLResponse:
         "dashboard.html",
         {
             "devices": store.devices(),
-            "workloads": store.tuned_workloads(WORKLOADS),
+            "workloads": answers(store.tuned_workloads(WORKLOADS)),
             "charts": [chart(s) for s in store.convergence(SESSIONS)],
             "size": {"width": WIDTH, "height": HEIGHT, "pad": PAD},
             "limit": WORKLOADS,

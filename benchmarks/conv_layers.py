@@ -1,0 +1,378 @@
+"""Every distinct conv layer of ResNet-50 and MobileNet v1 (batch 1, 224x224): tune each with
+octune, then time octune's fastest verified (kernel, config) beside a vendor library in the
+same run: cuDNN through PyTorch on a GPU, onnxruntime's CPU provider on a CPU.
+
+Each layer is tuned with every conv2d kernel that takes it (direct, depthwise, 1x1-as-GEMM,
+implicit GEMM), `--seconds` per layer split among them, in network order, so the model
+strategy warm-starts from the layers before (transfer). Then, for the comparison, the best
+stored config of each kernel is re-measured here (verified against float64 again, timed with
+profiling events) and the fastest is octune's time. cuDNN runs with TF32 off and
+`cudnn.benchmark = True`, timed as a CUDA graph of back-to-back calls (one small call between
+two events would time the launch, not the kernel); onnxruntime as a one-Conv model, median of
+many runs on all cores. Sums weight each layer by how often the network runs it.
+
+With `--random`, each layer is tuned a second time with random search in a database of its
+own, and the tuning-cost table says how many candidates and seconds each strategy took to reach
+95 % of the best either found.
+
+    python benchmarks/conv_layers.py --nets resnet50 mobilenet_v1 --seconds 20 --out conv.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+from octune.db.store import Store
+from octune.kernels.conv2d import FAMILY as CONV2D
+from octune.tuner.device import DeviceInfo, select_device
+from octune.tuner.family import Workload
+from octune.tuner.kernels import KernelSpec, resolve_kernels
+from octune.tuner.measure import DeviceRunner
+from octune.tuner.session import Budget, Progress, Settings, run_session
+from octune.tuner.workers import default_jobs
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    c: int
+    hw: int  # input height = width
+    k: int
+    rs: int  # filter height = width
+    stride: int = 1
+    groups: int = 1
+    count: int = 1  # how many times the network runs this layer
+
+    @property
+    def pad(self) -> int:
+        return self.rs // 2
+
+    def workload(self) -> Workload:
+        return CONV2D.workload(
+            {"n": 1, "c": self.c, "h": self.hw, "w": self.hw, "k": self.k, "r": self.rs,
+             "s": self.rs, "stride": self.stride, "pad": self.pad, "groups": self.groups}
+        )  # fmt: skip
+
+
+def _resnet50() -> list[Layer]:
+    """torchvision's ResNet-50 (v1.5: the stride on the 3x3), 53 convs, 23 distinct."""
+    layers = [Layer("conv1", 3, 224, 64, 7, stride=2)]
+    stages = [(64, 56, 3), (128, 56, 4), (256, 28, 6), (512, 14, 3)]  # width, input size, blocks
+    c_in = 64
+    for index, (width, size, blocks) in enumerate(stages, start=1):
+        stride = 1 if index == 1 else 2
+        out = size // stride
+        tag = f"layer{index}"
+        layers += [
+            Layer(f"{tag}.0.conv1", c_in, size, width, 1),
+            Layer(f"{tag}.0.conv2", width, size, width, 3, stride=stride),
+            Layer(f"{tag}.conv3", width, out, 4 * width, 1, count=blocks),
+            Layer(f"{tag}.0.downsample", c_in, size, 4 * width, 1, stride=stride),
+            Layer(f"{tag}.conv1", 4 * width, out, width, 1, count=blocks - 1),
+        ]
+        if stride == 1:  # layer1: every block's 3x3 is the same layer
+            layers[-4] = Layer(f"{tag}.conv2", width, size, width, 3, count=blocks)
+        else:
+            layers.append(Layer(f"{tag}.conv2", width, out, width, 3, count=blocks - 1))
+        c_in = 4 * width
+    return _merge(layers)
+
+
+def _mobilenet_v1() -> list[Layer]:
+    """MobileNet v1 (alpha 1, 224): a 3x3 stride-2 conv, then 13 depthwise + pointwise pairs."""
+    layers = [Layer("conv1", 3, 224, 32, 3, stride=2)]
+    plan = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), *[(512, 1)] * 5,
+            (1024, 2), (1024, 1)]  # fmt: skip
+    c, size = 32, 112
+    for index, (out_channels, stride) in enumerate(plan, start=1):
+        layers.append(Layer(f"dw{index}", c, size, c, 3, stride=stride, groups=c))
+        size //= stride
+        layers.append(Layer(f"pw{index}", c, size, out_channels, 1))
+        c = out_channels
+    return _merge(layers)
+
+
+def _merge(layers: list[Layer]) -> list[Layer]:
+    """One entry per distinct shape, counting repeats (a network's time is count x layer)."""
+    merged: dict[tuple[int, ...], Layer] = {}
+    for layer in layers:
+        key = (layer.c, layer.hw, layer.k, layer.rs, layer.stride, layer.groups)
+        if key in merged:
+            first = merged[key]
+            merged[key] = Layer(first.name, *key[:4], first.stride, first.groups,
+                                first.count + layer.count)  # fmt: skip
+        else:
+            merged[key] = layer
+    return list(merged.values())
+
+
+NETWORKS = {"resnet50": _resnet50, "mobilenet_v1": _mobilenet_v1}
+
+
+# --- tuning ------------------------------------------------------------------------------------
+
+
+def tune_layer(
+    store: Store,
+    info: DeviceInfo,
+    layer: Layer,
+    seconds: float,
+    strategy: str,
+    jobs: int,
+    seed: int,
+) -> list[dict[str, object]]:
+    """One session per kernel that takes the layer; each kernel's trace of the best so far."""
+    workload = layer.workload()
+    kernels = [k for k in resolve_kernels("conv2d") if k.takes(workload) is None]
+    traces = []
+    for kernel in kernels:
+        trace: list[tuple[int, float, float]] = []
+
+        def record(progress: Progress, trace: list[tuple[int, float, float]] = trace) -> None:
+            if progress.best is not None and progress.best.median_s:
+                trace.append((progress.tried, progress.elapsed_s, progress.best.median_s))
+
+        report = run_session(
+            store, info, kernel, workload, kernel.space.enumerate(info.limits),
+            strategy=strategy, budget=Budget(seconds=seconds / len(kernels)),
+            settings=Settings(jobs=jobs, confirm=2), seed=seed, on_result=record,
+        )  # fmt: skip
+        traces.append(
+            {"kernel": kernel.name, "tried": report.progress.tried,
+             "failures": dict(report.progress.failures), "trace": trace}
+        )  # fmt: skip
+    return traces
+
+
+def to_reach(traces: list[dict[str, object]], target_s: float) -> tuple[int | None, float | None]:
+    """Candidates and seconds (over the layer's kernels, in the order tuned) until the best so
+    far was within 95 % of ``target_s``; None if never.
+    """
+    spent_candidates, spent_seconds = 0, 0.0
+    for entry in traces:
+        trace = entry["trace"]
+        assert isinstance(trace, list)
+        for tried, elapsed, best in trace:
+            if best * 0.95 <= target_s:
+                return spent_candidates + tried, spent_seconds + elapsed
+        tried_all = entry["tried"]
+        assert isinstance(tried_all, int)
+        spent_candidates += tried_all
+        spent_seconds += trace[-1][1] if trace else 0.0
+    return None, None
+
+
+# --- timing ------------------------------------------------------------------------------------
+
+
+def octune_time(
+    store: Store, device: cl.Device, info: DeviceInfo, layer: Layer
+) -> tuple[float, KernelSpec, dict[str, int]] | None:
+    """The fastest stored kernel and config for the layer, re-measured (and re-verified) now."""
+    workload = layer.workload()
+    timed = []
+    for kernel in resolve_kernels("conv2d"):
+        if kernel.takes(workload) is not None:
+            continue
+        best = store.best(info.fingerprint, kernel.name, workload.key, kernel.sha256)
+        if best is None:
+            continue
+        runner = DeviceRunner(device, kernel, workload, seed=7, repeats=50, max_seconds=0.5)
+        measurement = runner.measure(best.config)
+        if measurement.ok and measurement.median_s:
+            timed.append((measurement.median_s, kernel, best.config))
+    return min(timed, key=lambda entry: entry[0]) if timed else None
+
+
+def cudnn_time(layer: Layer, calls: int = 20, repeats: int = 10) -> float:
+    """Seconds per call of PyTorch's conv2d (cuDNN, TF32 off, benchmark mode), timed as a CUDA
+    graph of ``calls`` back-to-back calls.
+    """
+    import torch
+
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    x = torch.randn(1, layer.c, layer.hw, layer.hw, device="cuda")
+    w = torch.randn(layer.k, layer.c // layer.groups, layer.rs, layer.rs, device="cuda")
+
+    def conv() -> torch.Tensor:
+        return torch.nn.functional.conv2d(
+            x, w, stride=layer.stride, padding=layer.pad, groups=layer.groups
+        )
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(5):  # cudnn.benchmark picks its algorithm here
+            conv()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            conv()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3 / calls)
+    return statistics.median(times)
+
+
+def onnxruntime_time(layer: Layer, min_seconds: float = 0.5) -> float:
+    """Median seconds of one Conv through onnxruntime's CPU provider (all cores)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((layer.k, layer.c // layer.groups, layer.rs, layer.rs))
+    out = (layer.hw + 2 * layer.pad - layer.rs) // layer.stride + 1
+    node = helper.make_node(
+        "Conv", ["x", "w"], ["y"], kernel_shape=[layer.rs, layer.rs],
+        strides=[layer.stride] * 2, pads=[layer.pad] * 4, group=layer.groups,
+    )  # fmt: skip
+    graph = helper.make_graph(
+        [node], layer.name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, layer.c, layer.hw, layer.hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, layer.k, out, out])],
+        [numpy_helper.from_array(weight.astype(np.float32), "w")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((1, layer.c, layer.hw, layer.hw)).astype(np.float32)
+    onnx.checker.check_model(model)
+    for _ in range(3):
+        session.run(None, {"x": x})
+    times: list[float] = []
+    while len(times) < 10 or sum(times) < min_seconds:
+        started = time.perf_counter()
+        session.run(None, {"x": x})
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nets", nargs="+", choices=sorted(NETWORKS), default=sorted(NETWORKS))
+    parser.add_argument("--seconds", type=float, default=20.0, help="tuning time per layer")
+    parser.add_argument("--db", default="sqlite:///conv_layers.db", help="model strategy's")
+    parser.add_argument("--random", action="store_true", help="also tune with random search")
+    parser.add_argument("--no-tune", action="store_true", help="only time what --db holds")
+    parser.add_argument("--layers", type=int, default=None, help="first N layers of each net")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("conv_layers.json"))
+    args = parser.parse_args()
+
+    device = select_device(args.device)
+    info = DeviceInfo.from_cl(device)
+    gpu = bool(device.type & cl.device_type.GPU)
+    anchor_name = "cuDNN" if gpu else "onnxruntime"
+    anchor = cudnn_time if gpu else onnxruntime_time
+    jobs = default_jobs(device)
+    store = Store(args.db)
+    random_store = Store(args.db.replace(".db", "_random.db")) if args.random else None
+    print(f"device: {info.name}; anchor: {anchor_name}; {args.seconds:g} s per layer", flush=True)
+
+    rows = []
+    for net in args.nets:
+        layers = NETWORKS[net]()[: args.layers]
+        for layer in layers:
+            row: dict[str, object] = {"net": net, **layer.__dict__, "flops": layer.workload().flops}
+            if not args.no_tune:
+                started = time.perf_counter()
+                row["model"] = tune_layer(store, info, layer, args.seconds, "model", jobs,
+                                          args.seed)  # fmt: skip
+                row["tune_s"] = time.perf_counter() - started
+                if random_store is not None:
+                    row["random"] = tune_layer(random_store, info, layer, args.seconds, "random",
+                                               jobs, args.seed)  # fmt: skip
+            found = octune_time(store, device, info, layer)
+            if found is None:
+                print(f"{net} {layer.name}: nothing verified", flush=True)
+                rows.append(row)
+                continue
+            seconds, kernel, config = found
+            row |= {"octune_s": seconds, "kernel": kernel.name, "config": config}
+            if random_store is not None:
+                other = octune_time(random_store, device, info, layer)
+                row["random_s"] = other[0] if other else None
+            row["anchor_s"] = anchor(layer)
+            rows.append(row)
+            print(
+                f"{net:13s} {layer.name:22s} x{layer.count} {kernel.name:17s} "
+                f"{seconds * 1e6:9.1f} us  {anchor_name} {row['anchor_s'] * 1e6:9.1f} us  "
+                f"ratio {row['anchor_s'] / seconds:5.2f}",
+                flush=True,
+            )
+            args.out.write_text(json.dumps({"device": info.name, "anchor": anchor_name,
+                                            "seconds_per_layer": args.seconds, "rows": rows},
+                                           indent=1))  # fmt: skip
+    report(rows, anchor_name, args.random)
+
+
+def report(rows: list[dict[str, object]], anchor_name: str, with_random: bool) -> None:
+    """Per-layer and per-network tables, in markdown."""
+    print(f"\n| net | layer | x | kernel | octune us | {anchor_name} us | {anchor_name}/octune |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    sums: dict[str, list[float]] = {}
+    for row in rows:
+        if "octune_s" not in row:
+            print(f"| {row['net']} | {row['name']} | {row['count']} | none verified | | | |")
+            continue
+        ours, theirs, count = row["octune_s"], row["anchor_s"], row["count"]
+        assert isinstance(ours, float) and isinstance(theirs, float) and isinstance(count, int)
+        print(
+            f"| {row['net']} | {row['name']} | {count} | {row['kernel']} | {ours * 1e6:.1f} | "
+            f"{theirs * 1e6:.1f} | {theirs / ours:.2f} |"
+        )
+        for key in (str(row["net"]), f"{row['net']} depthwise" if row["groups"] != 1 else ""):
+            if key:
+                total = sums.setdefault(key, [0.0, 0.0])
+                total[0] += count * ours
+                total[1] += count * theirs
+    print(f"\n| net (x count) | octune ms | {anchor_name} ms | octune / {anchor_name} |")
+    print("| --- | --- | --- | --- |")
+    for key, (ours, theirs) in sums.items():
+        print(f"| {key} | {ours * 1e3:.3f} | {theirs * 1e3:.3f} | {ours / theirs:.2f} |")
+    if with_random:
+        print("\n| layer | model: candidates, s to 95 % | random: candidates, s to 95 % |")
+        print("| --- | --- | --- |")
+        for row in rows:
+            if "model" not in row or "random" not in row:
+                continue
+            finals = [
+                point[2]
+                for strategy in ("model", "random")
+                for entry in row[strategy]  # type: ignore[union-attr]
+                for point in entry["trace"][-1:]
+            ]
+            if not finals:
+                continue
+            target = min(finals)
+            cells = []
+            for strategy in ("model", "random"):
+                count, seconds = to_reach(row[strategy], target)  # type: ignore[arg-type]
+                cells.append("not reached" if count is None else f"{count}, {seconds:.0f} s")
+            print(f"| {row['net']} {row['name']} | {cells[0]} | {cells[1]} |")
+
+
+if __name__ == "__main__":
+    main()
