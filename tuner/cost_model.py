@@ -190,7 +190,7 @@ class Features:
         local = [
             np.asarray(e.evaluate_masked(env)[0], dtype=float) for e in self.space.launch_local
         ]
-        size = np.prod(local, axis=0)
+        size = np.prod(np.broadcast_arrays(*local), axis=0)  # a literal size is a scalar
         if not shape.keys() >= self.space.shape_names:
             unknown = [math.nan] * len(local)
             return [*local, *unknown, size, math.nan, math.nan, math.nan]
@@ -198,7 +198,7 @@ class Features:
             np.asarray(g.evaluate_masked(env)[0], dtype=float) / lo
             for g, lo in zip(self.space.launch_global, local, strict=True)
         ]
-        groups = np.prod(groups_each, axis=0)
+        groups = np.prod(np.broadcast_arrays(*groups_each), axis=0)
         units = units or math.nan
         waves = np.ceil(groups / units)
         return [*local, *groups_each, size, groups, groups / units, groups / (waves * units)]

@@ -1,0 +1,251 @@
+// octune conv2d, implicit GEMM: im2col fused into the tile loads of a tiled GEMM, float32, NCHW.
+//
+// y[n, k, oh, ow] = sum over c, r, s of w[k, c, r, s] * x[n, g*Cg + c, oh*STRIDE - PAD +
+// r*DILATION, ow*STRIDE - PAD + s*DILATION] (zero outside the input), g = k / Kg, as PyTorch's
+// conv2d without bias. x is N x C x H x W, w is K x Cg x R x S, y is N x K x OH x OW, with
+// Cg = C/GROUPS and Kg = K/GROUPS. Per image n and group g (launch dimension 2) this is the GEMM
+//   Y_g[Kg x OH*OW] = W_g[Kg x Cg*R*S] . col_g[Cg*R*S x OH*OW]
+// where W_g is the filter as it lies and col_g the im2col matrix of the input, which is never
+// built: the B tile is gathered straight from x (zero-filled outside the image) and Y_g lands in
+// y as it lies. No copies, no workspace; any shape, edges of every tile included.
+//
+// The reduction runs over tiles of KWG channels x one filter tap (r, s), taps inner: within a
+// tile the tap is fixed, so a work-item finds its input pixels' rows and bounds once per tile and
+// column, and each element costs an address and a select; consecutive tiles revisit the same
+// input rows and filter sectors (an A tile reads W_g's columns R*S apart), which the caches
+// still hold. Channels past Cg in the last block read as zero. Rows and pixels past the edge are
+// clamped onto the last one, so every load stays inside w and x; their results are not stored.
+// Layers at batch 1 have few output tiles: small tiles (8 to 32) keep every compute unit busy.
+//
+// Workload defines: R, S, STRIDE, PAD, DILATION, GROUPS (as in kernels/conv2d.py).
+// Tuning defines (see search_spaces/conv2d_igemm.yaml):
+//   MWG, NWG        work-group tile of Y_g: MWG output channels x NWG output pixels
+//   KWG             input channels per reduction tile
+//   MDIMC, NDIMC    work-group shape: NDIMC work-items along pixels (dimension 0), MDIMC along
+//                   channels; neighbouring work-items gather neighbouring pixels (coalesced)
+//   VWM, VWN        vector width of A/B fragment reads from local memory and of y stores (VWN)
+//   KUNROLL         unroll factor of the inner reduction loop
+//   STRM, STRN      0: a work-item owns contiguous rows/columns; 1: strided by the work-group
+//   PF              1: load the next tile into registers while computing on the current one,
+//                   two local buffers (one barrier per tile); 0: load, then compute
+// Derived: each work-item computes an MWI x NWI register tile, MWI = MWG/MDIMC, NWI = NWG/NDIMC.
+
+#if !defined(MWG) || !defined(NWG) || !defined(KWG) || !defined(MDIMC) || !defined(NDIMC) || \
+    !defined(VWM) || !defined(VWN) || !defined(KUNROLL) || !defined(STRM) || !defined(STRN) || \
+    !defined(PF)
+#error "tuning parameters missing: see search_spaces/conv2d_igemm.yaml for the full list"
+#endif
+#if !defined(R) || !defined(S) || !defined(STRIDE) || !defined(PAD) || !defined(DILATION) || \
+    !defined(GROUPS)
+#error "workload defines missing: build with -D R= -D S= -D STRIDE= -D PAD= -D DILATION= -D GROUPS="
+#endif
+
+#define MWI (MWG / MDIMC)
+#define NWI (NWG / NDIMC)
+#define WGS (MDIMC * NDIMC)
+#define RS (R * S)
+// Tile elements each work-item moves: element l is v = tid + l*WGS of the tile, A's (W_g's) as
+// m = v % MWG, k = v / MWG; B's (col_g's) as n = v % NWG, k = v / NWG, so that
+// neighbouring work-items load neighbouring rows of W_g and neighbouring pixels of x, and store
+// to neighbouring local addresses (no bank conflicts).
+#define A_LOADS (MWG * KWG / WGS)
+#define B_LOADS (NWG * KWG / WGS)
+// Distinct pixel columns a work-item gathers: column j is n = tid % NWG + j * WGS.
+#define B_COLS (NWG > WGS ? NWG / WGS : 1)
+#define NBUF (PF ? 2 : 1)
+
+inline void load_local_vec(const int w, const __local float* src, float* dst) {
+    if (w == 8) {
+        vstore8(*(const __local float8*)src, 0, dst);
+    } else if (w == 4) {
+        vstore4(*(const __local float4*)src, 0, dst);
+    } else if (w == 2) {
+        vstore2(*(const __local float2*)src, 0, dst);
+    } else {
+        dst[0] = src[0];
+    }
+}
+
+inline void store_vec(const int w, const float* src, __global float* dst) {
+    if (w == 8) {
+        *(__global float8*)dst = vload8(0, src);
+    } else if (w == 4) {
+        *(__global float4*)dst = vload4(0, src);
+    } else if (w == 2) {
+        *(__global float2*)dst = vload2(0, src);
+    } else {
+        dst[0] = src[0];
+    }
+}
+
+// Position of a work-item's i-th row (or column) inside the work-group tile. Vectors of VW
+// stay contiguous either way, so local reads and global stores can be vectorised.
+inline int tile_offset(const int i, const int t, const int wi, const int dimc, const int vw,
+                       const int strided) {
+    return strided ? (i / vw) * (dimc * vw) + t * vw + (i % vw) : t * wi + i;
+}
+
+// Reads this work-item's elements of reduction tile t (channels c0..c0+KWG, tap rs) into
+// registers. wg points at W_g; a_row[l] is the clamped row offset of A element l (rows past Kg
+// repeat row Kg-1: their results are never stored). xg points at image n's group g; ih0/iw0 are
+// the top-left input pixel of each gathered column (clamped the same way past OH*OW).
+inline void load_tiles(float* ra, float* rb, const int t, const __global float* wg,
+                       const int* a_row, const __global float* xg, const int* ih0,
+                       const int* iw0, const int Cg, const int H, const int W, const int tid) {
+    const int c0 = (t / RS) * KWG;
+    const int rs = t % RS;
+    const int c_left = Cg - c0;
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l) {
+        const int k = (tid + l * WGS) / MWG;
+        ra[l] = k < c_left ? wg[a_row[l] + (c0 + k) * RS + rs] : 0.0f;
+    }
+    // The tap's input pixel of each column, and whether it lies inside the image. Without
+    // padding every tap of an output pixel does (OH and OW are defined so).
+    const int dh = (rs / S) * DILATION;
+    const int dw = (rs % S) * DILATION;
+    int offset[B_COLS];
+    bool inside[B_COLS];
+#pragma unroll
+    for (int j = 0; j < B_COLS; ++j) {
+        const int ih = ih0[j] + dh;
+        const int iw = iw0[j] + dw;
+        offset[j] = ih * W + iw;
+        inside[j] = PAD == 0 || ((uint)ih < (uint)H && (uint)iw < (uint)W);
+    }
+    const __global float* xc = xg + c0 * (H * W);
+#pragma unroll
+    for (int l = 0; l < B_LOADS; ++l) {
+        const int j = l % B_COLS;
+        const int k = (tid + l * WGS) / NWG;
+        rb[l] = inside[j] && k < c_left ? xc[k * (H * W) + offset[j]] : 0.0f;
+    }
+}
+
+// Writes what load_tiles read into the local tiles Als[k][m] and Bls[k][n]: element v of a
+// tile lies at k * MWG + m = v (k * NWG + n = v).
+inline void store_tiles(__local float* Als, __local float* Bls, const float* ra, const float* rb,
+                        const int tid) {
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l) Als[tid + l * WGS] = ra[l];
+#pragma unroll
+    for (int l = 0; l < B_LOADS; ++l) Bls[tid + l * WGS] = rb[l];
+}
+
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+void conv2d_igemm(const __global float* restrict x, const __global float* restrict w,
+                  __global float* restrict y, const int N, const int C, const int H, const int W,
+                  const int K, const int OH, const int OW) {
+    const int tn = get_local_id(0);
+    const int tm = get_local_id(1);
+    const int tid = tm * NDIMC + tn;
+    const int n0 = get_group_id(0) * NWG;  // first output pixel of the tile
+    const int m0 = get_group_id(1) * MWG;  // first output channel of the tile, within the group
+    const int image = get_global_id(2) / GROUPS;
+    const int g = get_global_id(2) % GROUPS;
+    const int Cg = C / GROUPS;
+    const int Kg = K / GROUPS;
+    const int P = OH * OW;
+    const int ld = Cg * RS;  // row length of W_g
+
+    const __global float* wg = w + g * Kg * ld;
+    const __global float* xg = x + (image * C + g * Cg) * (H * W);
+    __global float* yg = y + (image * K + g * Kg) * P;
+
+    // Per work-item, once: the filter rows it loads and the output pixels it gathers for.
+    int a_row[A_LOADS];
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l) a_row[l] = min(m0 + (tid + l * WGS) % MWG, Kg - 1) * ld;
+    int ih0[B_COLS];
+    int iw0[B_COLS];
+#pragma unroll
+    for (int j = 0; j < B_COLS; ++j) {
+        const int p = min(n0 + tid % NWG + j * WGS, P - 1);
+        ih0[j] = (p / OW) * STRIDE - PAD;
+        iw0[j] = (p % OW) * STRIDE - PAD;
+    }
+
+    __local float Als[NBUF * KWG * MWG] __attribute__((aligned(32)));  // [buffer][k][m]
+    __local float Bls[NBUF * KWG * NWG] __attribute__((aligned(32)));  // [buffer][k][n]
+    float ra[A_LOADS];
+    float rb[B_LOADS];
+
+    int m_of[MWI];
+    int n_of[NWI];
+#pragma unroll
+    for (int i = 0; i < MWI; ++i) m_of[i] = tile_offset(i, tm, MWI, MDIMC, VWM, STRM);
+#pragma unroll
+    for (int j = 0; j < NWI; ++j) n_of[j] = tile_offset(j, tn, NWI, NDIMC, VWN, STRN);
+
+    float acc[MWI][NWI];
+#pragma unroll
+    for (int i = 0; i < MWI; ++i) {
+#pragma unroll
+        for (int j = 0; j < NWI; ++j) acc[i][j] = 0.0f;
+    }
+
+    const int tiles = (Cg + KWG - 1) / KWG * RS;
+#if PF
+    load_tiles(ra, rb, 0, wg, a_row, xg, ih0, iw0, Cg, H, W, tid);
+    store_tiles(Als, Bls, ra, rb, tid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    int buf = 0;  // local buffer the compute loop reads
+    for (int t = 0; t < tiles; ++t) {
+#if PF
+        // Issue the next tile's global loads now; they complete while this tile is computed.
+        const bool more = t + 1 < tiles;
+        if (more) load_tiles(ra, rb, t + 1, wg, a_row, xg, ih0, iw0, Cg, H, W, tid);
+#else
+        load_tiles(ra, rb, t, wg, a_row, xg, ih0, iw0, Cg, H, W, tid);
+        store_tiles(Als, Bls, ra, rb, tid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+        const __local float* Acur = Als + buf * (KWG * MWG);
+        const __local float* Bcur = Bls + buf * (KWG * NWG);
+#pragma unroll 1
+        for (int kk = 0; kk < KWG; kk += KUNROLL) {
+#pragma unroll
+            for (int ku = 0; ku < KUNROLL; ++ku) {
+                const int k = kk + ku;
+                float a[MWI];
+                float b[NWI];
+#pragma unroll
+                for (int i = 0; i < MWI; i += VWM) load_local_vec(VWM, Acur + k * MWG + m_of[i], a + i);
+#pragma unroll
+                for (int j = 0; j < NWI; j += VWN) load_local_vec(VWN, Bcur + k * NWG + n_of[j], b + j);
+#pragma unroll
+                for (int i = 0; i < MWI; ++i) {
+#pragma unroll
+                    for (int j = 0; j < NWI; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+                }
+            }
+        }
+#if PF
+        // The other buffer was last read before the previous barrier: safe to fill now.
+        buf = 1 - buf;
+        if (more) store_tiles(Als + buf * (KWG * MWG), Bls + buf * (KWG * NWG), ra, rb, tid);
+#endif
+        // PF: the next tile is in place; otherwise: everyone is done reading this one.
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    // Interior tiles with aligned rows store whole vectors; edge tiles store element by element.
+    const int m_left = Kg - m0;
+    const int n_left = P - n0;
+    const bool fast_store = m_left >= MWG && n_left >= NWG && P % VWN == 0;
+#pragma unroll
+    for (int i = 0; i < MWI; ++i) {
+        const int m = m_of[i];
+        __global float* y_row = yg + (m0 + m) * P + n0;
+        if (fast_store) {
+#pragma unroll
+            for (int j = 0; j < NWI; j += VWN) store_vec(VWN, acc[i] + j, y_row + n_of[j]);
+        } else if (m < m_left) {
+#pragma unroll
+            for (int j = 0; j < NWI; ++j) {
+                if (n_of[j] < n_left) y_row[n_of[j]] = acc[i][j];
+            }
+        }
+    }
+}
