@@ -126,12 +126,19 @@ def tune_layer(
     layer: Layer,
     seconds: float,
     strategy: str,
-    jobs: int,
+    settings: Settings,
     seed: int,
+    only: list[str] | None = None,
 ) -> list[dict[str, object]]:
-    """One session per kernel that takes the layer; each kernel's trace of the best so far."""
+    """One session per kernel that takes the layer (of ``only``, if given); each kernel's trace
+    of the best so far.
+    """
     workload = layer.workload()
-    kernels = [k for k in resolve_kernels("conv2d") if k.takes(workload) is None]
+    kernels = [
+        k
+        for k in resolve_kernels("conv2d")
+        if k.takes(workload) is None and (only is None or k.name in only)
+    ]
     traces = []
     for kernel in kernels:
         trace: list[tuple[int, float, float]] = []
@@ -143,7 +150,7 @@ def tune_layer(
         report = run_session(
             store, info, kernel, workload, kernel.space.enumerate(info.limits),
             strategy=strategy, budget=Budget(seconds=seconds / len(kernels)),
-            settings=Settings(jobs=jobs, confirm=2), seed=seed, on_result=record,
+            settings=settings, seed=seed, on_result=record,
         )  # fmt: skip
         traces.append(
             {"kernel": kernel.name, "tried": report.progress.tried,
@@ -276,6 +283,8 @@ def main() -> None:
     parser.add_argument("--random", action="store_true", help="also tune with random search")
     parser.add_argument("--no-tune", action="store_true", help="only time what --db holds")
     parser.add_argument("--layers", type=int, default=None, help="first N layers of each net")
+    parser.add_argument("--kernels", nargs="+", default=None, help="tune only these kernels")
+    parser.add_argument("--confirm", type=int, default=2, help="top candidates re-measured")
     parser.add_argument("--device", default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("conv_layers.json"))
@@ -286,7 +295,7 @@ def main() -> None:
     gpu = bool(device.type & cl.device_type.GPU)
     anchor_name = "cuDNN" if gpu else "onnxruntime"
     anchor = cudnn_time if gpu else onnxruntime_time
-    jobs = default_jobs(device)
+    settings = Settings(jobs=default_jobs(device), confirm=args.confirm)
     store = Store(args.db)
     random_store = Store(args.db.replace(".db", "_random.db")) if args.random else None
     print(f"device: {info.name}; anchor: {anchor_name}; {args.seconds:g} s per layer", flush=True)
@@ -298,12 +307,12 @@ def main() -> None:
             row: dict[str, object] = {"net": net, **layer.__dict__, "flops": layer.workload().flops}
             if not args.no_tune:
                 started = time.perf_counter()
-                row["model"] = tune_layer(store, info, layer, args.seconds, "model", jobs,
-                                          args.seed)  # fmt: skip
+                row["model"] = tune_layer(store, info, layer, args.seconds, "model", settings,
+                                          args.seed, args.kernels)  # fmt: skip
                 row["tune_s"] = time.perf_counter() - started
                 if random_store is not None:
                     row["random"] = tune_layer(random_store, info, layer, args.seconds, "random",
-                                               jobs, args.seed)  # fmt: skip
+                                               settings, args.seed, args.kernels)  # fmt: skip
             found = octune_time(store, device, info, layer)
             if found is None:
                 print(f"{net} {layer.name}: nothing verified", flush=True)

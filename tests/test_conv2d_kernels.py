@@ -10,6 +10,7 @@ import pyopencl as cl
 import pytest
 
 from octune.kernels.conv2d import FAMILY, conv2d_reference
+from octune.tuner.cost_model import Context, Features
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec, kernels_of, load_kernel
 from octune.tuner.measure import DeviceRunner
@@ -78,3 +79,19 @@ def test_reference_matches_a_direct_sum() -> None:
             row, col = i * stride + r * dilation, j * stride + s * dilation
             expected[n, k, i, j] += padded[n, g * w.shape[1] + c, row, col] * w[k, c, r, s]
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_cost_model_sees_every_conv2d_kernels_launch(device_info: DeviceInfo) -> None:
+    """Launch columns come from the family's derived variables (OH, OW) and literal local
+    sizes, for every kernel: none may be unknown, or the model would not see the geometry.
+    """
+    layer = FAMILY.workload(LAYERS["3x3 pad 1"])
+    context = Context(device_info.to_dict(), layer.shape)
+    for name in kernels_of("conv2d"):
+        space = load_kernel(name).space
+        features = Features(space)
+        table = space.enumerate(device_info.limits)
+        x = features.matrix(table.values[:50], context)
+        launch = [i for i, n in enumerate(features.names) if n.startswith(("groups", "local_"))]
+        assert np.isfinite(x[:, launch]).all(), name
+        assert np.isfinite(x[:, features.names.index("shape_oh")]).all(), name
