@@ -447,8 +447,9 @@ def _family(name: str, tables: Sequence[KernelTable]) -> str:
    (OCTUNE_MATCH_*), or -1 where no kernel takes the shape. */
 static inline int {fn}_lookup({args}, struct octune_config *cfg) {{
     int64_t q_[{len(keys)}];
-    struct octune_config candidate_;
+    struct octune_config candidate_ = {{0}};
     int found_ = 0;
+    *cfg = candidate_;  /* every field set, as compilers cannot tell that found_ guards it */
     {fill}
 {calls}
     return found_ ? cfg->match : -1;
@@ -540,11 +541,11 @@ static const int octune_match_rank_[{len(MATCHES)}] = {{{ranks}}};
    lower time (unknown last); then the kernel name. */
 static inline void octune_keep_better_(struct octune_config *best,
                                        const struct octune_config *candidate, int *found) {{
-    double a = candidate->time_s < 0 ? 1e300 : candidate->time_s;
-    double b = best->time_s < 0 ? 1e300 : best->time_s;
+    double a = candidate->time_s < 0 ? 1e300 : candidate->time_s, b;
     int ra = octune_match_rank_[candidate->match], rb;
     const char *x = candidate->kernel, *y;
-    if (*found) {{
+    if (*found) {{  /* *best is only read once it holds an answer */
+        b = best->time_s < 0 ? 1e300 : best->time_s;
         rb = octune_match_rank_[best->match];
         if (ra != rb) {{ if (ra > rb) return; }}
         else if (a != b) {{ if (a > b) return; }}

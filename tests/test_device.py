@@ -93,6 +93,11 @@ def test_a_real_build_error_reads_as_the_compilers_one_line(cl_device: cl.Device
             "<kernel>:3:5: error: use of undeclared identifier 'MWG'",
             "error: use of undeclared identifier 'MWG'",
         ),
+        (
+            "error: /root/.cache/pocl/kcache/tempfile_Bo2XlF.cl:1:26: expected parameter "
+            "declarator\n3 errors generated.",
+            "error: expected parameter declarator",
+        ),
         ("", "(no message)"),
     ],
 )

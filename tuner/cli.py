@@ -247,7 +247,7 @@ def _tune_one(
     seed: int | None,
 ) -> SessionReport:
     table = task.kernel.space.enumerate(info.limits)
-    console.print(f"[bold]{task.workload}[/]: {len(table):,} legal configs")
+    console.print(f"[bold]{task.workload}[/] with {task.kernel.name}: {len(table):,} legal configs")
     with Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),

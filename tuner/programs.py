@@ -8,11 +8,12 @@ the driver version), the exact source and the build options.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import platformdirs
@@ -25,6 +26,21 @@ def default_cache_root() -> Path:
     if root := os.environ.get(CACHE_ENV_VAR):
         return Path(root)
     return Path(platformdirs.user_cache_dir("octune")) / "programs"
+
+
+@contextlib.contextmanager
+def _compiler_stderr_silenced() -> Iterator[None]:
+    """PoCL's compiler prints diagnostics ("3 errors generated.") straight to the process's
+    stderr as well as into the build log; the log is what octune reports, in one line.
+    """
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class ProgramCache:
@@ -56,7 +72,8 @@ class ProgramCache:
                     return cl.Program(context, context.devices, [binary]).build(options=options)
                 except (cl.Error, OSError):
                     pass
-            program = cl.Program(context, source).build(options=list(options))
+            with _compiler_stderr_silenced():
+                program = cl.Program(context, source).build(options=list(options))
         self._save(path, program.binaries[0])
         return program
 

@@ -26,8 +26,9 @@ def config_key(config: Config) -> str:
 # with its address, the options. None of it says why; the log's error line does.
 _WRAPPER_LINE = re.compile(r"^(cl\w+ failed:|Build on <|\(options:|Device .* failed to build)")
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
-# Where in the source: a file or program name (Intel numbers each build) with line and column.
-_LOCATION = re.compile(r"^\S*?:\d+(?::\d+)*:\s+(?=\w)")
+# Where in the source: a file or program name (Intel numbers each build, PoCL 3.0 names a new
+# temporary file after "error: ") with line and column.
+_LOCATION = re.compile(r"(?:^|(?<=^error: ))\S*?:\d+(?::\d+)*:\s+(?=\w)")
 
 
 def one_line_reason(message: str) -> str:

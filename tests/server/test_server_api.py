@@ -156,7 +156,7 @@ def test_unknown_device_and_kernel_are_404_with_closest_names(client, seeder, de
         },
     )
     assert response.status_code == 404
-    assert response.json()["message"] == "unknown kernel 'gemn': closest: gemm"
+    assert response.json()["message"].startswith("unknown kernel 'gemn': closest: gemm")
 
 
 @pytest.mark.parametrize(
