@@ -117,6 +117,11 @@ def _merge(layers: list[Layer]) -> list[Layer]:
 NETWORKS = {"resnet50": _resnet50, "mobilenet_v1": _mobilenet_v1}
 
 
+def kernels_taking(workload: Workload) -> list[KernelSpec]:
+    """The conv2d kernels whose space's ``requires:`` admits the layer."""
+    return [k for k in resolve_kernels("conv2d") if k.takes(workload) is None]
+
+
 # --- tuning ------------------------------------------------------------------------------------
 
 
@@ -134,11 +139,7 @@ def tune_layer(
     of the best so far.
     """
     workload = layer.workload()
-    kernels = [
-        k
-        for k in resolve_kernels("conv2d")
-        if k.takes(workload) is None and (only is None or k.name in only)
-    ]
+    kernels = [k for k in kernels_taking(workload) if only is None or k.name in only]
     traces = []
     for kernel in kernels:
         trace: list[tuple[int, float, float]] = []
@@ -186,9 +187,7 @@ def octune_time(
     """The fastest stored kernel and config for the layer, re-measured (and re-verified) now."""
     workload = layer.workload()
     timed = []
-    for kernel in resolve_kernels("conv2d"):
-        if kernel.takes(workload) is not None:
-            continue
+    for kernel in kernels_taking(workload):
         best = store.best(info.fingerprint, kernel.name, workload.key, kernel.sha256)
         if best is None:
             continue
@@ -247,7 +246,7 @@ def onnxruntime_time(layer: Layer, min_seconds: float = 0.5) -> float:
 
     rng = np.random.default_rng(0)
     weight = rng.standard_normal((layer.k, layer.c // layer.groups, layer.rs, layer.rs))
-    out = (layer.hw + 2 * layer.pad - layer.rs) // layer.stride + 1
+    out = layer.workload().shape_vars()["OH"]  # the family's own rule, as the tuner uses
     node = helper.make_node(
         "Conv", ["x", "w"], ["y"], kernel_shape=[layer.rs, layer.rs],
         strides=[layer.stride] * 2, pads=[layer.pad] * 4, group=layer.groups,
