@@ -70,21 +70,7 @@
 #define M_SIZE (EDIM > 1 ? 16 * KDIM * TWG : 0)  // one row of M per work-item row, staged
 #define LDS_SIZE (NBUF * CHUNK_SIZE > M_SIZE ? NBUF * CHUNK_SIZE : M_SIZE)
 
-// Position of a work-item's i-th row (or column) inside the work-group tile: vectors of vw
-// consecutive elements, strided by the work-group.
-inline int tile_offset(const int i, const int t, const int dimc, const int vw) {
-    return (i / vw) * (dimc * vw) + t * vw + (i % vw);
-}
-
-inline void load_local_vec(const int w, const __local float* src, float* dst) {
-    if (w == 4) {
-        vstore4(*(const __local float4*)src, 0, dst);
-    } else if (w == 2) {
-        vstore2(*(const __local float2*)src, 0, dst);
-    } else {
-        dst[0] = src[0];
-    }
-}
+#include "vector_io.clh"
 
 // U = G g G^T with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]: g is 3x3, u is 4x4, row-major.
 inline void filter_transform(const float* g, float* u) {
@@ -246,9 +232,9 @@ void conv2d_winograd(const __global float* restrict x, const __global float* res
     int k_of[KPT];
     int t_of[TPT];
 #pragma unroll
-    for (int i = 0; i < KPT; ++i) k_of[i] = tile_offset(i, tk, KDIM, VWK);
+    for (int i = 0; i < KPT; ++i) k_of[i] = tile_offset(i, tk, KPT, KDIM, VWK, 1);
 #pragma unroll
-    for (int j = 0; j < TPT; ++j) t_of[j] = tile_offset(j, tt, TDIM, VWT);
+    for (int j = 0; j < TPT; ++j) t_of[j] = tile_offset(j, tt, TPT, TDIM, VWT, 1);
 
     float acc[EPT][KPT][TPT];
 #pragma unroll
@@ -342,7 +328,7 @@ void conv2d_winograd(const __global float* restrict x, const __global float* res
             float m[16];
 #pragma unroll
             for (int e = 0; e < 16; ++e) m[e] = Ms[(e * KDIM + kd) * TWG + t];
-            store_output(m, k0 + tile_offset(i, kd, KDIM, VWK), t0 + t, y, N, K, OH, OW);
+            store_output(m, k0 + tile_offset(i, kd, KPT, KDIM, VWK, 1), t0 + t, y, N, K, OH, OW);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }

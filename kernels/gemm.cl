@@ -35,62 +35,7 @@
 #define NWI (NWG / NDIMC)
 #define WGS (MDIMC * NDIMC)
 
-// Reads W consecutive floats at an address aligned to W floats into a private array.
-// W is a compile-time constant at every call, so the unused branches fold away.
-inline void load_vec(const int w, const __global float* src, float* dst) {
-    if (w == 8) {
-        vstore8(*(const __global float8*)src, 0, dst);
-    } else if (w == 4) {
-        vstore4(*(const __global float4*)src, 0, dst);
-    } else if (w == 2) {
-        vstore2(*(const __global float2*)src, 0, dst);
-    } else {
-        dst[0] = src[0];
-    }
-}
-
-inline void load_local_vec(const int w, const __local float* src, float* dst) {
-    if (w == 8) {
-        vstore8(*(const __local float8*)src, 0, dst);
-    } else if (w == 4) {
-        vstore4(*(const __local float4*)src, 0, dst);
-    } else if (w == 2) {
-        vstore2(*(const __local float2*)src, 0, dst);
-    } else {
-        dst[0] = src[0];
-    }
-}
-
-inline void store_local_vec(const int w, const float* src, __local float* dst) {
-    if (w == 8) {
-        *(__local float8*)dst = vload8(0, src);
-    } else if (w == 4) {
-        *(__local float4*)dst = vload4(0, src);
-    } else if (w == 2) {
-        *(__local float2*)dst = vload2(0, src);
-    } else {
-        dst[0] = src[0];
-    }
-}
-
-inline void store_vec(const int w, const float* src, __global float* dst) {
-    if (w == 8) {
-        *(__global float8*)dst = vload8(0, src);
-    } else if (w == 4) {
-        *(__global float4*)dst = vload4(0, src);
-    } else if (w == 2) {
-        *(__global float2*)dst = vload2(0, src);
-    } else {
-        dst[0] = src[0];
-    }
-}
-
-// Position of a work-item's i-th row (or column) inside the work-group tile. Vectors of VW
-// stay contiguous either way, so local reads and global stores can be vectorised.
-inline int tile_offset(const int i, const int t, const int wi, const int dimc, const int vw,
-                       const int strided) {
-    return strided ? (i / vw) * (dimc * vw) + t * vw + (i % vw) : t * wi + i;
-}
+#include "vector_io.clh"
 
 // Staging a tile goes global memory -> private registers -> local memory in two steps, so that
 // with PF the loads of the next tile can be issued before the compute loop of the current one

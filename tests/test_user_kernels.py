@@ -35,7 +35,10 @@ def test_a_users_kernel_folder_tunes_looks_up_and_exports(tmp_path: Path) -> Non
     exported = octune(*user, "export", "--device", payload["device_fingerprint"],
                       "--out", str(bundle), "--no-model", db=db)  # fmt: skip
     assert exported.returncode == 0, exported.stderr
-    # The bundle answers without the user's folder: it carries the family's lookup rules.
+    # The bundle answers without the user's folder: it carries the family's lookup rules, and
+    # the template with its #include pasted in.
+    (template,) = (bundle / "kernels").glob("transpose-*.cl")
+    assert "inline bool inside(" in template.read_text()
     exact = octune("lookup", str(bundle), "transpose", *shape)
     assert exact.returncode == 0, exact.stderr
     assert json.loads(exact.stdout)["match"] == "exact"
@@ -69,3 +72,8 @@ def test_a_broken_users_folder_is_named_in_one_line(tmp_path: Path) -> None:
     result = octune("--kernel-dir", str(folder), "tune", "transpose", "--rows", "8", "--cols", "8",
                     "--budget", "6", db=tmp_path / "third.db")  # fmt: skip
     assert_one_line_error(result, "build_error")
+
+    folder = _folder(tmp_path / "fourth")
+    (folder / "bounds.clh").unlink()
+    result = octune("--kernel-dir", str(folder), "tune", "transpose", "--rows", "8", "--cols", "8")
+    assert_one_line_error(result, "transpose.cl includes bounds.clh", "not beside it")

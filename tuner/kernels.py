@@ -7,6 +7,10 @@ that defines ``FAMILY`` (see ``octune.tuner.family``). octune's own live in ``ke
 (templates and family modules) and ``search_spaces/``; a user's kernel folder holds all three
 kinds of file side by side and is added with ``octune --kernel-dir DIR`` or
 ``$OCTUNE_KERNEL_PATH`` (folders separated by ``:``).
+
+Templates share helper code through ``#include "NAME.clh"`` lines naming a file beside them.
+octune pastes the file in itself rather than leaving it to the OpenCL compiler, so that the
+kernel version hashes what is really built and a bundle carries one self-contained source.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import yaml
@@ -178,8 +183,27 @@ def _kernel_files() -> dict[str, tuple[str, str, str]]:
         template = template_dir.joinpath(f"{template_name}.cl")
         if not template.is_file():
             raise OctuneError(f"{origin} names template {template_name}.cl, which is not beside it")
-        found[name] = (space_text, template.read_text(), origin)
+        found[name] = (space_text, _expand_includes(template, template_dir), origin)
     return found
+
+
+_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+\.clh)"[ \t]*\n?', re.MULTILINE)
+
+
+def _expand_includes(template: Traversable, folder: Traversable) -> str:
+    """The template with each ``#include "NAME.clh"`` line replaced by that file (one level:
+    helper files include nothing, so there is no order or cycle to resolve).
+    """
+
+    def paste(match: re.Match[str]) -> str:
+        helper = folder.joinpath(match.group(1))
+        if not helper.is_file():
+            raise OctuneError(
+                f"{template.name} includes {match.group(1)}, which is not beside it"
+            )
+        return helper.read_text()
+
+    return _INCLUDE.sub(paste, template.read_text())
 
 
 def _template_name(space_text: str, origin: str) -> str:
