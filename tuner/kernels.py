@@ -198,9 +198,7 @@ def _expand_includes(template: Traversable, folder: Traversable) -> str:
     def paste(match: re.Match[str]) -> str:
         helper = folder.joinpath(match.group(1))
         if not helper.is_file():
-            raise OctuneError(
-                f"{template.name} includes {match.group(1)}, which is not beside it"
-            )
+            raise OctuneError(f"{template.name} includes {match.group(1)}, which is not beside it")
         return helper.read_text()
 
     return _INCLUDE.sub(paste, template.read_text())
