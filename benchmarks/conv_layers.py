@@ -36,8 +36,8 @@ from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, resolve_kernels
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.session import Budget, Progress, Settings, run_session
-from octune.tuner.workers import default_jobs
+from octune.tuner.session import Budget, Progress, Settings, open_builds, run_session
+from octune.tuner.workers import BuildPool, default_jobs
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,7 @@ def tune_layer(
     settings: Settings,
     seed: int,
     only: list[str] | None = None,
+    builds: BuildPool | None = None,
 ) -> list[dict[str, object]]:
     """One session per kernel that takes the layer (of ``only``, if given); each kernel's trace
     of the best so far.
@@ -151,7 +152,7 @@ def tune_layer(
         report = run_session(
             store, info, kernel, workload, kernel.space.enumerate(info.limits),
             strategy=strategy, budget=Budget(seconds=seconds / len(kernels)),
-            settings=settings, seed=seed, on_result=record,
+            settings=settings, seed=seed, on_result=record, builds=builds,
         )  # fmt: skip
         traces.append(
             {"kernel": kernel.name, "tried": report.progress.tried,
@@ -298,6 +299,7 @@ def main() -> None:
     store = Store(args.db)
     random_store = Store(args.db.replace(".db", "_random.db")) if args.random else None
     print(f"device: {info.name}; anchor: {anchor_name}; {args.seconds:g} s per layer", flush=True)
+    builds = open_builds(info, settings)  # one set of builders for every layer and kernel
 
     rows = []
     for net in args.nets:
@@ -307,11 +309,13 @@ def main() -> None:
             if not args.no_tune:
                 started = time.perf_counter()
                 row["model"] = tune_layer(store, info, layer, args.seconds, "model", settings,
-                                          args.seed, args.kernels)  # fmt: skip
+                                          args.seed, args.kernels, builds)  # fmt: skip
                 row["tune_s"] = time.perf_counter() - started
                 if random_store is not None:
-                    row["random"] = tune_layer(random_store, info, layer, args.seconds, "random",
-                                               settings, args.seed, args.kernels)  # fmt: skip
+                    row["random"] = tune_layer(
+                        random_store, info, layer, args.seconds, "random", settings, args.seed,
+                        args.kernels, builds,
+                    )  # fmt: skip
             found = octune_time(store, device, info, layer)
             if found is None:
                 print(f"{net} {layer.name}: nothing verified", flush=True)
@@ -333,6 +337,8 @@ def main() -> None:
             args.out.write_text(json.dumps({"device": info.name, "anchor": anchor_name,
                                             "seconds_per_layer": args.seconds, "rows": rows},
                                            indent=1))  # fmt: skip
+    if builds is not None:
+        builds.close()
     report(rows, anchor_name, args.random)
 
 

@@ -30,13 +30,14 @@ from octune.tuner.session import (
     SessionReport,
     Settings,
     check_seed,
+    open_builds,
     parse_duration,
     run_session,
 )
 from octune.tuner.session import Progress as SessionProgress
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies.base import available_strategies
-from octune.tuner.workers import default_jobs
+from octune.tuner.workers import BuildPool, default_jobs
 
 app = typer.Typer(
     help="Auto-tune OpenCL kernels, store the best verified configs, look them up.",
@@ -192,24 +193,29 @@ def tune(
     rows: list[dict[str, object]] = []
     used_candidates, used_earlier, started = 0, 0.0, time.monotonic()
     interrupted = False
-    for index, task in enumerate(tasks):
-        used_seconds = used_earlier + time.monotonic() - started
-        part = share(total, len(tasks) - index, used_candidates, used_seconds)
-        if part is None:
-            console.print(f"Budget spent: {task.workload} and those after it were not tuned.")
-            break
-        report = _tune_one(store, info, task, strategy, part, settings, seed)
-        if upload is not None and token is not None:
-            _upload(store, report, upload, token)
-        # With --resume, what earlier runs spent on this workload is part of what it used.
-        used_candidates += report.progress.tried + (
-            report.progress.already_measured if resume else 0
-        )
-        used_earlier += report.progress.earlier_s
-        rows.append(_summary_row(store, info, task, report, objective))
-        if report.interrupted:
-            interrupted = True
-            break
+    builds = open_builds(info, settings)
+    try:
+        for index, task in enumerate(tasks):
+            used_seconds = used_earlier + time.monotonic() - started
+            part = share(total, len(tasks) - index, used_candidates, used_seconds)
+            if part is None:
+                console.print(f"Budget spent: {task.workload} and those after it were not tuned.")
+                break
+            report = _tune_one(store, info, task, strategy, part, settings, seed, builds)
+            if upload is not None and token is not None:
+                _upload(store, report, upload, token)
+            # With --resume, what earlier runs spent on this workload is part of what it used.
+            used_candidates += report.progress.tried + (
+                report.progress.already_measured if resume else 0
+            )
+            used_earlier += report.progress.earlier_s
+            rows.append(_summary_row(store, info, task, report, objective))
+            if report.interrupted:
+                interrupted = True
+                break
+    finally:
+        if builds is not None:
+            builds.close()
     _print_summary(rows, objective)
     if summary is not None:
         summary.write_text(json.dumps(rows, indent=2))
@@ -245,6 +251,7 @@ def _tune_one(
     budget: Budget,
     settings: Settings,
     seed: int | None,
+    builds: BuildPool | None,
 ) -> SessionReport:
     table = task.kernel.space.enumerate(info.limits)
     console.print(f"[bold]{task.workload}[/] with {task.kernel.name}: {len(table):,} legal configs")
@@ -268,6 +275,7 @@ def _tune_one(
         report = run_session(
             store, info, task.kernel, task.workload, table,
             strategy=strategy, budget=budget, settings=settings, seed=seed, on_result=show,
+            builds=builds,
         )  # fmt: skip
     progress = report.progress
     failures = ", ".join(f"{count} {status}" for status, count in progress.failures.items())

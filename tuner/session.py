@@ -206,16 +206,16 @@ class Pipeline:
     device, whose timings the main loop's work would disturb) each candidate is measured alone.
     """
 
-    def __init__(self, job: Job, jobs: int, timeout: float) -> None:
+    def __init__(self, job: Job, builds: BuildPool | None, timeout: float) -> None:
         self.job = job
-        self.builds = BuildPool(job, jobs) if jobs > 0 else None
+        self.builds = builds
         self.measurer = Measurer(job, timeout)
         # Candidates in flight (building, built, on the device). A learning strategy proposes
         # blind to all of them, so the window starts small and widens only while the device
         # has to wait for builds, up to two per builder (replayed on nine H100 recordings, 32
         # in flight from the start needed 1.1-2.7 times the measurements to 95 % of one at a
         # time; benchmarks/RESULTS.md).
-        self.widest = 2 * jobs if jobs > 0 else 1
+        self.widest = 2 * builds.jobs if builds is not None else 1
         self.window = min(self.widest, FIRST_WINDOW)
         self._building: dict[Future[str | None], tuple[int, Config]] = {}
         self._ready: deque[tuple[int, Config, str | None]] = deque()
@@ -232,7 +232,7 @@ class Pipeline:
             self._ready.append((row, config, None))  # the measurer builds it itself
             return
         options = self.job.kernel.build_options(config, self.job.workload)
-        self._building[self.builds.submit(options)] = (row, config)
+        self._building[self.builds.submit(self.job.kernel.source, options)] = (row, config)
 
     def next_result(self) -> tuple[int, Measurement]:
         """The next finished candidate, in the order builds complete."""
@@ -274,9 +274,21 @@ class Pipeline:
                 self._failed.append((row, failed))
 
     def close(self) -> None:
-        if self.builds is not None:
-            self.builds.close()
+        """Stop the measurer; builds of this session still queued are dropped (the pool is
+        its owner's to close).
+        """
+        for future in self._building:
+            future.cancel()
         self.measurer.close()
+
+
+def open_builds(device: DeviceInfo, settings: Settings) -> BuildPool | None:
+    """The builder processes ``settings`` asks for (None for ``jobs == 0``), to pass to every
+    ``run_session`` of a run.
+    """
+    if settings.jobs == 0:
+        return None
+    return BuildPool(device.fingerprint, settings.cache_root, settings.jobs)
 
 
 def run_session(
@@ -291,7 +303,11 @@ def run_session(
     settings: Settings | None = None,
     seed: int | None = None,
     on_result: Callable[[Progress], None] | None = None,
+    builds: BuildPool | None = None,
 ) -> SessionReport:
+    """Tune one kernel on one workload. ``builds``: a running pool to share with the caller's
+    other sessions (see ``open_builds``); without one the session starts its own.
+    """
     settings = settings or Settings()
     check_seed(seed)
     strategy_class = get_strategy(strategy)
@@ -349,7 +365,10 @@ def run_session(
     started = time.monotonic()
     interrupted = False
     systematic: str | None = None
-    pipeline = Pipeline(job, settings.jobs, timeout)
+    own_builds = builds is None and settings.jobs > 0
+    if own_builds:
+        builds = open_builds(device, settings)
+    pipeline = Pipeline(job, builds, timeout)
     try:
         while True:
             due = proposals_due(pipeline.window, pipeline.pending)
@@ -391,6 +410,8 @@ def run_session(
         interrupted = True
     finally:
         pipeline.close()
+        if own_builds and builds is not None:
+            builds.close()
         ending = "interrupted" if interrupted else "failed" if systematic else "completed"
         store.finish_session(session_id, ending)
     if systematic is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import Self
 
 import pyopencl as cl
 
@@ -97,43 +98,58 @@ def _detach() -> None:
 
 # ---- builders -------------------------------------------------------------------------
 
-_builder: tuple[cl.Context, str, Job] | None = None
+_builder: tuple[cl.Context, str, ProgramCache] | None = None
 
 
-def _builder_start(job: Job) -> None:
+def _builder_start(device_fingerprint: str, cache_root: str | None) -> None:
     global _builder
     _detach()
-    device = find_device(job.device_fingerprint)
-    _builder = (cl.Context([device]), job.device_fingerprint, job)
+    device = find_device(device_fingerprint)
+    cache = ProgramCache(None if cache_root is None else Path(cache_root))
+    _builder = (cl.Context([device]), device_fingerprint, cache)
 
 
-def _build(options: list[str]) -> str | None:
+def _build(source: str, options: list[str]) -> str | None:
     """Fill the program cache; the compiler's message on failure, None on success."""
     assert _builder is not None
-    context, fingerprint, job = _builder
+    context, fingerprint, cache = _builder
     try:
-        job.cache.build(context, fingerprint, job.kernel.source, options)
+        cache.build(context, fingerprint, source, options)
     except cl.Error as error:
         return str(error).strip()
     return None
 
 
 class BuildPool:
-    """`jobs` builder processes; `submit` returns a future of the build error (None: built)."""
+    """`jobs` builder processes for one device, any kernel; `submit` returns a future of the
+    build error (None: built). Starting them (an interpreter and a device context each) takes
+    seconds, so one pool serves every session of a run: ``octune tune`` opens it once for all
+    its workloads and kernels.
+    """
 
-    def __init__(self, job: Job, jobs: int) -> None:
+    def __init__(self, device_fingerprint: str, cache_root: str | None, jobs: int) -> None:
+        self.jobs = jobs
         self._pool = ProcessPoolExecutor(
-            max_workers=jobs, mp_context=_CONTEXT, initializer=_builder_start, initargs=(job,)
+            max_workers=jobs,
+            mp_context=_CONTEXT,
+            initializer=_builder_start,
+            initargs=(device_fingerprint, cache_root),
         )
 
-    def submit(self, options: list[str]) -> Future[str | None]:
-        return self._pool.submit(_build, options)
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def submit(self, source: str, options: list[str]) -> Future[str | None]:
+        return self._pool.submit(_build, source, options)
 
     def close(self) -> None:
         processes = list((self._pool._processes or {}).values())
         self._pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
-            process.kill()  # a build in a hung compiler must not outlive the session
+            process.kill()  # a build in a hung compiler must not outlive the run
 
 
 # ---- the measurer ---------------------------------------------------------------------
