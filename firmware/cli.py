@@ -14,15 +14,13 @@ from rich.console import Console
 from octune.db.store import ENV_VAR, Store
 from octune.firmware.bundle import FORMAT_FILES, load_bundle
 from octune.firmware.export import export_bundle, import_bundle
-from octune.firmware.signing import (
-    PUBLIC_KEY_ENV_VAR,
-    SIGNING_KEY_ENV_VAR,
-    create_key,
-    sign_bundle,
-)
 from octune.lookup.semantics import Query
 from octune.tuner.errors import OctuneError
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
+
+# Signing loads `cryptography` (with its native library) only when a command signs or keys.
+SIGNING_KEY_ENV_VAR = "OCTUNE_BUNDLE_SIGNING_KEY"
+PUBLIC_KEY_ENV_VAR = "OCTUNE_BUNDLE_PUBLIC_KEY"
 
 console = Console()
 
@@ -46,6 +44,8 @@ def keygen(
     path: Annotated[Path, typer.Argument(help="where to write the private key; PATH.pub too")],
 ) -> None:
     """Create an Ed25519 key pair for signing bundles (the private key readable by you only)."""
+    from octune.firmware.signing import create_key
+
     public = create_key(path)
     console.print(
         f"Wrote the private key {path} (keep it secret; sign with `octune export --sign-key "
@@ -92,6 +92,8 @@ def export(
     with Store(db or Store.default_url()) as store:
         manifest, tables = export_bundle(store, device, names, fmt, out, answers)
     if sign_key is not None:
+        from octune.firmware.signing import sign_bundle
+
         sign_bundle(out, sign_key)
     size = sum(record["bytes"] for record in manifest["files"].values())
     what = ", ".join(

@@ -21,8 +21,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from octune.firmware.bundle import MANIFEST, SIGNATURE
 from octune.tuner.errors import OctuneError
 
-SIGNING_KEY_ENV_VAR = "OCTUNE_BUNDLE_SIGNING_KEY"
-PUBLIC_KEY_ENV_VAR = "OCTUNE_BUNDLE_PUBLIC_KEY"
 _PEM = "-----BEGIN"
 
 

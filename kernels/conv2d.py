@@ -1,10 +1,21 @@
-"""conv2d: float32 2-D convolution (cross-correlation, as PyTorch's conv2d, no bias), NCHW.
+"""conv2d: float32 2-D convolution (cross-correlation, as PyTorch's conv2d, no bias), in
+either layout: the ``nhwc`` key (0 by default) picks it, and each kernel's ``requires:`` says
+which it takes.
 
-x is N x C x H x W, the filter K x C/groups x R x S, y is N x K x OH x OW. Kernels (each a
-search space naming this family): ``conv2d_direct`` (any shape), ``conv2d_depthwise``
-(groups = C = K), ``conv2d_1x1`` (pointwise at batch 1: the GEMM template on the tensors as
-they lie, W[K x C] times x[C x H*W], no copy). A lookup of ``conv2d`` answers with the fastest
-of those that take the layer.
+NCHW (nhwc = 0): x is N x C x H x W, the filter K x C/groups x R x S, y is N x K x OH x OW.
+NHWC (nhwc = 1): x is N x H x W x C, the filter K x R x S x C/groups, y is N x OH x OW x K.
+The NHWC filter is KRSC, as cuDNN's NHWC filters, PyTorch's channels_last weights and TFLite's
+conv filters lie: an NHWC kernel's reduction over (r, s, c) then reads both operands in memory
+order, channels contiguous. A depthwise filter (C/groups = 1) lies the same in both layouts.
+Workloads stored before the key existed are NCHW (its default).
+
+Kernels (each a search space naming this family): ``conv2d_direct`` (any shape),
+``conv2d_winograd`` (3x3, stride 1), ``conv2d_igemm`` (any shape) and ``conv2d_depthwise``
+(groups = C = K) in NCHW; ``conv2d_igemm_nhwc`` and ``conv2d_depthwise_nhwc`` (their templates
+with the layout define) in NHWC; pointwise layers as one GEMM on the tensors as they lie
+(gemm.cl, no copy): ``conv2d_1x1`` W[K x C] . x[C x H*W] at batch 1 in NCHW, and
+``conv2d_1x1_nhwc`` x[N*H*W x C] . W[K x C]^T at any batch. A lookup of ``conv2d`` answers with
+the fastest of those that take the layer.
 """
 
 from __future__ import annotations
@@ -39,6 +50,8 @@ class Conv2d(Family):
         ShapeParam("dilation", "filter dilation", high=_SMALL, default=1, linear=True,
                    define=True),
         ShapeParam("groups", "groups (= c for depthwise)", default=1, define=True),
+        ShapeParam("nhwc", "layout: 1 = NHWC (x, y channels last; filter K x R x S x C/groups), "
+                   "0 = NCHW", low=0, high=1, default=0, linear=True, define=True),
     )  # fmt: skip
     derived = (
         ("OH", "(H + 2 * PAD - DILATION * (R - 1) - 1) // STRIDE + 1"),
@@ -64,41 +77,76 @@ class Conv2d(Family):
         from octune.tuner.kernels import load_kernel
 
         s = workload.shape
-        v = workload.shape_vars()
+        nhwc = bool(s["nhwc"])
         x_shape = (s["n"], s["c"], s["h"], s["w"])
         w_shape = (s["k"], s["c"] // s["groups"], s["r"], s["s"])
+        if nhwc:
+            x_shape, w_shape = _channels_last(x_shape), _channels_last(w_shape)
 
         def inputs() -> tuple[np.ndarray, ...]:
             return random_normal(rng, x_shape), random_normal(rng, w_shape)
 
         def reference(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            geometry = (s["stride"], s["pad"], s["dilation"], s["groups"])
+            geometry = (s["stride"], s["pad"], s["dilation"], s["groups"], nhwc)
             expected = conv2d_reference(x, w, *geometry)
             magnitude = conv2d_reference(np.abs(x), np.abs(w), *geometry)
-            return expected, tolerance(w_shape[1] * s["r"] * s["s"], magnitude)
+            terms = s["c"] // s["groups"] * s["r"] * s["s"]
+            return expected, tolerance(terms, magnitude)
 
-        arguments: Callable[[Sequence[cl.Buffer], cl.Buffer], tuple[object, ...]]
-        if load_kernel(kernel).space.entry == "gemm":  # pointwise: W[K x C] . x[C x H*W]
-            hw = s["h"] * s["w"]
-            gemm = gemm_arguments(s["k"], hw, s["c"], s["c"], hw, alpha=1.0)
-
-            def arguments(inputs: Sequence[cl.Buffer], output: cl.Buffer) -> tuple[object, ...]:
-                x, w = inputs
-                return gemm((w, x), output)
-
-        else:
-            sizes = [np.int32(v[name]) for name in ("N", "C", "H", "W", "K", "OH", "OW")]
-
-            def arguments(inputs: Sequence[cl.Buffer], output: cl.Buffer) -> tuple[object, ...]:
-                return (*inputs, output, *sizes)
-
+        arguments = conv2d_arguments(workload, load_kernel(kernel).space.entry)
         return Bound(context, queue, inputs, reference, arguments)
 
 
+def conv2d_arguments(
+    workload: Workload, entry: str
+) -> Callable[[Sequence[cl.Buffer], cl.Buffer], tuple[object, ...]]:
+    """A conv2d kernel's arguments for (x, w) and y, by its entry function: shared by tuning
+    and by runtimes (``octune.runtime``), so both launch a kernel the same way.
+    """
+    s, v = workload.shape, workload.shape_vars()
+    if entry == "gemm":  # pointwise
+        pixels = s["n"] * s["h"] * s["w"]
+        if s["nhwc"]:  # y[N*H*W x K] = x[N*H*W x C] . W[K x C]^T (TRANSB)
+            gemm = gemm_arguments(pixels, s["k"], s["c"], s["c"], s["c"], alpha=1.0)
+        else:  # batch 1: y[K x H*W] = W[K x C] . x[C x H*W]
+            gemm = gemm_arguments(s["k"], pixels, s["c"], s["c"], pixels, alpha=1.0)
+
+        def pointwise(inputs: Sequence[cl.Buffer], output: cl.Buffer) -> tuple[object, ...]:
+            x, w = inputs
+            return gemm((x, w) if s["nhwc"] else (w, x), output)
+
+        return pointwise
+    sizes = [np.int32(v[name]) for name in ("N", "C", "H", "W", "K", "OH", "OW")]
+
+    def arguments(inputs: Sequence[cl.Buffer], output: cl.Buffer) -> tuple[object, ...]:
+        return (*inputs, output, *sizes)
+
+    return arguments
+
+
+def _channels_last(shape: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """NCHW -> NHWC (and KCRS -> KRSC)."""
+    return shape[0], shape[2], shape[3], shape[1]
+
+
 def conv2d_reference(
-    x: np.ndarray, w: np.ndarray, stride: int, pad: int, dilation: int, groups: int
+    x: np.ndarray,
+    w: np.ndarray,
+    stride: int,
+    pad: int,
+    dilation: int,
+    groups: int,
+    nhwc: bool = False,
 ) -> np.ndarray:
-    """The float64 convolution, one filter tap at a time (R*S tensor contractions)."""
+    """The float64 convolution, one filter tap at a time (R*S tensor contractions); NHWC
+    (x NHWC, w KRSC, y NHWC) as views transposed around the NCHW one, so both layouts compute
+    the same sums.
+    """
+    if nhwc:
+        nchw = conv2d_reference(
+            x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), stride, pad, dilation, groups
+        )
+        return nchw.transpose(0, 2, 3, 1)
     n, _, h, width = x.shape
     k, per_group, r, s = w.shape
     oh = (h + 2 * pad - dilation * (r - 1) - 1) // stride + 1

@@ -1,17 +1,20 @@
-// octune depthwise convolution: y = conv2d(x, w, stride, pad, groups = C), float32, NCHW.
+// octune depthwise convolution: y = conv2d(x, w, stride, pad, groups = C), float32, NCHW or NHWC.
 //
-// x is N x C x H x W, w is C x 1 x R x S (R = S = 3, one filter per channel), y is N x C x OH x OW:
+// NCHW: x is N x C x H x W, w is C x 1 x R x S (R = S = 3, one filter per channel), y is
+// N x C x OH x OW:
 //   y[n][c][oh][ow] = sum_{r,s} w[c][0][r][s] * x[n][c][oh*STRIDE - PAD + r][ow*STRIDE - PAD + s]
-// with x read as zero outside the image (cross-correlation as PyTorch's conv2d, no bias). Every
-// (n, c) is an independent plane, so the kernel treats the N*C planes alike (channel = plane % C).
-// Any shape: work-groups whose input tile overhangs an edge of the image (or of the planes) take
-// a guarded path, all others unguarded vector loads and stores.
+// with x read as zero outside the image (cross-correlation as PyTorch's conv2d, no bias). NHWC:
+// x is N x H x W x C, y is N x OH x OW x C, w as in NCHW (C x R x S x 1 lies as C x 1 x R x S).
+// Any shape: work-groups (NCHW) or work-items (NHWC) whose input overhangs an edge of the image
+// (or of the planes, or channels) take a guarded path, all others unguarded vector loads and
+// stores.
 //
 // Workload defines (fixed per problem, not tuned):
 //   R, S           filter size (3 x 3)
 //   STRIDE, PAD    stride (1 or 2) and zero padding on each side
 //   DILATION       1; GROUPS = C = K (checked by the search space's requires:)
-// Tuning defines (see search_spaces/conv2d_depthwise.yaml):
+//   NHWC           layout: 0 NCHW (the kernel below), 1 NHWC (the kernel at the end)
+// NCHW tuning defines (see search_spaces/conv2d_depthwise.yaml):
 //   WGX, WGY, WGC  work-group shape: WGX work-items along output columns (dimension 0), WGY along
 //                  output rows (dimension 1), WGC along planes (dimension 2)
 //   OWPT, OHPT     a work-item's output tile: OHPT rows x OWPT contiguous columns
@@ -32,23 +35,30 @@
 // planes (7 x 7) fill a work-group with several planes (WGC) rather than idle work-items. Products
 // are summed as a * b + c, which compilers contract to an FMA: PoCL compiles mad() to a call that
 // its vectoriser cannot see through (2-3x slower there).
+//
+// NHWC tuning defines (see search_spaces/conv2d_depthwise_nhwc.yaml):
+//   WGC, WGX, WGY  work-group shape: WGC work-items along channel vectors (dimension 0), WGX along
+//                  output columns (dimension 1), WGY along output rows of the images (dimension 2)
+//   OWPT, OHPT     a work-item's output tile: OHPT rows x OWPT contiguous columns
+//   VW             channels per work-item: one vector, the unit of every load, FMA and store
+// Why: channels lie contiguous, so vectors of channels need no alignment games along W (no LEAD),
+// and neighbouring work-items take neighbouring vectors of the same pixels (coalesced). A
+// work-item slides down its window as the NCHW kernel does, each input row's (OWPT-1)*STRIDE+S
+// pixels loaded once; the halo it shares with its neighbours comes from the cache.
 
-#if !defined(WGX) || !defined(WGY) || !defined(WGC) || !defined(OWPT) || !defined(OHPT) || \
-    !defined(CPT) || !defined(VW) || !defined(LOCAL)
-#error "tuning parameters missing: see search_spaces/conv2d_depthwise.yaml for the full list"
+#if !defined(R) || !defined(S) || !defined(STRIDE) || !defined(PAD) || !defined(NHWC)
+#error "workload defines missing: build with -D R=3 -D S=3 -D STRIDE=.. -D PAD=.. -D NHWC=.."
 #endif
-#if !defined(R) || !defined(S) || !defined(STRIDE) || !defined(PAD)
-#error "workload defines missing: build with -D R=3 -D S=3 -D STRIDE=.. -D PAD=.."
+#if NHWC && (!defined(WGX) || !defined(WGY) || !defined(WGC) || !defined(OWPT) || \
+             !defined(OHPT) || !defined(VW))
+#error "tuning parameters missing: see search_spaces/conv2d_depthwise_nhwc.yaml for the full list"
+#elif !NHWC && (!defined(WGX) || !defined(WGY) || !defined(WGC) || !defined(OWPT) || \
+                !defined(OHPT) || !defined(CPT) || !defined(VW) || !defined(LOCAL))
+#error "tuning parameters missing: see search_spaces/conv2d_depthwise.yaml for the full list"
 #endif
 
 #define WGS (WGX * WGY * WGC)
-#define PLANES (WGC * CPT)                              // planes of a work-group
-#define LEAD ((VW - PAD % VW) % VW)                     // columns loaded left of a window
-#define ROUND_VW(n) (((n) + VW - 1) / VW * VW)
 #define WIN_ROWS ((OHPT - 1) * STRIDE + R)              // input rows of a work-item's window
-#define SEG ROUND_VW(LEAD + (OWPT - 1) * STRIDE + S)    // values it loads per input row
-#define TILE_ROWS ((OHPT * WGY - 1) * STRIDE + R)       // the work-group's input tile
-#define TILE_COLS ((WGX - 1) * OWPT * STRIDE + SEG)
 
 // VEC is VW floats; TO_PRIVATE(v, p) and FROM_PRIVATE(p) move one to and from a private array.
 #if VW == 1
@@ -62,6 +72,14 @@
 #define TO_PRIVATE(v, p) CAT(vstore, VW)(v, 0, p)
 #define FROM_PRIVATE(p) CAT(vload, VW)(0, p)
 #endif
+
+#if !NHWC
+#define PLANES (WGC * CPT)                              // planes of a work-group
+#define LEAD ((VW - PAD % VW) % VW)                     // columns loaded left of a window
+#define ROUND_VW(n) (((n) + VW - 1) / VW * VW)
+#define SEG ROUND_VW(LEAD + (OWPT - 1) * STRIDE + S)    // values it loads per input row
+#define TILE_ROWS ((OHPT * WGY - 1) * STRIDE + R)       // the work-group's input tile
+#define TILE_COLS ((WGX - 1) * OWPT * STRIDE + SEG)
 
 __kernel __attribute__((reqd_work_group_size(WGX, WGY, WGC)))
 void conv2d_depthwise(const __global float* restrict x, const __global float* restrict w,
@@ -185,3 +203,96 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
         }
     }
 }
+
+#else  // NHWC
+#define WIN_COLS ((OWPT - 1) * STRIDE + S)  // input pixels of a window row
+
+// The VW channels at p: one vector where `whole` (C % VW == 0: aligned, inside C), else element
+// by element, channels from c_left on reading as zero; zero outside the image (!inside).
+inline VEC load_channels(const __global float* p, const bool inside, const bool whole,
+                         const int c_left) {
+    if (inside && whole) return *(const __global VEC*)p;
+    float v[VW];
+#pragma unroll
+    for (int e = 0; e < VW; ++e) v[e] = inside && e < c_left ? p[e] : 0.0f;
+    return FROM_PRIVATE(v);
+}
+
+__kernel __attribute__((reqd_work_group_size(WGC, WGX, WGY)))
+void conv2d_depthwise(const __global float* restrict x, const __global float* restrict w,
+                      __global float* restrict y, const int N, const int C, const int H,
+                      const int W, const int K, const int OH, const int OW) {
+    const int c0 = get_global_id(0) * VW;  // this work-item's first channel, column and row
+    const int ow0 = get_global_id(1) * OWPT;
+    const int row_groups = (OH + WGY * OHPT - 1) / (WGY * OHPT);  // work-groups per image
+    const int image = get_group_id(2) / row_groups;
+    const int oh0 = (get_group_id(2) % row_groups * WGY + get_local_id(2)) * OHPT;
+    if (c0 >= C || ow0 >= OW || oh0 >= OH) return;
+    const int c_left = C - c0;
+    const bool whole = C % VW == 0;
+
+    // The window: input rows from ih0, pixels from iw0; inside the image, no load is guarded.
+    const int ih0 = oh0 * STRIDE - PAD;
+    const int iw0 = ow0 * STRIDE - PAD;
+    const bool interior = ih0 >= 0 && ih0 + WIN_ROWS <= H && iw0 >= 0 && iw0 + WIN_COLS <= W;
+
+    VEC taps[R * S];  // tap t of the VW channels
+#pragma unroll
+    for (int t = 0; t < R * S; ++t) {
+        float tap[VW];
+#pragma unroll
+        for (int e = 0; e < VW; ++e) tap[e] = e < c_left ? w[(c0 + e) * (R * S) + t] : 0.0f;
+        taps[t] = FROM_PRIVATE(tap);
+    }
+    VEC acc[OHPT][OWPT];
+#pragma unroll
+    for (int i = 0; i < OHPT; ++i) {
+#pragma unroll
+        for (int j = 0; j < OWPT; ++j) acc[i][j] = 0.0f;
+    }
+
+#pragma unroll
+    for (int ir = 0; ir < WIN_ROWS; ++ir) {
+        const int ih = ih0 + ir;
+        const __global float* src = x + ((image * H + ih) * W + iw0) * C + c0;
+        VEC seg[WIN_COLS];  // input row ih, pixels iw0 ...
+#pragma unroll
+        for (int j = 0; j < WIN_COLS; ++j) {
+            const bool inside = interior || ((uint)ih < (uint)H && (uint)(iw0 + j) < (uint)W);
+            seg[j] = load_channels(src + j * C, inside, whole, c_left);
+        }
+        // Row ir feeds output row i through filter row ir - i*STRIDE (known at compile time).
+#pragma unroll
+        for (int i = 0; i < OHPT; ++i) {
+            const int r = ir - i * STRIDE;
+            if (r >= 0 && r < R) {
+#pragma unroll
+                for (int j = 0; j < OWPT; ++j) {
+#pragma unroll
+                    for (int s = 0; s < S; ++s) acc[i][j] += taps[r * S + s] * seg[j * STRIDE + s];
+                }
+            }
+        }
+    }
+
+#pragma unroll
+    for (int i = 0; i < OHPT; ++i) {
+        if (oh0 + i >= OH) break;
+#pragma unroll
+        for (int j = 0; j < OWPT; ++j) {
+            if (ow0 + j >= OW) break;
+            __global float* out = y + ((image * OH + oh0 + i) * OW + ow0 + j) * C + c0;
+            if (whole) {
+                *(__global VEC*)out = acc[i][j];
+            } else {
+                float v[VW];
+                TO_PRIVATE(acc[i][j], v);
+#pragma unroll
+                for (int e = 0; e < VW; ++e) {
+                    if (e < c_left) out[e] = v[e];
+                }
+            }
+        }
+    }
+}
+#endif

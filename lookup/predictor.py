@@ -40,7 +40,7 @@ from octune.lookup.semantics import (
     Query,
     ShapeRules,
 )
-from octune.lookup.tables import device_limits, stored_space
+from octune.lookup.tables import device_limits, stored_shape, stored_space
 from octune.tuner.cost_model import Context, Features, targets
 from octune.tuner.space import SearchSpace
 
@@ -166,7 +166,7 @@ def train(
     ]
     workloads: dict[tuple[int, ...], list[HistoryRecord]] = {}
     for record in records:
-        shape = tuple(int(record.workload[key]) for key in problem.keys)
+        shape = stored_shape(problem, record.workload)
         workloads.setdefault(shape, []).append(record)
     passing = [shape for shape, rows in workloads.items() if any(r.time_s for r in rows)]
     if len(passing) < MIN_WORKLOADS or sum(r.time_s is not None for r in records) < (

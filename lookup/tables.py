@@ -5,6 +5,7 @@ service (``StoreLookup``) and for ``octune export`` bundles, so both answer iden
 from __future__ import annotations
 
 import ast
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -197,7 +198,7 @@ def build_table(
             continue  # cannot be launched as the space stands (e.g. a parameter was dropped)
         entries.append(
             Entry(
-                shape=tuple(int(row.shape[key]) for key in problem.keys),
+                shape=stored_shape(problem, row.shape),
                 dtype=row.dtype,
                 config=tuple(int(row.config[name]) for name in space.parameter_names),
                 time_s=row.median_s,
@@ -226,11 +227,38 @@ def build_table(
         extra_build_options=tuple(options[len(defines) :]),
         tuned=tuple(entries),
         predictions=tuple(predictions),
-        requires=tuple(expression.text for expression in space.requires),
+        requires=(
+            *(expression.text for expression in space.requires),
+            *default_layouts(problem, stored),
+        ),
     )
     if model is None:
         return table
     return replace(table, predictions=(*table.predictions, *model(store, device, table)))
+
+
+def stored_shape(problem: Problem, shape: Mapping[str, int]) -> tuple[int, ...]:
+    """A stored workload's shape in ``Problem.keys`` order: keys its family gained after it
+    was stored (conv2d's ``nhwc``) take their defaults, which is what the workload ran with.
+    """
+    full = {**dict(problem.defaults), **shape}
+    return tuple(int(full[key]) for key in problem.keys)
+
+
+def default_layouts(problem: Problem, kernel: StoredKernel) -> tuple[str, ...]:
+    """``FLAG == default`` for each 0/1 define of the problem that neither the kernel's
+    template nor its space names: a version written before its family gained a layout flag
+    (conv2d's NHWC) computes in the default layout, and must not answer the other one.
+    """
+    text = kernel.template_source + kernel.space_source
+    defaults = dict(problem.defaults)
+    return tuple(
+        f"{var} == {defaults[key]}"
+        for var, key in problem.flag_defines.items()
+        if key in defaults
+        and problem.ranges[problem.keys.index(key)] == (0, 1)
+        and not re.search(rf"\b{var}\b", text)
+    )
 
 
 def problem_sample(problem: Problem) -> Workload:

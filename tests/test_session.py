@@ -30,11 +30,11 @@ from octune.tuner.session import (
     SessionReport,
     Settings,
     SystematicFailure,
-    open_builds,
+    open_workers,
     run_session,
 )
 from octune.tuner.space import ConfigTable
-from octune.tuner.workers import BuildPool, Job, Measurer
+from octune.tuner.workers import Job, Measurer, Workers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WORKLOAD = gemm_workload(21, 18, 7)
@@ -156,8 +156,8 @@ def test_pipeline_keeps_few_candidates_in_flight_at_first(
     kernel = fixture_kernel("naive")
     job = Job(device_info.fingerprint, kernel, WORKLOAD, seed=3, cache_root=str(tmp_path))
     table = kernel.space.enumerate(device_info.limits)
-    builds = BuildPool(device_info.fingerprint, str(tmp_path), jobs) if jobs else None
-    pipeline = Pipeline(job, builds, timeout=60)
+    workers = Workers(device_info.fingerprint, str(tmp_path), jobs)
+    pipeline = Pipeline(job, workers, timeout=60)
     try:
         assert pipeline.window == first_window
         rows = list(range(min(3, len(table))))
@@ -170,32 +170,30 @@ def test_pipeline_keeps_few_candidates_in_flight_at_first(
         assert pipeline.window <= max(1, 2 * jobs)  # widens, if at all, up to two per builder
     finally:
         pipeline.close()
-        if builds is not None:
-            builds.close()
+        workers.close()
 
 
-def test_one_build_pool_serves_the_sessions_of_several_kernels(
+def test_one_set_of_workers_serves_the_sessions_of_several_kernels(
     tmp_path: Path, device_info: DeviceInfo
 ) -> None:
-    """``octune tune`` starts its builders once per run: a session leaves a pool it was given
-    running, with its own queued builds dropped, for the next kernel's session.
+    """``octune tune`` starts its builders and measurer once per run: a session leaves the
+    workers it was given running, switched to the next kernel's job in the same processes.
     """
     store = Store(f"sqlite:///{tmp_path / 'shared.db'}")
-    settings = Settings(jobs=1, confirm=0, cache_root=str(tmp_path / "cache"))
-    builds = open_builds(device_info, settings)
-    assert builds is not None
-    try:
-        for kernel in (fixture_kernel("naive"), load_kernel("gemm")):
+    settings = Settings(jobs=1, confirm=1, cache_root=str(tmp_path / "cache"))
+    measurers = set()
+    with open_workers(device_info, settings) as workers:
+        for kernel in (fixture_kernel("naive"), load_kernel("gemm"), fixture_kernel("naive")):
             report = run_session(
                 store, device_info, kernel, WORKLOAD, kernel.space.enumerate(device_info.limits),
-                strategy="random", budget=Budget(candidates=2), settings=settings, seed=5,
-                builds=builds,
+                strategy="random", budget=Budget(candidates=3), settings=settings, seed=5,
+                workers=workers,
             )  # fmt: skip
             measured = store.session_measurements(report.session_id)
-            assert [m.status for m in measured] == [Status.OK] * 2, [m.message for m in measured]
-    finally:
-        builds.close()
-    assert open_builds(device_info, replace(settings, jobs=0)) is None
+            assert measured and all(m.ok for m in measured), [m.message for m in measured]
+            assert len(report.confirmed) == 1 and report.confirmed[0].ok
+            measurers.add(workers.measurer(Job(device_info.fingerprint, kernel, WORKLOAD), 60).pid)
+    assert len(measurers) == 1
 
 
 def test_resume_counts_the_time_of_earlier_sessions_against_the_time_budget(

@@ -77,3 +77,22 @@ def test_a_broken_users_folder_is_named_in_one_line(tmp_path: Path) -> None:
     (folder / "bounds.clh").unlink()
     result = octune("--kernel-dir", str(folder), "tune", "transpose", "--rows", "8", "--cols", "8")
     assert_one_line_error(result, "transpose.cl includes bounds.clh", "not beside it")
+
+
+def test_a_space_extends_another(tmp_path: Path) -> None:
+    """A space that says ``extends:`` tunes the other's template with its sections on top."""
+    folder, db = _folder(tmp_path), tmp_path / "octune.db"
+    (folder / "transpose_padded.yaml").write_text(
+        "extends: transpose\nparameters:\n  PADDING: {values: [1]}\nconstraints:\n  - TILE >= 16\n"
+    )
+    user, shape = ["--kernel-dir", str(folder)], ["--rows", "40", "--cols", "24"]
+    tuned = octune(*user, "tune", "transpose_padded", *shape, "--strategy", "exhaustive",
+                   "--confirm", "0", db=db)  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr + tuned.stdout
+    assert "8 legal configs" in tuned.stdout  # TILE 16, 32 x ROWS_PER_ITEM 1, 2, 4, 8
+    best = json.loads(octune(*user, "best", "transpose_padded", *shape, "--json", db=db).stdout)
+    assert best["config"]["PADDING"] == 1 and best["config"]["TILE"] >= 16
+
+    (folder / "transpose_padded.yaml").write_text("extends: transposed\n")
+    refused = octune(*user, "tune", "transpose_padded", *shape)
+    assert_one_line_error(refused, "extends 'transposed', which is no kernel's space")

@@ -28,6 +28,7 @@ from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -175,16 +176,56 @@ def _kernel_files() -> dict[str, tuple[str, str, str]]:
     ]
     for folder in kernel_dirs():
         sources += [(p.name, p.read_text(), folder, str(p)) for p in sorted(folder.glob("*.yaml"))]
-    for file_name, space_text, template_dir, origin in sources:
+    texts: dict[str, str] = {}
+    for file_name, space_text, _, origin in sources:
         name = file_name.removesuffix(".yaml")
-        if name in found:
+        if name in texts:
             raise OctuneError(f"{origin}: kernel '{name}' is defined twice")
+        texts[name] = space_text
+    for file_name, own_text, template_dir, origin in sources:
+        name = file_name.removesuffix(".yaml")
+        space_text = _extended(own_text, texts, origin)
         template_name = _template_name(space_text, origin)
         template = template_dir.joinpath(f"{template_name}.cl")
         if not template.is_file():
             raise OctuneError(f"{origin} names template {template_name}.cl, which is not beside it")
         found[name] = (space_text, _expand_includes(template, template_dir), origin)
     return found
+
+
+def _extended(text: str, spaces: Mapping[str, str], origin: str) -> str:
+    """A space that says ``extends: OTHER`` is OTHER's with its own sections on top: its
+    parameters and derived variables added or replacing OTHER's of the same name, its
+    constraints added to OTHER's, any other section replacing OTHER's. The result, written out
+    whole, is the space's text, so the kernel version covers both files and a bundle carries
+    one self-contained space.
+    """
+    own = _yaml_mapping(text)
+    base_name = own.get("extends")
+    if base_name is None:
+        return text
+    if not isinstance(base_name, str) or base_name not in spaces:
+        raise OctuneError(
+            f"{origin}: extends {base_name!r}, which is no kernel's space: name one of "
+            f"{', '.join(sorted(spaces))}"
+        )
+    base = _yaml_mapping(spaces[base_name])
+    if "extends" in base:
+        raise OctuneError(f"{origin}: extends {base_name}, which extends another: extend that")
+    merged = {**base, **{key: value for key, value in own.items() if key != "extends"}}
+    for section in ("parameters", "derived"):
+        merged[section] = {**(base.get(section) or {}), **(own.get(section) or {})}
+    merged["constraints"] = [*(base.get("constraints") or []), *(own.get("constraints") or [])]
+    header = f"# {origin.rsplit('/', 1)[-1]}: search_spaces/{base_name}.yaml extended\n"
+    return header + yaml.safe_dump(merged, sort_keys=False, width=100)
+
+
+def _yaml_mapping(text: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}  # SearchSpace says what is wrong, with the line
+    return data if isinstance(data, dict) else {}
 
 
 _INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+\.clh)"[ \t]*\n?', re.MULTILINE)

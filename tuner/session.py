@@ -36,11 +36,10 @@ from octune.tuner.results import (
 )
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy, proposals_due
-from octune.tuner.workers import BuildPool, Job, Measurer, default_timeout
+from octune.tuner.workers import Job, Measurer, Workers, default_timeout
 
-CONFIRM_REPEATS = 30
-CONFIRM_MIN_REPEATS = 10
-CONFIRM_SECONDS = 3.0
+#: How the confirm phase re-measures the top candidates (``Job`` fields).
+CONFIRM = {"repeats": 30, "min_repeats": 10, "max_seconds": 3.0}
 #: Candidates a pipeline with builders keeps in flight at first, and how many more each time
 #: the device finishes one with none built to follow (``Pipeline``).
 FIRST_WINDOW, WIDEN = 4, 2
@@ -206,16 +205,16 @@ class Pipeline:
     device, whose timings the main loop's work would disturb) each candidate is measured alone.
     """
 
-    def __init__(self, job: Job, builds: BuildPool | None, timeout: float) -> None:
+    def __init__(self, job: Job, workers: Workers, timeout: float) -> None:
         self.job = job
-        self.builds = builds
-        self.measurer = Measurer(job, timeout)
+        self.builds = workers.builds
+        self.measurer = workers.measurer(job, timeout)
         # Candidates in flight (building, built, on the device). A learning strategy proposes
         # blind to all of them, so the window starts small and widens only while the device
         # has to wait for builds, up to two per builder (replayed on nine H100 recordings, 32
         # in flight from the start needed 1.1-2.7 times the measurements to 95 % of one at a
         # time; benchmarks/RESULTS.md).
-        self.widest = 2 * builds.jobs if builds is not None else 1
+        self.widest = 2 * self.builds.jobs if self.builds is not None else 1
         self.window = min(self.widest, FIRST_WINDOW)
         self._building: dict[Future[str | None], tuple[int, Config]] = {}
         self._ready: deque[tuple[int, Config, str | None]] = deque()
@@ -273,22 +272,24 @@ class Pipeline:
                 )
                 self._failed.append((row, failed))
 
-    def close(self) -> None:
-        """Stop the measurer; builds of this session still queued are dropped (the pool is
-        its owner's to close).
+    def close(self, *, interrupted: bool = False) -> None:
+        """Drop this session's queued builds and the candidate on the device (waited for, so
+        the measurer is free for the next session; killed with it on an interrupt). The
+        processes are the ``Workers``' owner's to stop.
         """
         for future in self._building:
             future.cancel()
-        self.measurer.close()
+        if self._measuring is not None:
+            if interrupted:
+                self.measurer.close()
+            else:
+                self.measurer.finish()
+            self._measuring = None
 
 
-def open_builds(device: DeviceInfo, settings: Settings) -> BuildPool | None:
-    """The builder processes ``settings`` asks for (None for ``jobs == 0``), to pass to every
-    ``run_session`` of a run.
-    """
-    if settings.jobs == 0:
-        return None
-    return BuildPool(device.fingerprint, settings.cache_root, settings.jobs)
+def open_workers(device: DeviceInfo, settings: Settings) -> Workers:
+    """The processes ``settings`` asks for, to pass to every ``run_session`` of a run."""
+    return Workers(device.fingerprint, settings.cache_root, settings.jobs)
 
 
 def run_session(
@@ -303,12 +304,18 @@ def run_session(
     settings: Settings | None = None,
     seed: int | None = None,
     on_result: Callable[[Progress], None] | None = None,
-    builds: BuildPool | None = None,
+    workers: Workers | None = None,
 ) -> SessionReport:
-    """Tune one kernel on one workload. ``builds``: a running pool to share with the caller's
-    other sessions (see ``open_builds``); without one the session starts its own.
+    """Tune one kernel on one workload. ``workers``: processes shared with the caller's other
+    sessions (``open_workers``); without them the session starts its own.
     """
     settings = settings or Settings()
+    if workers is None:
+        with open_workers(device, settings) as own:
+            return run_session(
+                store, device, kernel, workload, table, strategy=strategy, budget=budget,
+                settings=settings, seed=seed, on_result=on_result, workers=own,
+            )  # fmt: skip
     check_seed(seed)
     strategy_class = get_strategy(strategy)
     store.close_dead_sessions()
@@ -365,10 +372,7 @@ def run_session(
     started = time.monotonic()
     interrupted = False
     systematic: str | None = None
-    own_builds = builds is None and settings.jobs > 0
-    if own_builds:
-        builds = open_builds(device, settings)
-    pipeline = Pipeline(job, builds, timeout)
+    pipeline = Pipeline(job, workers, timeout)
     try:
         while True:
             due = proposals_due(pipeline.window, pipeline.pending)
@@ -409,9 +413,7 @@ def run_session(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        pipeline.close()
-        if own_builds and builds is not None:
-            builds.close()
+        pipeline.close(interrupted=interrupted)
         ending = "interrupted" if interrupted else "failed" if systematic else "completed"
         store.finish_session(session_id, ending)
     if systematic is not None:
@@ -428,14 +430,14 @@ def run_session(
         confirm_session_id = store.start_session(
             device_id, kernel_id, workload_id, strategy=CONFIRM_STRATEGY,
             seed=fresh_seed,
-            settings={"repeats": CONFIRM_REPEATS, "octune_version": version("octune")},
+            settings={"repeats": CONFIRM["repeats"], "octune_version": version("octune")},
         )  # fmt: skip
         try:
-            confirmed = _confirm(
-                store, replace(job, seed=fresh_seed), confirm_session_id, top, timeout
-            )
+            measurer = workers.measurer(replace(job, seed=fresh_seed, **CONFIRM), timeout)
+            confirmed = _confirm(store, measurer, confirm_session_id, top)
         except KeyboardInterrupt:
             interrupted = True
+            workers.close()
     return SessionReport(session_id, progress, interrupted, confirmed, confirm_session_id)
 
 
@@ -455,19 +457,11 @@ def _to_confirm(
 
 
 def _confirm(
-    store: Store, job: Job, session_id: int, top: list[dict[str, int]], timeout: float
+    store: Store, measurer: Measurer, session_id: int, top: list[dict[str, int]]
 ) -> tuple[Measurement, ...]:
-    """Re-measure the top candidates with more repeats (on the fresh inputs of `job`'s seed), in
-    a session of their own, so that a lucky run cannot crown a config: `best` prefers confirmed
-    results.
+    """Re-measure the top candidates with more repeats (on fresh inputs), in a session of their
+    own, so that a lucky run cannot crown a config: `best` prefers confirmed results.
     """
-    fresh = replace(
-        job,
-        repeats=CONFIRM_REPEATS,
-        min_repeats=CONFIRM_MIN_REPEATS,
-        max_seconds=CONFIRM_SECONDS,
-    )
-    measurer = Measurer(fresh, timeout)
     results: list[Measurement] = []
     status = "interrupted"
     try:
@@ -477,6 +471,5 @@ def _confirm(
             results.append(result)
         status = "completed"
     finally:
-        measurer.close()
         store.finish_session(session_id, status)
     return tuple(results)

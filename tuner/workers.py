@@ -121,10 +121,8 @@ def _build(source: str, options: list[str]) -> str | None:
 
 
 class BuildPool:
-    """`jobs` builder processes for one device, any kernel; `submit` returns a future of the
-    build error (None: built). Starting them (an interpreter and a device context each) takes
-    seconds, so one pool serves every session of a run: ``octune tune`` opens it once for all
-    its workloads and kernels.
+    """`jobs` builder processes for one device and any kernel; `submit` returns a future of
+    the build error (None: built).
     """
 
     def __init__(self, device_fingerprint: str, cache_root: str | None, jobs: int) -> None:
@@ -155,10 +153,9 @@ class BuildPool:
 # ---- the measurer ---------------------------------------------------------------------
 
 
-def _measurer_main(connection: Connection, job: Job) -> None:
-    _detach()
+def _runner(job: Job) -> DeviceRunner:
     device = find_device(job.device_fingerprint)
-    runner = DeviceRunner(
+    return DeviceRunner(
         device,
         job.kernel,
         job.workload,
@@ -169,15 +166,25 @@ def _measurer_main(connection: Connection, job: Job) -> None:
         cache=job.cache,
         energy=sensor_for(device) if job.energy else None,
     )
+
+
+def _measurer_main(connection: Connection, job: Job) -> None:
+    """Measure configs as they arrive; a Job arriving instead switches kernel and workload."""
+    _detach()
+    runner = _runner(job)
     connection.send("ready")
     while True:
         try:
-            config = connection.recv()
+            message = connection.recv()
         except EOFError:
             return
-        if config is None:
+        if message is None:
             return
-        connection.send(runner.measure(config))
+        if isinstance(message, Job):
+            runner = _runner(message)
+            connection.send("ready")
+        else:
+            connection.send(runner.measure(message))
 
 
 class Measurer:
@@ -209,6 +216,29 @@ class Measurer:
             )
         self._process, self._connection = process, parent
         return parent
+
+    @property
+    def pid(self) -> int | None:
+        """The measuring process's, while one runs."""
+        return None if self._process is None else self._process.pid
+
+    def use(self, job: Job, timeout: float) -> None:
+        """Measure for another kernel or workload from now on, in the same process: a fresh
+        one costs an interpreter, imports and a device context (seconds on a GPU's driver).
+        """
+        if self._in_flight is not None:
+            raise RuntimeError("the measurer is busy: finish() the candidate in flight first")
+        self.job, self.timeout = job, timeout
+        connection = self._connection
+        if connection is None:
+            return  # the next candidate starts a process for the new job
+        try:
+            connection.send(job)
+            if connection.poll(START_SECONDS) and connection.recv() == "ready":
+                return
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            pass
+        self._stop()  # it could not switch: the next candidate starts a fresh one
 
     def measure(self, config: Config) -> Measurement:
         self.start(config)
@@ -273,6 +303,37 @@ class Measurer:
         if self._process is not None:
             self._process.join(timeout=5)
         self._stop()
+
+
+class Workers:
+    """The processes a run's sessions share: the builders and the measurer. Starting them costs
+    seconds (an interpreter, imports and a device context each), as much as a short session
+    measures in, so ``octune tune`` starts them once for all its workloads and kernels.
+    """
+
+    def __init__(self, device_fingerprint: str, cache_root: str | None, jobs: int) -> None:
+        self.builds = BuildPool(device_fingerprint, cache_root, jobs) if jobs > 0 else None
+        self._measurer: Measurer | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def measurer(self, job: Job, timeout: float) -> Measurer:
+        """The measurer, switched to ``job``."""
+        if self._measurer is None:
+            self._measurer = Measurer(job, timeout)
+        else:
+            self._measurer.use(job, timeout)
+        return self._measurer
+
+    def close(self) -> None:
+        if self.builds is not None:
+            self.builds.close()
+        if self._measurer is not None:
+            self._measurer.close()
 
 
 def _death_message(exitcode: int | None) -> str:
