@@ -25,6 +25,7 @@ import json
 import statistics
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -32,12 +33,13 @@ import pyopencl as cl
 
 from octune.db.store import Store
 from octune.kernels.conv2d import FAMILY as CONV2D
+from octune.networks.workloads import network_layers
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, resolve_kernels
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.session import Budget, Progress, Settings, open_builds, run_session
-from octune.tuner.workers import BuildPool, default_jobs
+from octune.tuner.session import Budget, Progress, Settings, open_workers, run_session
+from octune.tuner.workers import Workers, default_jobs
 
 
 @dataclass(frozen=True)
@@ -62,59 +64,21 @@ class Layer:
         )  # fmt: skip
 
 
-def _resnet50() -> list[Layer]:
-    """torchvision's ResNet-50 (v1.5: the stride on the 3x3), 53 convs, 23 distinct."""
-    layers = [Layer("conv1", 3, 224, 64, 7, stride=2)]
-    stages = [(64, 56, 3), (128, 56, 4), (256, 28, 6), (512, 14, 3)]  # width, input size, blocks
-    c_in = 64
-    for index, (width, size, blocks) in enumerate(stages, start=1):
-        stride = 1 if index == 1 else 2
-        out = size // stride
-        tag = f"layer{index}"
-        layers += [
-            Layer(f"{tag}.0.conv1", c_in, size, width, 1),
-            Layer(f"{tag}.0.conv2", width, size, width, 3, stride=stride),
-            Layer(f"{tag}.conv3", width, out, 4 * width, 1, count=blocks),
-            Layer(f"{tag}.0.downsample", c_in, size, 4 * width, 1, stride=stride),
-            Layer(f"{tag}.conv1", 4 * width, out, width, 1, count=blocks - 1),
-        ]
-        if stride == 1:  # layer1: every block's 3x3 is the same layer
-            layers[-4] = Layer(f"{tag}.conv2", width, size, width, 3, count=blocks)
-        else:
-            layers.append(Layer(f"{tag}.conv2", width, out, width, 3, count=blocks - 1))
-        c_in = 4 * width
-    return _merge(layers)
+def _network(name: str) -> list[Layer]:
+    """The distinct conv layers of octune's built-in network (``octune.networks``) at batch 1,
+    in network order; these two networks' convs are square and padded to keep the size.
+    """
+    layers, _ = network_layers(name, None, {})
+    return [
+        Layer(found.nodes[0], shape["c"], shape["h"], shape["k"], shape["r"], shape["stride"],
+              shape["groups"], found.count)
+        for found in layers
+        if found.family == "conv2d"
+        for shape in [found.shape]
+    ]  # fmt: skip
 
 
-def _mobilenet_v1() -> list[Layer]:
-    """MobileNet v1 (alpha 1, 224): a 3x3 stride-2 conv, then 13 depthwise + pointwise pairs."""
-    layers = [Layer("conv1", 3, 224, 32, 3, stride=2)]
-    plan = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), *[(512, 1)] * 5,
-            (1024, 2), (1024, 1)]  # fmt: skip
-    c, size = 32, 112
-    for index, (out_channels, stride) in enumerate(plan, start=1):
-        layers.append(Layer(f"dw{index}", c, size, c, 3, stride=stride, groups=c))
-        size //= stride
-        layers.append(Layer(f"pw{index}", c, size, out_channels, 1))
-        c = out_channels
-    return _merge(layers)
-
-
-def _merge(layers: list[Layer]) -> list[Layer]:
-    """One entry per distinct shape, counting repeats (a network's time is count x layer)."""
-    merged: dict[tuple[int, ...], Layer] = {}
-    for layer in layers:
-        key = (layer.c, layer.hw, layer.k, layer.rs, layer.stride, layer.groups)
-        if key in merged:
-            first = merged[key]
-            merged[key] = Layer(first.name, *key[:4], first.stride, first.groups,
-                                first.count + layer.count)  # fmt: skip
-        else:
-            merged[key] = layer
-    return list(merged.values())
-
-
-NETWORKS = {"resnet50": _resnet50, "mobilenet_v1": _mobilenet_v1}
+NETWORKS = {name: partial(_network, name) for name in ("resnet50", "mobilenet_v1")}
 
 
 def kernels_taking(workload: Workload) -> list[KernelSpec]:
@@ -134,7 +98,7 @@ def tune_layer(
     settings: Settings,
     seed: int,
     only: list[str] | None = None,
-    builds: BuildPool | None = None,
+    workers: Workers | None = None,
 ) -> list[dict[str, object]]:
     """One session per kernel that takes the layer (of ``only``, if given); each kernel's trace
     of the best so far.
@@ -152,7 +116,7 @@ def tune_layer(
         report = run_session(
             store, info, kernel, workload, kernel.space.enumerate(info.limits),
             strategy=strategy, budget=Budget(seconds=seconds / len(kernels)),
-            settings=settings, seed=seed, on_result=record, builds=builds,
+            settings=settings, seed=seed, on_result=record, workers=workers,
         )  # fmt: skip
         traces.append(
             {"kernel": kernel.name, "tried": report.progress.tried,
@@ -299,7 +263,7 @@ def main() -> None:
     store = Store(args.db)
     random_store = Store(args.db.replace(".db", "_random.db")) if args.random else None
     print(f"device: {info.name}; anchor: {anchor_name}; {args.seconds:g} s per layer", flush=True)
-    builds = open_builds(info, settings)  # one set of builders for every layer and kernel
+    workers = open_workers(info, settings)  # one set of processes for every layer and kernel
 
     rows = []
     for net in args.nets:
@@ -309,12 +273,12 @@ def main() -> None:
             if not args.no_tune:
                 started = time.perf_counter()
                 row["model"] = tune_layer(store, info, layer, args.seconds, "model", settings,
-                                          args.seed, args.kernels, builds)  # fmt: skip
+                                          args.seed, args.kernels, workers)  # fmt: skip
                 row["tune_s"] = time.perf_counter() - started
                 if random_store is not None:
                     row["random"] = tune_layer(
                         random_store, info, layer, args.seconds, "random", settings, args.seed,
-                        args.kernels, builds,
+                        args.kernels, workers,
                     )  # fmt: skip
             found = octune_time(store, device, info, layer)
             if found is None:
@@ -337,8 +301,7 @@ def main() -> None:
             args.out.write_text(json.dumps({"device": info.name, "anchor": anchor_name,
                                             "seconds_per_layer": args.seconds, "rows": rows},
                                            indent=1))  # fmt: skip
-    if builds is not None:
-        builds.close()
+    workers.close()
     report(rows, anchor_name, args.random)
 
 

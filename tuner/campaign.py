@@ -1,18 +1,27 @@
 """Many workloads in one run: a YAML list of workloads and one budget shared among them.
 
-The budget is shared by giving each workload an equal part of what is left when its turn
+The budget is shared by giving each workload its weight's part (equal unless an entry says
+``weight:``, e.g. a network layer's share of the network's time) of what is left when its turn
 comes: a workload that stops early (patience, an exhausted space) leaves its unused part to
 the ones after it, and no workload can starve the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+)
 
 from octune.tuner.errors import OctuneError
 from octune.tuner.family import Workload
@@ -33,6 +42,7 @@ class _WorkloadEntry(BaseModel):
 
     kernel: str
     dtype: str = "float32"
+    weight: FiniteFloat = Field(default=1.0, gt=0)
 
 
 class _WorkloadFile(BaseModel):
@@ -45,6 +55,7 @@ class _WorkloadFile(BaseModel):
 class Task:
     kernel: KernelSpec
     workload: Workload
+    weight: float = 1.0  # its share of the budget, relative to the other tasks'
 
 
 def load_tasks(path: Path) -> list[Task]:
@@ -72,7 +83,7 @@ def load_tasks(path: Path) -> list[Task]:
     tasks = []
     for index, entry in enumerate(parsed.workloads):
         try:
-            tasks += tasks_for(entry.kernel, entry.model_extra or {}, entry.dtype)
+            tasks += tasks_for(entry.kernel, entry.model_extra or {}, entry.dtype, entry.weight)
         except OctuneError as error:
             raise OctuneError(f"{path}: workloads.{index}: {error}") from None
     keys = [(task.kernel.name, task.workload.key) for task in tasks]
@@ -81,28 +92,35 @@ def load_tasks(path: Path) -> list[Task]:
     return tasks
 
 
-def tasks_for(name: str, shape: Mapping[str, int], dtype: str = "float32") -> list[Task]:
-    """What tuning a kernel, or a family (every kernel of it that takes the shape), means."""
+def tasks_for(
+    name: str, shape: Mapping[str, int], dtype: str = "float32", weight: float = 1.0
+) -> list[Task]:
+    """What tuning a kernel, or a family (every kernel of it that takes the shape), means; the
+    workload's weight is split evenly among its kernels.
+    """
     kernels = resolve_kernels(name)
     workload = kernels[0].family.workload(shape, dtype)
     takers = [kernel for kernel in kernels if kernel.takes(workload) is None]
     if not takers:
         reasons = "; ".join(str(kernel.takes(workload)) for kernel in kernels)
         raise OctuneError(f"no {name} kernel takes {workload}: {reasons}")
-    return [Task(kernel, workload) for kernel in takers]
+    return [Task(kernel, workload, weight / len(takers)) for kernel in takers]
 
 
 def share(
-    total: Budget, remaining_tasks: int, used_candidates: int, used_seconds: float
+    total: Budget, weights: Sequence[float], used_candidates: int, used_seconds: float
 ) -> Budget | None:
-    """The part of the total budget the next workload gets; None when nothing is left."""
+    """The part of the total budget the next task gets, by ``weights`` (its own, then those
+    of the tasks after it); at least one candidate while any is left; None when nothing is.
+    """
     candidates = seconds = None
     if total.candidates is not None:
-        candidates = (total.candidates - used_candidates) // remaining_tasks
-        if candidates < 1:
+        left = total.candidates - used_candidates
+        if left < 1:
             return None
+        candidates = max(1, int(left * weights[0] // sum(weights)))
     if total.seconds is not None:
-        seconds = (total.seconds - used_seconds) / remaining_tasks
+        seconds = (total.seconds - used_seconds) * weights[0] / sum(weights)
         if seconds <= 0:
             return None
     return replace(total, candidates=candidates, seconds=seconds)

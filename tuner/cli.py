@@ -16,6 +16,7 @@ from rich.table import Table
 
 from octune.db.store import BestResult, Store
 from octune.firmware.cli import export, import_, keygen, lookup
+from octune.runtime.cli import run
 from octune.server.cli import serve, token_app
 from octune.tuner.campaign import Task, load_tasks, share, tasks_for
 from octune.tuner.cli_devices import devices, setup
@@ -30,14 +31,14 @@ from octune.tuner.session import (
     SessionReport,
     Settings,
     check_seed,
-    open_builds,
+    open_workers,
     parse_duration,
     run_session,
 )
 from octune.tuner.session import Progress as SessionProgress
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies.base import available_strategies
-from octune.tuner.workers import BuildPool, default_jobs
+from octune.tuner.workers import Workers, default_jobs
 
 app = typer.Typer(
     help="Auto-tune OpenCL kernels, store the best verified configs, look them up.",
@@ -62,6 +63,13 @@ KernelArgument = Annotated[
 ]
 ObjectiveOption = Annotated[
     Objective, typer.Option(help=f"what best means: {', '.join(OBJECTIVES)}")
+]
+BatchOption = Annotated[
+    int | None, typer.Option(help="batch size: the first dimension of each dynamic input")
+]
+DimOption = Annotated[
+    list[str] | None,
+    typer.Option("--dim", help="NAME=SIZE for a dynamic dimension of the model; repeatable"),
 ]
 
 
@@ -104,6 +112,15 @@ def tune(
         Path | None,
         typer.Option(help="YAML list of workloads sharing the budget, instead of one workload"),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="an .onnx file or a built-in network, e.g. resnet50: tune its Conv, Gemm and "
+            "MatMul layers, the budget shared by their estimated share of its time"
+        ),
+    ] = None,
+    batch: BatchOption = None,
+    dim: DimOption = None,
     device: DeviceOption = None,
     strategy: Annotated[
         str, typer.Option(help=f"search strategy: {', '.join(available_strategies())}")
@@ -159,7 +176,14 @@ def tune(
     if upload is not None and not token:
         raise OctuneError("--upload needs a write token: pass --token or set OCTUNE_TOKEN")
     check_seed(seed)
-    tasks = _tasks(kernel_name, ctx.args, workloads)
+    if model is not None:
+        if kernel_name is not None or ctx.args or workloads is not None:
+            raise OctuneError("give one of --model, --workloads FILE, or a kernel and its shape")
+        tasks = _model_tasks(model, batch, dim)
+    elif batch is not None or dim:
+        raise OctuneError("--batch and --dim size the dynamic dimensions of a --model: add one")
+    else:
+        tasks = _tasks(kernel_name, ctx.args, workloads)
     total = Budget(
         candidates=budget,
         seconds=parse_duration(time_budget) if time_budget else None,
@@ -193,15 +217,16 @@ def tune(
     rows: list[dict[str, object]] = []
     used_candidates, used_earlier, started = 0, 0.0, time.monotonic()
     interrupted = False
-    builds = open_builds(info, settings)
+    workers = open_workers(info, settings)
     try:
         for index, task in enumerate(tasks):
             used_seconds = used_earlier + time.monotonic() - started
-            part = share(total, len(tasks) - index, used_candidates, used_seconds)
+            weights = [later.weight for later in tasks[index:]]
+            part = share(total, weights, used_candidates, used_seconds)
             if part is None:
                 console.print(f"Budget spent: {task.workload} and those after it were not tuned.")
                 break
-            report = _tune_one(store, info, task, strategy, part, settings, seed, builds)
+            report = _tune_one(store, info, task, strategy, part, settings, seed, workers)
             if upload is not None and token is not None:
                 _upload(store, report, upload, token)
             # With --resume, what earlier runs spent on this workload is part of what it used.
@@ -214,8 +239,7 @@ def tune(
                 interrupted = True
                 break
     finally:
-        if builds is not None:
-            builds.close()
+        workers.close()
     _print_summary(rows, objective)
     if summary is not None:
         summary.write_text(json.dumps(rows, indent=2))
@@ -243,6 +267,14 @@ def _tasks(kernel_name: str | None, shape_args: list[str], workloads: Path | Non
     return tasks_for(kernel_name, _shape_options(family, shape_args))
 
 
+def _model_tasks(source: str, batch: int | None, dims: list[str] | None) -> list[Task]:
+    from octune.networks.workloads import describe, network_layers, network_tasks, parse_dims
+
+    layers, untuned = network_layers(source, batch, parse_dims(dims or []))
+    console.print(describe(source, layers, untuned))
+    return network_tasks(layers)
+
+
 def _tune_one(
     store: Store,
     info: DeviceInfo,
@@ -251,7 +283,7 @@ def _tune_one(
     budget: Budget,
     settings: Settings,
     seed: int | None,
-    builds: BuildPool | None,
+    workers: Workers,
 ) -> SessionReport:
     table = task.kernel.space.enumerate(info.limits)
     console.print(f"[bold]{task.workload}[/] with {task.kernel.name}: {len(table):,} legal configs")
@@ -275,7 +307,7 @@ def _tune_one(
         report = run_session(
             store, info, task.kernel, task.workload, table,
             strategy=strategy, budget=budget, settings=settings, seed=seed, on_result=show,
-            builds=builds,
+            workers=workers,
         )  # fmt: skip
     progress = report.progress
     failures = ", ".join(f"{count} {status}" for status, count in progress.failures.items())
@@ -475,6 +507,35 @@ def _why_none(
     )
 
 
+workloads_app = typer.Typer(
+    help="Workloads files for `octune tune --workloads`.", no_args_is_help=True
+)
+
+
+@workloads_app.command("from-onnx")
+def from_onnx(
+    model: Annotated[str, typer.Argument(help="an .onnx file or a built-in network name")],
+    batch: BatchOption = None,
+    dim: DimOption = None,
+    out: Annotated[
+        Path | None, typer.Option(help="write the workloads file here, not to stdout")
+    ] = None,
+) -> None:
+    """A network's Conv, Gemm and MatMul layers as a workloads file, weighted by their time."""
+    from octune.networks.workloads import describe, network_layers, parse_dims, workloads_yaml
+
+    layers, untuned = network_layers(model, batch, parse_dims(dim or []))
+    text = workloads_yaml(model, layers, untuned)
+    if out is None:
+        print(text, end="")
+        return
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise OctuneError(f"cannot write {out}: {error.strerror}") from None
+    console.print(f"Wrote {out}: {describe(model, layers, untuned)}")
+
+
 @app.callback()
 def main_options(
     kernel_dir: Annotated[
@@ -494,10 +555,12 @@ app.command()(devices)
 app.command()(setup)
 app.command()(serve)
 app.add_typer(token_app, name="token")
+app.add_typer(workloads_app, name="workloads")
 app.command("export")(export)
 app.command("import")(import_)
 app.command("lookup", context_settings=_SHAPE_ARGS)(lookup)
 app.command("keygen")(keygen)
+app.command("run")(run)
 
 
 def main() -> None:

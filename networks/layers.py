@@ -1,0 +1,302 @@
+"""The tunable layers of an ONNX network: each Conv, Gemm and MatMul as a kernel family's shape.
+
+``load_model`` gives a model with every shape known (a built-in network or a file, dynamic
+dimensions fixed, ONNX shape inference run); ``node_layers`` maps each tunable node to its
+family and shape, as octune's runtime needs it per node; ``extract_layers`` merges equal
+shapes, counting launches, as the tuner needs them. The shapes are the families' own keys
+(``kernels/conv2d.py``, ``kernels/gemm.py``), so a layer is a workload as ``octune tune``
+takes it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from octune.networks.models import BUILTIN
+from octune.tuner.errors import OctuneError, WorkloadError
+from octune.tuner.family import Workload
+from octune.tuner.kernels import family
+
+# Operators that read and write each element a few times: their time is memory traffic that a
+# runtime spends as it is, with nothing to tune. Any other operator that is not a tunable Conv,
+# Gemm or MatMul is reported as not tuned.
+# fmt: off
+ELEMENTWISE = frozenset({
+    "Abs", "Add", "And", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Cast", "Ceil",
+    "Clip", "Concat", "Constant", "ConstantOfShape", "Cos", "DepthToSpace", "Div", "Dropout",
+    "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gelu",
+    "GlobalAveragePool", "GlobalMaxPool", "Greater", "GroupNormalization", "HardSigmoid",
+    "HardSwish", "Identity", "InstanceNormalization", "LRN", "LayerNormalization", "LeakyRelu",
+    "Less", "Log", "LogSoftmax", "Max", "MaxPool", "Mean", "Min", "Mul", "Neg", "Not", "Or",
+    "PRelu", "Pad", "Pow", "Range", "Reciprocal", "ReduceL2", "ReduceMax", "ReduceMean",
+    "ReduceMin", "ReduceSum", "Relu", "Reshape", "Resize", "Round", "Selu", "Shape", "Sigmoid",
+    "Sin", "Size", "Slice", "Softmax", "Softplus", "SpaceToDepth", "Split", "Sqrt", "Squeeze",
+    "Sub", "Sum", "Tanh", "Tile", "Transpose", "Unsqueeze", "Upsample", "Where",
+})
+# fmt: on
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One shape of a kernel family and the nodes that have it.
+
+    ``shape`` holds the family's keys as ``octune tune <family> --key value`` takes them;
+    ``count`` is how many launches of that shape one forward pass makes (a batched MatMul
+    makes one per matrix of its batch).
+    """
+
+    family: str
+    shape: dict[str, int]
+    nodes: tuple[str, ...]
+    count: int
+
+    def workload(self) -> Workload:
+        return family(self.family).workload(self.shape)
+
+
+def node_name(node: onnx.NodeProto, index: int) -> str:
+    """The node's name, or for an unnamed node ``<op>_<index in the graph>``."""
+    return node.name or f"{node.op_type}_{index}"
+
+
+def load_model(
+    source: str | Path,
+    batch: int | None = None,
+    dims: Mapping[str, int] | None = None,
+    *,
+    weights: bool = True,
+) -> onnx.ModelProto:
+    """A built-in network (by name) or an ONNX file, its dynamic dimensions fixed (``batch``:
+    each input's first one; ``dims``: by name) and its shapes inferred. Every node is named.
+    ``weights=False`` builds a built-in network with its weights as graph inputs: the same
+    shapes, without drawing and copying them (a file is read as it is).
+    """
+    if (batch is not None and batch < 1) or any(size < 1 for size in (dims or {}).values()):
+        raise OctuneError("--batch and --dim sizes are 1 or more")
+    if isinstance(source, str) and source in BUILTIN:
+        build, defaults = BUILTIN[source]
+        model, label = build(weights), source
+    else:
+        path = Path(source)
+        if not path.is_file():
+            close = difflib.get_close_matches(str(source), list(BUILTIN), n=1)
+            raise OctuneError(
+                f"no model file or built-in network {str(source)!r}: "
+                + (f"did you mean {close[0]!r}? " if close else "")
+                + f"built-in: {', '.join(BUILTIN)}"
+            )
+        model, label, defaults = _read(path), str(path), {}
+    for index, node in enumerate(model.graph.node):
+        node.name = node_name(node, index)
+    _fix_dims(model, label, batch, {**defaults, **(dims or {})}, set(dims or ()))
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except onnx.shape_inference.InferenceError as error:
+        raise OctuneError(f"{label}: ONNX shape inference failed: {_first_line(error)}") from None
+
+
+def _read(path: Path) -> onnx.ModelProto:
+    try:
+        model = onnx.load(path)
+    except OSError as error:
+        raise OctuneError(f"cannot read model {path}: {error.strerror}") from None
+    except DecodeError:
+        raise OctuneError(
+            f"{path} is not an ONNX model (truncated or corrupt): export or download it again"
+        ) from None
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as error:
+        raise OctuneError(f"{path} is not a valid ONNX model: {_first_line(error)}") from None
+    return model
+
+
+def _first_line(error: Exception) -> str:
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), "no detail")
+
+
+def _fix_dims(
+    model: onnx.ModelProto,
+    label: str,
+    batch: int | None,
+    sizes: dict[str, int],
+    given: set[str],
+) -> None:
+    """Give each symbolic dimension of the graph's inputs and outputs a size, or say which
+    option would: ``--batch`` sets every input's dynamic first dimension, ``--dim`` any by name.
+    """
+    graph = model.graph
+    weights = {tensor.name for tensor in graph.initializer}
+    inputs = [value for value in graph.input if value.name not in weights]
+    named = {dim.dim_param for value in inputs for dim in _dims(value) if dim.dim_param}
+    unknown = sorted(given - named)
+    if unknown:
+        having = f"it has {', '.join(sorted(named))}" if named else "it has none"
+        raise OctuneError(f"{label} has no dynamic dimension {unknown[0]!r} for --dim; {having}")
+    if batch is not None:
+        firsts = [next(_dims(value)) for value in inputs if value.type.tensor_type.shape.dim]
+        dynamic = [dim for dim in firsts if not dim.HasField("dim_value")]
+        if not dynamic:
+            raise OctuneError(f"{label} has a fixed batch size: leave out --batch")
+        for dim in dynamic:
+            if dim.dim_param and dim.dim_param not in given:
+                sizes[dim.dim_param] = batch
+            elif not dim.dim_param:
+                dim.dim_value = batch
+    for value in (*inputs, *graph.output, *graph.value_info):
+        for dim in _dims(value):
+            if dim.dim_param in sizes:
+                dim.dim_value = sizes[dim.dim_param]
+    for value in inputs:
+        if any(not dim.HasField("dim_value") for dim in _dims(value)):
+            shape = ", ".join(str(dim.dim_value or dim.dim_param or "?") for dim in _dims(value))
+            raise OctuneError(
+                f"{label} input {value.name!r} has dynamic dimensions [{shape}]: give their "
+                "sizes with --batch N and/or --dim NAME=SIZE"
+            )
+
+
+def _dims(value: onnx.ValueInfoProto) -> Iterator[onnx.TensorShapeProto.Dimension]:
+    return iter(value.type.tensor_type.shape.dim)
+
+
+def node_layers(model: onnx.ModelProto) -> dict[str, Layer]:
+    """Each tunable node's family and shape, by node name (one node, its own launch count)."""
+    return {layer.nodes[0]: layer for layer in _scan(model)[0]}
+
+
+def extract_layers(model: onnx.ModelProto) -> tuple[list[Layer], list[str]]:
+    """The distinct shapes in network order, each with its nodes and launches per pass, and
+    the operators not tuned (neither a tunable node nor elementwise), as ``"Op xCOUNT"``.
+    """
+    per_node, untuned = _scan(model)
+    merged: dict[tuple[str, tuple[tuple[str, int], ...]], Layer] = {}
+    for layer in per_node:
+        key = (layer.family, tuple(layer.shape.items()))
+        first = merged.get(key)
+        if first is not None:
+            layer = replace(first, nodes=first.nodes + layer.nodes, count=first.count + layer.count)
+        merged[key] = layer
+    return list(merged.values()), [f"{op} x{count}" for op, count in untuned.items()]
+
+
+def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str]]:
+    """Every tunable node as a one-node layer, in graph order, and the untuned operators."""
+    graph = model.graph
+    shapes = {tensor.name: list(tensor.dims) for tensor in graph.initializer}
+    for value in (*graph.input, *graph.value_info, *graph.output):
+        dims = list(_dims(value))
+        if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
+            shapes[value.name] = [d.dim_value for d in dims]
+    layers: list[Layer] = []
+    untuned: Counter[str] = Counter()
+    for index, node in enumerate(graph.node):
+        name = node_name(node, index)
+        if node.domain not in ("", "ai.onnx"):
+            untuned[f"{node.domain}.{node.op_type}"] += 1
+            continue
+        read = _ONNX_TO_FAMILY.get(node.op_type)
+        if read is None:
+            if node.op_type not in ELEMENTWISE:
+                untuned[node.op_type] += 1
+            continue
+        missing = next((x for x in node.input[:2] if x not in shapes), None)
+        if missing is not None:
+            raise OctuneError(_no_shape(model, node, name, missing))
+        found = read(node, shapes[node.input[0]], shapes[node.input[1]])
+        if isinstance(found, str):
+            untuned[f"{node.op_type} ({found})"] += 1
+            continue
+        family_name, shape, count = found
+        try:
+            workload = family(family_name).workload(shape)
+        except WorkloadError as error:
+            untuned[f"{node.op_type} ({error})"] += 1
+            continue
+        layers.append(Layer(family_name, workload.shape, (name,), count))
+    return layers, untuned
+
+
+def _no_shape(model: onnx.ModelProto, node: onnx.NodeProto, name: str, tensor: str) -> str:
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    return (
+        f"{model.graph.name or 'the model'}: {node.op_type} node {name!r} has no static shape "
+        f"for its input {tensor!r} after ONNX shape inference (opset {opset}): export the model "
+        "with static input shapes and standard operators, or convert it to a newer opset"
+    )
+
+
+_Found = tuple[str, dict[str, int], int] | str  # (family, shape, launches) or why not
+
+
+def _ints(node: onnx.NodeProto, name: str, default: list[int]) -> list[int]:
+    found = next((a for a in node.attribute if a.name == name), None)
+    if found is None:
+        return default
+    return list(found.ints) if found.type == onnx.AttributeProto.INTS else [found.i]
+
+
+def _int(node: onnx.NodeProto, name: str, default: int) -> int:
+    return _ints(node, name, [default])[0]
+
+
+def _read_conv(node: onnx.NodeProto, x: Sequence[int], w: Sequence[int]) -> _Found:
+    if len(x) != 4:
+        return f"{len(x) - 2}-D: conv2d is 2-D"
+    n, c, h, width = x
+    k, _, r, s = w
+    strides, dilations = _ints(node, "strides", [1, 1]), _ints(node, "dilations", [1, 1])
+    if len(set(strides)) != 1 or len(set(dilations)) != 1:
+        return f"strides {strides}, dilations {dilations}: conv2d takes one for both axes"
+    stride, dilation = strides[0], dilations[0]
+    auto_pad = next((a.s.decode() for a in node.attribute if a.name == "auto_pad"), "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        totals = [
+            max((math.ceil(size / stride) - 1) * stride + dilation * (f - 1) + 1 - size, 0)
+            for size, f in ((h, r), (width, s))
+        ]
+        pads = [totals[0] // 2, totals[1] // 2, totals[0] - totals[0] // 2,
+                totals[1] - totals[1] // 2]  # fmt: skip
+    elif auto_pad == "VALID":
+        pads = [0, 0, 0, 0]
+    else:
+        pads = _ints(node, "pads", [0, 0, 0, 0])
+    if len(set(pads)) != 1:
+        return f"{auto_pad} pads {pads}: conv2d pads every side alike"
+    shape = {"n": n, "c": c, "h": h, "w": width, "k": k, "r": r, "s": s, "stride": stride,
+             "pad": pads[0], "dilation": dilation, "groups": _int(node, "group", 1)}  # fmt: skip
+    return "conv2d", shape, 1
+
+
+def _read_gemm(node: onnx.NodeProto, a: Sequence[int], b: Sequence[int]) -> _Found:
+    transa, transb = _int(node, "transA", 0), _int(node, "transB", 0)
+    m, k = (a[1], a[0]) if transa else (a[0], a[1])
+    n = b[0] if transb else b[1]
+    return "gemm", {"m": m, "n": n, "k": k, "transa": transa, "transb": transb}, 1
+
+
+def _read_matmul(node: onnx.NodeProto, a: Sequence[int], b: Sequence[int]) -> _Found:
+    """numpy's matmul as GEMMs: a shared (2-D) B folds A's batch into M, one GEMM; batched
+    operands make one GEMM per matrix of the broadcast batch.
+    """
+    m, k = (1, a[0]) if len(a) == 1 else (a[-2], a[-1])
+    n = 1 if len(b) == 1 else b[-1]
+    batch_a, batch_b = list(a[:-2]), list(b[:-2])
+    if not batch_b:
+        m, count = m * math.prod(batch_a), 1
+    else:
+        rank = max(len(batch_a), len(batch_b))
+        padded = [[1] * (rank - len(d)) + d for d in (batch_a, batch_b)]
+        count = math.prod(max(x, y) for x, y in zip(*padded, strict=True))
+    return "gemm", {"m": m, "n": n, "k": k, "transa": 0, "transb": 0}, count
+
+
+_ONNX_TO_FAMILY = {"Conv": _read_conv, "Gemm": _read_gemm, "MatMul": _read_matmul}

@@ -1,0 +1,98 @@
+"""A network as tuning work: its layers as tasks or a workloads file, each weighted by its
+estimated share of the network's time, so one budget goes where the network spends its time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import yaml
+
+from octune.networks.layers import Layer, extract_layers, load_model
+from octune.tuner.campaign import Task, tasks_for
+from octune.tuner.errors import OctuneError
+from octune.tuner.expr import Expression
+
+# About a device's ratio of arithmetic to memory traffic (GPUs do 10 to 20 flops per byte they
+# read, CPUs a few): a layer costs its flops or this many per operand element, whichever is
+# more, so memory-bound layers (depthwise convs, GEMV) are not weighted as if free.
+FLOPS_PER_ELEMENT = 40
+
+
+def network_layers(
+    source: str | Path, batch: int | None, dims: Mapping[str, int]
+) -> tuple[list[Layer], list[str]]:
+    """The distinct layers of a built-in network or a file, and the operators not tuned.
+    Tuning needs only shapes, so a built-in network is built without weights.
+    """
+    layers, untuned = extract_layers(load_model(source, batch, dims, weights=False))
+    if not layers:
+        not_tuned = f" (not tuned: {', '.join(untuned)})" if untuned else ""
+        raise OctuneError(f"{source} has no Conv, Gemm or MatMul to tune{not_tuned}")
+    return layers, untuned
+
+
+def parse_dims(texts: Sequence[str]) -> dict[str, int]:
+    """``--dim NAME=SIZE`` options as a mapping."""
+    dims = {}
+    for text in texts:
+        name, _, size = text.partition("=")
+        if not name or not size.isdigit():
+            raise OctuneError(f"--dim takes NAME=SIZE, e.g. --dim sequence=128, not {text!r}")
+        dims[name] = int(size)
+    return dims
+
+
+def estimated_cost(layer: Layer) -> int:
+    """A layer's flops in one forward pass, or its operands' traffic where that is more."""
+    workload = layer.workload()
+    values = workload.shape_vars()
+    extents = (Expression(text, values) for text in workload.family.extents)
+    elements = sum(int(extent.evaluate(values)) for extent in extents)
+    return layer.count * max(workload.flops, FLOPS_PER_ELEMENT * elements)
+
+
+def time_shares(layers: Sequence[Layer]) -> list[float]:
+    """Each layer's estimated share of the network's time, in percent, to 3 digits."""
+    costs = [estimated_cost(layer) for layer in layers]
+    return [float(f"{100 * cost / sum(costs):.3g}") for cost in costs]
+
+
+def network_tasks(layers: Sequence[Layer]) -> list[Task]:
+    """The layers as tuning tasks, as the workloads file ``workloads_yaml`` writes reads."""
+    return [
+        task
+        for layer, weight in zip(layers, time_shares(layers), strict=True)
+        for task in tasks_for(layer.family, layer.shape, weight=weight)
+    ]
+
+
+def describe(label: str, layers: Sequence[Layer], untuned: Sequence[str]) -> str:
+    """E.g. ``resnet50: 53 conv2d (23 distinct), 1 gemm (1 distinct) per forward pass``."""
+    distinct = Counter(layer.family for layer in layers)
+    launches: Counter[str] = Counter()
+    for layer in layers:
+        launches[layer.family] += layer.count
+    parts = [f"{launches[name]} {name} ({count} distinct)" for name, count in distinct.items()]
+    line = f"{label}: {', '.join(parts)} per forward pass"
+    return line + (f"; not tuned: {', '.join(untuned)}" if untuned else "")
+
+
+def workloads_yaml(label: str, layers: Sequence[Layer], untuned: Sequence[str]) -> str:
+    """A workloads file for ``octune tune --workloads``: one entry per layer with its weight,
+    and as comments, its launches per pass and its nodes.
+    """
+    lines = [
+        f"# {describe(label, layers, untuned)}",
+        "# weight: the layer's estimated share of the network's time, in percent",
+        "workloads:",
+    ]
+    for layer, weight in zip(layers, time_shares(layers), strict=True):
+        more = len(layer.nodes) - 3
+        nodes = ", ".join(layer.nodes[:3]) + (f" and {more} more" if more > 0 else "")
+        entry = {"kernel": layer.family, **layer.shape, "weight": weight}
+        flow = yaml.safe_dump(entry, default_flow_style=True, sort_keys=False, width=1 << 16)
+        lines += [f"  # x{layer.count}: {nodes}", f"  - {flow.strip()}"]
+    return "\n".join(lines) + "\n"

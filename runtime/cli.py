@@ -1,0 +1,190 @@
+"""`octune run`: a whole network through the reference runtime, checked against onnxruntime,
+timed per layer (registered on the main app in ``tuner/cli.py``; the runtime, onnx and
+onnxruntime load only when it runs).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, cast
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from octune.tuner.errors import OctuneError
+
+if TYPE_CHECKING:
+    from octune.runtime.executor import Runtime, Timing
+    from octune.runtime.sources import ConfigSource, Policy
+    from octune.runtime.verify import Comparison
+    from octune.tuner.device import DeviceInfo
+
+console = Console()
+
+
+def run(
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="a built-in network (squeezenet1.1, mobilenet_v1, mobilenet_v2, resnet18, "
+            "resnet50, bert_base_layer) or an .onnx file"
+        ),
+    ],
+    batch: Annotated[
+        int | None, typer.Option(help="batch size: the first dimension of each dynamic input")
+    ] = None,
+    dim: Annotated[
+        list[str] | None,
+        typer.Option("--dim", help="NAME=SIZE for a dynamic dimension of the model; repeatable"),
+    ] = None,
+    server: Annotated[
+        str | None, typer.Option(help="config server URL: one batch lookup per kernel family")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="OCTUNE_TOKEN", help="read token, for a --server that requires one"),
+    ] = None,
+    bundle: Annotated[
+        Path | None, typer.Option(help="firmware bundle exported for this device")
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(help="database URL (default: $OCTUNE_DATABASE_URL, else the user's SQLite)"),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option("--device", "-d", help="device index or name substring (`octune devices`)"),
+    ] = None,
+    configs: Annotated[
+        str,
+        typer.Option(
+            help="tuned: each layer's answer; one-per-device: the largest tuned layer's config "
+            "for every layer its kernel takes; default: octune's untuned defaults"
+        ),
+    ] = "tuned",
+    repeat: Annotated[
+        int, typer.Option(min=1, help="timed forward passes: median kernel times, best wall")
+    ] = 10,
+    seed: Annotated[int, typer.Option(help="seed of the random inputs")] = 0,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="also write the results to this JSON file")
+    ] = None,
+) -> None:
+    """Run a network on random inputs with octune's configs: check it against onnxruntime,
+    then time it per layer (OpenCL profiling) and whole (back to back, one finish).
+    """
+    from octune.networks.layers import load_model
+    from octune.networks.workloads import parse_dims
+    from octune.runtime.executor import Runtime
+    from octune.runtime.sources import POLICIES
+    from octune.runtime.verify import check, onnxruntime_seconds, random_inputs
+    from octune.tuner.device import DeviceInfo, require_compiling, select_device
+
+    if configs not in POLICIES:
+        raise OctuneError(f"unknown --configs '{configs}': use one of {', '.join(POLICIES)}")
+    given = [flag for flag, value in (("--server", server), ("--bundle", bundle), ("--db", db))
+             if value is not None]  # fmt: skip
+    if len(given) > 1:
+        raise OctuneError(f"give one config source, not {' and '.join(given)}")
+    cl_device = select_device(device)
+    require_compiling(cl_device)
+    info = DeviceInfo.from_cl(cl_device)
+    network = load_model(model, batch, parse_dims(dim or []))
+    policy = cast("Policy", configs)
+    source = None if policy == "default" else _source(info, server, token, bundle, db)
+    where = "octune's defaults" if source is None else source.where
+    console.print(f"Running {model} on [bold]{info.name}[/] with {policy} configs from {where}")
+    runtime = Runtime(network, cl_device, source, policy)
+    inputs = random_inputs(runtime, seed)
+    outputs = check(runtime, inputs)
+    timing = runtime.time(repeat)
+    reference_s = onnxruntime_seconds(network, inputs, repeat)
+    _print(runtime, timing, outputs, reference_s)
+    if json_out is not None:
+        payload = _payload(model, info, policy, where, runtime, timing, outputs, reference_s)
+        try:
+            json_out.write_text(json.dumps(payload, indent=2))
+        except OSError as error:
+            raise OctuneError(f"cannot write {json_out}: {error.strerror}") from None
+
+
+def _source(
+    info: DeviceInfo, server: str | None, token: str | None, bundle: Path | None, db: str | None
+) -> ConfigSource:
+    from octune.db.store import Store
+    from octune.runtime.sources import BundleConfigs, ServerConfigs, StoreConfigs
+
+    if server is not None:
+        return ServerConfigs(server, info, token)
+    if bundle is not None:
+        return BundleConfigs(bundle, info)
+    return StoreConfigs(Store(db or Store.default_url()), info)
+
+
+def _print(runtime: Runtime, timing: Timing, outputs: list[Comparison], reference_s: float) -> None:
+    from octune.runtime.verify import TOLERANCE
+
+    total = timing.total_kernel_s or 1.0
+    table = Table(title=f"{runtime.graph.name} on {runtime.info.name}")
+    for column in ("layer", "op", "kernel", "match", "time µs", "share"):
+        table.add_column(column, justify="right" if column in ("time µs", "share") else "left")
+    for planned, seconds in zip(runtime.plan, timing.kernel_s, strict=True):
+        if planned.launches:
+            table.add_row(planned.step.name, planned.step.op, planned.kernel, planned.match,
+                          f"{seconds * 1e6:,.1f}", f"{100 * seconds / total:.1f}%")  # fmt: skip
+    console.print(table)
+    worst = max(outputs, key=lambda c: c.ratio)
+    console.print(
+        f"kernels {timing.total_kernel_s * 1e3:.3f} ms (profiled, median of {timing.repeats}), "
+        f"wall {timing.wall_s * 1e3:.3f} ms (best of {timing.repeats}, back to back), "
+        f"{runtime.launches} launches; onnxruntime CPU {reference_s * 1e3:.3f} ms. Output agrees "
+        f"with onnxruntime: max error {worst.error:.3g} = {worst.ratio:.2g} x the tolerance "
+        f"({TOLERANCE:g} x max |output| {worst.magnitude:.3g})"
+    )
+
+
+def _payload(
+    model: str,
+    info: DeviceInfo,
+    policy: str,
+    where: str,
+    runtime: Runtime,
+    timing: Timing,
+    outputs: list[Comparison],
+    reference_s: float,
+) -> dict[str, object]:
+    from octune.runtime.verify import TOLERANCE
+
+    layers = [
+        {
+            "layer": planned.step.name,
+            "nodes": list(planned.step.nodes),
+            "op": planned.step.op,
+            "kernel": planned.kernel,
+            "match": planned.match,
+            "config": planned.config,
+            "launches": len(planned.launches),
+            "kernel_s": seconds,
+        }
+        for planned, seconds in zip(runtime.plan, timing.kernel_s, strict=True)
+        if planned.launches
+    ]
+    return {
+        "model": model,
+        "device": info.name,
+        "device_fingerprint": info.fingerprint,
+        "configs": policy,
+        "source": where,
+        "layers": layers,
+        "kernel_s": timing.total_kernel_s,
+        "wall_s": timing.wall_s,
+        "repeats": timing.repeats,
+        "launches": runtime.launches,
+        "onnxruntime_s": reference_s,
+        "tolerance": TOLERANCE,
+        "outputs": [
+            {"tensor": c.tensor, "max_error": c.error, "magnitude": c.magnitude} for c in outputs
+        ],
+    }

@@ -1,0 +1,368 @@
+"""The runtime: a model's steps on one OpenCL device, as an inference runtime would use octune.
+
+At load time it asks its config source once per kernel family for every distinct conv and GEMM
+shape of the model, builds each kernel version once (through octune's program cache), uploads
+the weights, allocates every tensor and sets every launch's arguments; a forward pass then only
+enqueues launches, back to back.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import numpy as np
+import onnx
+import pyopencl as cl
+
+from octune.kernels.conv2d import conv2d_arguments
+from octune.kernels.gemm import gemm_arguments
+from octune.runtime.graph import (
+    Alias,
+    Concat,
+    Elementwise,
+    Epilogue,
+    Graph,
+    LayerNorm,
+    Pool,
+    Softmax,
+    Step,
+    Transpose,
+    Tuned,
+    load_graph,
+)
+from octune.runtime.sources import Choice, ConfigSource, Policy, choose, default_configs
+from octune.tuner.device import DeviceInfo
+from octune.tuner.errors import OctuneError
+from octune.tuner.programs import ProgramCache
+from octune.tuner.results import one_line_reason
+
+#: Work-group size of the runtime's own (untuned) kernels.
+LOCAL = 64
+ACTIVATIONS = {"none": 0, "relu": 1, "clip": 2, "erf": 3}
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: cl.Kernel  # its arguments set
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A step ready to enqueue: its launches, and what the per-layer table says of it."""
+
+    step: Step
+    kernel: str  # octune's kernel, or the runtime's own (ops.cl) for untuned steps
+    match: str  # the lookup's match (or "device"); "-" for the runtime's own kernels
+    config: dict[str, int]
+    launches: tuple[Launch, ...]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per planned step, the median over repeats of its launches' profiled kernel time summed;
+    and the best wall time of a whole forward pass enqueued back to back with one finish.
+    """
+
+    kernel_s: tuple[float, ...]
+    wall_s: float
+    repeats: int
+
+    @property
+    def total_kernel_s(self) -> float:
+        return sum(self.kernel_s)
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+class Runtime:
+    """A model loaded onto a device with configs from ``configs`` under ``policy``; without a
+    source (or with policy ``default``), octune's default configs.
+    """
+
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        device: cl.Device,
+        configs: ConfigSource | None = None,
+        policy: Policy = "tuned",
+        cache: ProgramCache | None = None,
+    ) -> None:
+        self.model = model
+        self.graph: Graph = load_graph(model)
+        self.device = device
+        self.info = DeviceInfo.from_cl(device)
+        self.context = cl.Context([device])
+        self.queue = cl.CommandQueue(
+            self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
+        )
+        self.cache = cache or ProgramCache()
+        self._programs: dict[tuple[str, tuple[str, ...]], cl.Program] = {}
+        source = configs if configs is not None and policy != "default" else None
+        self.choices = self._choose(source or default_configs(self.info), policy)
+        self.buffers: dict[str, cl.Buffer] = {}
+        self._allocate()
+        self.plan = [self._plan(step) for step in self.graph.steps]
+
+    # --- configs --------------------------------------------------------------------------
+
+    def _choose(self, source: ConfigSource, policy: Policy) -> dict[str, Choice]:
+        """One lookup per family for the model's distinct shapes; each tuned step's choice."""
+        tuned = [step for step in self.graph.steps if isinstance(step, Tuned)]
+        choices: dict[str, Choice] = {}
+        for family in dict.fromkeys(step.layer.family for step in tuned):
+            steps = [step for step in tuned if step.layer.family == family]
+            distinct = {tuple(s.layer.shape.items()): s.layer for s in steps}
+            layers = list(distinct.values())
+            answers = source.answers(family, [layer.shape for layer in layers])
+            workloads = [layer.workload() for layer in layers]
+            chosen = choose(source, workloads, answers, policy, self.info.limits)
+            by_shape = dict(zip(distinct, chosen, strict=True))
+            choices.update({s.name: by_shape[tuple(s.layer.shape.items())] for s in steps})
+        return choices
+
+    # --- memory ---------------------------------------------------------------------------
+
+    def _allocate(self) -> None:
+        graph, flags = self.graph, cl.mem_flags
+        used = {name for step in graph.steps for name in self._reads(step)}
+        for name in sorted(used & graph.constants.keys()):
+            value = np.ascontiguousarray(graph.constants[name], dtype=np.float32)
+            self.buffers[name] = cl.Buffer(
+                self.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=value
+            )
+        for name in graph.inputs:
+            self.buffers[name] = self._tensor_buffer(name)
+        for step in graph.steps:
+            if isinstance(step, Alias):
+                self.buffers[step.output] = self.buffers[step.inputs[0]]
+            else:
+                self.buffers[step.output] = self._tensor_buffer(step.output)
+
+    def _tensor_buffer(self, name: str) -> cl.Buffer:
+        size = 4 * max(math.prod(self.graph.shapes[name]), 1)
+        return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=size)
+
+    @staticmethod
+    def _reads(step: Step) -> list[str]:
+        e = step.epilogue
+        return [*step.inputs, *(name for name in (e.scale, e.bias, e.other) if name)]
+
+    # --- programs and launches ------------------------------------------------------------
+
+    def _build(self, step: Step, what: str, source: str, options: Sequence[str]) -> cl.Program:
+        key = (source, tuple(options))
+        program = self._programs.get(key)
+        if program is None:
+            try:
+                program = self.cache.build(self.context, self.info.fingerprint, source, options)
+            except cl.Error as error:
+                raise OctuneError(
+                    f"layer '{step.name}': building {what} failed on {self.info.name}: "
+                    f"{one_line_reason(str(error))}"
+                ) from None
+            self._programs[key] = program
+        return program
+
+    def _ops(self, step: Step, name: str, args: Sequence[object], n: int, **defines: int) -> Launch:
+        """A launch of one of the runtime's own kernels over ``n`` work-items."""
+        options = [f"-D{key}={value}" for key, value in defines.items()]
+        program = self._build(step, f"the runtime's {name}", _ops_source(), options)
+        kernel = cl.Kernel(program, name)
+        kernel.set_args(*args)
+        return Launch(kernel, (_round_up(max(n, 1), LOCAL),), (LOCAL,))
+
+    def _plan(self, step: Step) -> Planned:
+        if isinstance(step, Tuned):
+            return self._tuned(step)
+        if isinstance(step, Alias):
+            return Planned(step, "-", "-", {}, ())
+        if isinstance(step, Elementwise):
+            return Planned(step, "epilogue", "-", {}, (self._epilogue(step, step.inputs[0]),))
+        x, y = (self.buffers[name] for name in (step.inputs[0], step.output))
+        shape = self.graph.shapes[step.output]
+        n = math.prod(shape)
+        launches: list[Launch] = []
+        if isinstance(step, Pool):
+            images, c, h, w = self.graph.shapes[step.inputs[0]]
+            defines = dict(MAX=int(step.max), KH=step.kernel[0], KW=step.kernel[1],
+                           SH=step.strides[0], SW=step.strides[1], PT=step.pads[0],
+                           PL=step.pads[1], PB=step.pads[2], PR=step.pads[3],
+                           INCLUDE_PAD=int(step.include_pad))  # fmt: skip
+            sizes = (images * c, h, w, shape[2], shape[3])
+            launches.append(self._ops(step, "pool", (x, y, *map(np.int32, sizes)), n, **defines))
+        elif isinstance(step, Concat):
+            outer, offset = math.prod(shape[: step.axis]), 0
+            for name in step.inputs:
+                inner = math.prod(self.graph.shapes[name][step.axis :])
+                sizes = (outer * inner, inner, n // outer, offset)
+                args = (self.buffers[name], y, *map(np.int32, sizes))
+                launches.append(self._ops(step, "concat", args, outer * inner))
+                offset += inner
+        elif isinstance(step, Softmax):
+            rows = n // step.length
+            args = (x, y, *map(np.int32, (rows, step.length, step.inner)))
+            launches.append(self._ops(step, "softmax", args, rows))
+        elif isinstance(step, LayerNorm):
+            gamma, beta = (self.buffers[name] for name in step.inputs[1:3])
+            rows, length = n // shape[-1], shape[-1]
+            args = (x, y, gamma, beta, np.int32(rows), np.int32(length), np.float32(step.epsilon))
+            launches.append(self._ops(step, "layer_norm", args, rows))
+        elif isinstance(step, Transpose):
+            launches.append(self._transpose(step, x, y, n))
+        else:
+            raise AssertionError(f"no plan for {type(step).__name__}")
+        if not step.epilogue.empty:
+            launches.append(self._epilogue(step, step.output))
+        return Planned(step, type(step).__name__.lower(), "-", {}, tuple(launches))
+
+    def _transpose(self, step: Transpose, x: cl.Buffer, y: cl.Buffer, n: int) -> Launch:
+        shape = self.graph.shapes[step.inputs[0]]
+        if len(shape) > 4:
+            raise OctuneError(f"layer '{step.name}': octune run transposes up to 4 axes")
+        pad = 4 - len(shape)
+        padded = (1,) * pad + shape
+        perm = (*range(pad), *(axis + pad for axis in step.perm))
+        strides = [math.prod(padded[axis + 1 :]) for axis in range(4)]
+        dims = [padded[axis] for axis in perm]
+        args = (x, y, *map(np.int32, (*dims[1:], n, *(strides[axis] for axis in perm))))
+        return self._ops(step, "transpose", args, n)
+
+    def _epilogue(self, step: Step, source: str) -> Launch:
+        e: Epilogue = step.epilogue
+        n = math.prod(self.graph.shapes[step.output])
+        scale, bias, other = (
+            self.buffers[name] if name else None for name in (e.scale, e.bias, e.other)
+        )
+        sizes = map(np.int32, (n, e.inner, e.channels))
+        args = (self.buffers[source], self.buffers[step.output], scale, bias, other, *sizes,
+                np.float32(e.low), np.float32(e.high))  # fmt: skip
+        defines = dict(HAS_SCALE=int(scale is not None), HAS_BIAS=int(bias is not None),
+                       OTHER=0 if other is None else 2 if e.multiply else 1,
+                       ACT=ACTIVATIONS[e.activation])  # fmt: skip
+        return self._ops(step, "epilogue", args, n, **defines)
+
+    def _tuned(self, step: Tuned) -> Planned:
+        choice = self.choices[step.name]
+        spec, config, workload = choice.kernel, choice.config, step.layer.workload()
+        entry = spec.space.entry
+        program = self._build(step, f"{spec.name} {config}", spec.source,
+                              spec.build_options(config, workload))  # fmt: skip
+        global_size, local_size = spec.space.launch(config, workload.shape_vars(), self.info.limits)
+        a, b, y = (self.buffers[name] for name in (*step.inputs, step.output))
+        if step.layer.family == "conv2d":
+            operands = [((a, b), y)]
+            arguments = conv2d_arguments(workload, entry)
+        else:
+            s = workload.shape
+            m, n, k = s["m"], s["n"], s["k"]
+            lda, ldb = m if s["transa"] else k, k if s["transb"] else n
+            arguments = gemm_arguments(m, n, k, lda, ldb, alpha=step.alpha)
+            operands = self._batches(step, (a, b, y), (m * k, k * n, m * n))
+        launches = []
+        for inputs, output in operands:
+            kernel = cl.Kernel(program, entry)
+            kernel.set_args(*arguments(inputs, output))
+            launches.append(Launch(kernel, global_size, local_size))
+        allowed = launches[0].kernel.get_work_group_info(
+            cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device
+        )
+        if math.prod(local_size) > allowed:
+            raise OctuneError(
+                f"layer '{step.name}': {spec.name} config {config} needs work-groups of "
+                f"{math.prod(local_size)}, and {self.info.name} allows {allowed} for it"
+            )
+        if not step.epilogue.empty:
+            launches.append(self._epilogue(step, step.output))
+        return Planned(step, spec.name, choice.match, config, tuple(launches))
+
+    def _batches(
+        self, step: Tuned, buffers: tuple[cl.Buffer, ...], sizes: tuple[int, ...]
+    ) -> list[tuple[tuple[cl.Buffer, cl.Buffer], cl.Buffer]]:
+        """A batched MatMul's operands, one GEMM per matrix: sub-buffers of A, B and C."""
+        a, b, y = buffers
+        count = step.layer.count
+        if count == 1:
+            return [((a, b), y)]
+        batch_a, batch_b = (self.graph.shapes[name][:-2] for name in step.inputs)
+        align = self.device.mem_base_addr_align // 8
+        if batch_a != batch_b or any(4 * size % align for size in sizes):
+            raise OctuneError(
+                f"layer '{step.name}': octune run multiplies batched matrices of one batch shape "
+                f"and {align}-byte aligned sizes, not {batch_a} by {batch_b}"
+            )
+        operands = []
+        for i in range(count):
+            a_i, b_i, y_i = (
+                buffer.get_sub_region(4 * i * size, 4 * size)
+                for buffer, size in zip(buffers, sizes, strict=True)
+            )
+            operands.append(((a_i, b_i), y_i))
+        return operands
+
+    # --- running --------------------------------------------------------------------------
+
+    def enqueue(self, queue: cl.CommandQueue) -> list[cl.Event]:
+        """A forward pass on the inputs already written, back to back: one event per launch."""
+        return [
+            cl.enqueue_nd_range_kernel(queue, launch.kernel, launch.global_size, launch.local_size)
+            for planned in self.plan
+            for launch in planned.launches
+        ]
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The model's outputs for these inputs (one array per graph input)."""
+        for name in self.graph.inputs:
+            value = inputs.get(name)
+            if value is None or value.shape != self.graph.shapes[name]:
+                raise OctuneError(
+                    f"input '{name}' must be a float32 array of shape {self.graph.shapes[name]}"
+                )
+            cl.enqueue_copy(self.queue, self.buffers[name], np.ascontiguousarray(value, np.float32))
+        self.enqueue(self.queue)
+        return {name: self.read(name) for name in self.graph.outputs}
+
+    def read(self, tensor: str) -> np.ndarray:
+        """A tensor of the last forward pass (every step's output is kept)."""
+        value = np.empty(self.graph.shapes[tensor], dtype=np.float32)
+        cl.enqueue_copy(self.queue, value, self.buffers[tensor])
+        return value
+
+    def time(self, repeats: int) -> Timing:
+        """Kernel and wall time of forward passes on the inputs already written."""
+        per_launch = []
+        self.enqueue(self.queue)
+        self.queue.finish()
+        for _ in range(repeats):
+            events = self.enqueue(self.queue)
+            self.queue.finish()
+            per_launch.append([(e.profile.end - e.profile.start) * 1e-9 for e in events])
+        medians = iter(np.median(np.array(per_launch), axis=0).tolist())
+        kernel_s = tuple(sum(next(medians) for _ in p.launches) for p in self.plan)
+        plain = cl.CommandQueue(self.context)
+        self.enqueue(plain)
+        plain.finish()
+        best = math.inf
+        for _ in range(repeats):
+            started = time.perf_counter()
+            self.enqueue(plain)
+            plain.finish()
+            best = min(best, time.perf_counter() - started)
+        return Timing(kernel_s, best, repeats)
+
+    @property
+    def launches(self) -> int:
+        return sum(len(p.launches) for p in self.plan)
+
+
+@cache
+def _ops_source() -> str:
+    return resources.files("octune.runtime").joinpath("ops.cl").read_text()

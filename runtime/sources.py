@@ -1,0 +1,208 @@
+"""Where a runtime's configs come from: the config service, a firmware bundle, or a database,
+all answering through ``octune.lookup.semantics`` (the server's lookup), so one model gets the
+same kernels and configs from each. Each also hands over the exact kernel version an answer
+names (its source and search space), since a config is only valid for the source it was tuned
+with.
+
+The config policies compared in benchmarks:
+
+``tuned``
+    each layer's own answer (exact, nearest, predicted or default).
+``one-per-device``
+    one config per kernel and device, as a library tuned once per device ships: every layer
+    runs the config of the largest (most flops) layer of the model tuned exactly whose kernel
+    takes it; a layer no such kernel takes keeps its own answer.
+``default``
+    what octune answers where nothing is tuned: each family's default kernel and config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from octune.db.store import Store, StoredDevice
+from octune.firmware.bundle import load_bundle
+from octune.lookup.semantics import Answer, Query, QueryError
+from octune.lookup.tables import StoreLookup
+from octune.server.client import OctuneClient
+from octune.tuner.device import DeviceInfo
+from octune.tuner.errors import OctuneError, SpaceError
+from octune.tuner.family import Workload
+from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel
+
+Policy = Literal["tuned", "one-per-device", "default"]
+POLICIES: tuple[Policy, ...] = ("tuned", "one-per-device", "default")
+#: Workloads per batch request: the server's limit.
+BATCH_LIMIT = 1024
+
+
+class ConfigSource(Protocol):
+    """Answers for one family's layers in one request, and the kernel version an answer names."""
+
+    where: str  # for messages: the URL, bundle or database
+
+    def answers(self, family: str, shapes: Sequence[Mapping[str, int]]) -> list[Answer]: ...
+
+    def kernel(self, answer: Answer) -> KernelSpec: ...
+
+
+def _installed(answer: Answer) -> KernelSpec | None:
+    """The installed kernel, when it is the version the answer was tuned with."""
+    try:
+        spec = load_kernel(answer.kernel)
+    except OctuneError:
+        return None
+    return spec if spec.sha256 == answer.kernel_sha256 else None
+
+
+class ServerConfigs:
+    """The config service over REST: one batch lookup per family of the model."""
+
+    def __init__(self, url: str, device: DeviceInfo, token: str | None = None) -> None:
+        self.where = url
+        self.device = device
+        self.client = OctuneClient(url, token)
+        self._kernels: dict[str, KernelSpec] = {}
+
+    def answers(self, family: str, shapes: Sequence[Mapping[str, int]]) -> list[Answer]:
+        found = []
+        for start in range(0, len(shapes), BATCH_LIMIT):
+            part = shapes[start : start + BATCH_LIMIT]
+            for answer in self.client.lookup_batch(self.device.fingerprint, part, family):
+                fields = answer.model_dump()
+                sizes = {key: tuple(fields[key]) for key in ("global_size", "local_size")}
+                found.append(Answer(**{**fields, **sizes}))
+        return found
+
+    def kernel(self, answer: Answer) -> KernelSpec:
+        spec = self._kernels.get(answer.kernel_sha256) or _installed(answer)
+        if spec is None:
+            text = self.client.kernel_source(answer.kernel_sha256)
+            spec = kernel_from_texts(answer.kernel, text.template_source, text.space_source)
+        self._kernels[answer.kernel_sha256] = spec
+        return spec
+
+
+class BundleConfigs:
+    """A firmware bundle exported for this device; it carries the kernel sources."""
+
+    def __init__(self, path: Path, device: DeviceInfo, public_key: str | None = None) -> None:
+        self.where = str(path)
+        self.bundle = load_bundle(path, public_key)
+        tuned_on = self.bundle.device.get("fingerprint")
+        if tuned_on != device.fingerprint:
+            raise OctuneError(
+                f"bundle {path} was exported for device {tuned_on} "
+                f"({self.bundle.device.get('name')}), not {device.fingerprint} ({device.name}) "
+                "that runs the model: export one for this device, or pick it with --device"
+            )
+
+    def answers(self, family: str, shapes: Sequence[Mapping[str, int]]) -> list[Answer]:
+        answers = []
+        for shape in shapes:
+            try:
+                answers.append(self.bundle.lookup(Query(family, dict(shape))))
+            except QueryError as error:
+                raise OctuneError(
+                    f"bundle {self.where} has no kernel for the {family} layer {dict(shape)} "
+                    f"({error}): tune a kernel that takes it, then export again"
+                ) from None
+        return answers
+
+    def kernel(self, answer: Answer) -> KernelSpec:
+        template, space = self.bundle.sources[answer.kernel]
+        return kernel_from_texts(answer.kernel, template, space)
+
+
+class StoreConfigs:
+    """A database, answered by ``StoreLookup`` as the server answers (without its cost model):
+    the device need not be in it, a device nobody tuned gets the defaults.
+    """
+
+    def __init__(self, store: Store, device: DeviceInfo) -> None:
+        self.where = store.url
+        self.store = store
+        self.device = StoredDevice(
+            fingerprint=device.fingerprint,
+            name=device.name,
+            platform_name=device.platform_name,
+            platform_version=device.platform_version,
+            vendor=device.vendor,
+            driver_version=device.driver_version,
+            compute_units=device.compute_units,
+            max_work_group_size=device.max_work_group_size,
+            local_mem_size=device.local_mem_size,
+            global_mem_size=device.global_mem_size,
+            device_type=device.device_type,
+        )
+        self.lookup = StoreLookup(store)
+
+    def answers(self, family: str, shapes: Sequence[Mapping[str, int]]) -> list[Answer]:
+        return [self.lookup.lookup(self.device, Query(family, dict(shape))) for shape in shapes]
+
+    def kernel(self, answer: Answer) -> KernelSpec:
+        spec = _installed(answer)
+        if spec is None:
+            stored = self.store.lookup_kernel(
+                self.device.fingerprint, answer.kernel, answer.kernel_sha256
+            )
+            if stored is None:
+                raise OctuneError(f"kernel version {answer.kernel_sha256} is not in {self.where}")
+            spec = kernel_from_texts(stored.name, stored.template_source, stored.space_source)
+        return spec
+
+
+def default_configs(device: DeviceInfo) -> StoreConfigs:
+    """The answers of an empty database: octune's defaults, whatever is tuned anywhere."""
+    return StoreConfigs(Store("sqlite://"), device)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The kernel version and config one conv or GEMM layer runs with, and why."""
+
+    kernel: KernelSpec
+    config: dict[str, int]
+    match: str  # the answer's match, or "device" (one-per-device: another layer's config)
+
+
+def choose(
+    source: ConfigSource,
+    workloads: Sequence[Workload],
+    answers: Sequence[Answer],
+    policy: Policy,
+    limits: Mapping[str, int],
+) -> list[Choice]:
+    """Each layer's choice under ``policy`` (``default``: ``answers`` came from
+    ``default_configs``), from the layers' answers in order.
+    """
+    own = [Choice(source.kernel(a), dict(a.config), a.match) for a in answers]
+    if policy != "one-per-device":
+        return own
+    tuned = sorted(
+        (pair for pair in zip(workloads, own, strict=True) if pair[1].match == "exact"),
+        key=lambda pair: -pair[0].flops,
+    )
+    chosen = []
+    for workload, choice in zip(workloads, own, strict=True):
+        donors = (
+            Choice(donor.kernel, donor.config, "device")
+            for _, donor in tuned
+            if _runs(donor, workload, limits)
+        )
+        chosen.append(next(donors, choice))
+    return chosen
+
+
+def _runs(choice: Choice, workload: Workload, limits: Mapping[str, int]) -> bool:
+    """Whether the choice's kernel takes the workload and its config launches for it."""
+    if choice.kernel.takes(workload) is not None:
+        return False
+    try:
+        choice.kernel.space.launch(choice.config, workload.shape_vars(), limits)
+    except SpaceError:
+        return False
+    return True

@@ -1,0 +1,289 @@
+"""The reference runtime (`octune run`): real graphs on the real device, checked against
+onnxruntime; configs from a database a real tuning run wrote, from its bundle and from a live
+server on a loopback socket; a real wrong kernel named as the first layer that diverged.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import yaml
+from test_cli import assert_one_line_error, octune
+
+from octune.networks.graph import GraphBuilder
+from octune.networks.layers import load_model
+from octune.runtime.executor import Runtime
+from octune.runtime.verify import check, random_inputs
+from octune.tuner.device import DeviceInfo
+from octune.tuner.kernels import load_kernel
+
+sys.path.insert(0, str(Path(__file__).parent / "server"))  # the config-service test helpers
+from server_testing import LiveServer, free_port
+
+# --- small graphs against onnxruntime -----------------------------------------------------------
+
+
+def conv_bn_relu(g: GraphBuilder) -> tuple[str, list[int]]:
+    x = g.input("input", [1, 8, 12, 12])
+    y = g.relu(g.batch_norm(g.conv(x, "conv", 8, 16, 3, bias=True), "bn", 16), "relu")
+    return y, [1, 16, 12, 12]
+
+
+def depthwise(g: GraphBuilder) -> tuple[str, list[int]]:
+    x = g.input("input", [1, 16, 15, 15])
+    y = g.batch_norm(g.conv(x, "dw", 16, 16, 3, stride=2, groups=16), "dw.bn", 16)
+    y = g.relu6(y, "dw.relu6")
+    y = g.relu6(g.batch_norm(g.conv(y, "pw", 16, 24, 1), "pw.bn", 24), "pw.relu6")
+    return y, [1, 24, 8, 8]
+
+
+def residual(g: GraphBuilder) -> tuple[str, list[int]]:
+    """Two residual blocks; the second's shortcut conv comes after its main path."""
+    x = g.input("input", [1, 8, 10, 10])
+    y = g.relu(g.batch_norm(g.conv(x, "a1", 8, 8, 3), "a1.bn", 8), "a1.relu")
+    y = g.batch_norm(g.conv(y, "a2", 8, 8, 3), "a2.bn", 8, gain=0.5)
+    x = g.relu(g.node("Add", [y, x], "a.add"), "a.relu")
+    y = g.batch_norm(g.conv(x, "b1", 8, 16, 3, stride=2), "b1.bn", 16)
+    shortcut = g.batch_norm(g.conv(x, "b.down", 8, 16, 1, stride=2, pad=0), "b.down.bn", 16)
+    return g.relu(g.node("Add", [shortcut, y], "b.add"), "b.relu"), [1, 16, 5, 5]
+
+
+def pools(g: GraphBuilder) -> tuple[str, list[int]]:
+    """Max with ceil mode, averages with and without the padding counted, global pools."""
+    x = g.input("input", [1, 4, 14, 14])
+    a = g.node("MaxPool", [x], "max", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)
+    b = g.node("AveragePool", [x], "avg_pad", kernel_shape=[3, 3], strides=[2, 2],
+               pads=[1, 1, 1, 1], count_include_pad=1)  # fmt: skip
+    c = g.node("AveragePool", [x], "avg", kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)
+    d = g.node("Add", [g.node("Add", [a, b], "ab"), c], "abc")
+    e = g.node("GlobalMaxPool", [d], "gmax")
+    f = g.node("GlobalAveragePool", [d], "gavg")
+    return g.node("Concat", [e, f], "pooled", axis=1), [1, 8, 1, 1]
+
+
+def concat(g: GraphBuilder) -> tuple[str, list[int]]:
+    x = g.input("input", [1, 8, 9, 9])
+    s = g.relu(g.conv(x, "squeeze", 8, 4, 1, bias=True), "squeeze.relu")
+    e1 = g.relu(g.conv(s, "e1", 4, 8, 1, bias=True), "e1.relu")
+    e3 = g.relu(g.conv(s, "e3", 4, 8, 3, bias=True), "e3.relu")
+    y = g.node("Concat", [e1, e3], "fire", axis=1)
+    return g.node("Concat", [y, y], "rows", axis=2), [1, 16, 18, 9]
+
+
+def gemm_softmax(g: GraphBuilder) -> tuple[str, list[int]]:
+    x = g.input("input", [3, 2, 4, 4])
+    flat = g.node("Flatten", [x], "flatten")
+    h = g.relu(g.linear(flat, "fc1", 32, 20), "fc1.relu")
+    weight = g.parameter("fc2.weight", (20, 10), 0.2)
+    logits = g.node("Gemm", [h, weight, g.parameter("fc2.bias", (1, 10), 0.1)], "fc2",
+                    alpha=0.5, beta=2.0)  # fmt: skip
+    return g.node("Softmax", [logits], "probs", axis=-1), [3, 10]
+
+
+@pytest.mark.parametrize(
+    ("build", "launches"),
+    [
+        (conv_bn_relu, 2),
+        (depthwise, 4),
+        (residual, 8),
+        (pools, 9),
+        (concat, 10),
+        (gemm_softmax, 5),
+    ],
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
+def test_small_graphs_agree_with_onnxruntime(
+    build: Callable[[GraphBuilder], tuple[str, list[int]]],
+    launches: int,
+    cl_device,
+    tmp_path: Path,
+) -> None:
+    g = GraphBuilder(build.__name__, seed=7)
+    output, shape = build(g)
+    path = tmp_path / "model.onnx"
+    onnx.save(g.model(output, shape), path)
+    model = load_model(path)
+    runtime = Runtime(model, cl_device)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+    # Batch-norm folds into the conv, bias + residual + activation into one epilogue.
+    assert runtime.launches == launches
+    timing = runtime.time(2)
+    assert len(timing.kernel_s) == len(runtime.plan) and timing.wall_s > 0
+
+
+def test_a_bert_layer_agrees_with_onnxruntime(cl_device) -> None:
+    """Batched MatMuls (sub-buffers), transposes, softmax, layer norm and GELU by Erf."""
+    model = load_model("bert_base_layer", dims={"sequence": 16})
+    runtime = Runtime(model, cl_device)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1
+    ops = {planned.step.op for planned in runtime.plan}
+    assert {"MatMul+Div", "Div+Erf", "Add+Mul+Mul", "LayerNormalization"} <= ops
+
+
+# --- a built-in network with tuned configs: database, bundle, server ----------------------------
+
+# Two layers of squeezenet1.1: its first squeeze (1x1) and a 3x3 expand of its fifth fire.
+SQUEEZE = ["conv2d_1x1", "--c", "64", "--h", "55", "--w", "55", "--k", "16", "--r", "1", "--s", "1"]
+EXPAND = ["conv2d_direct", "--c", "48", "--h", "13", "--w", "13", "--k", "192", "--r", "3",
+          "--s", "3", "--pad", "1"]  # fmt: skip
+
+
+def _run(*args: str) -> dict[str, dict[str, object]]:
+    """`octune run squeezenet1.1` with --json: its layers by name."""
+    out = Path(args[args.index("--json") + 1])
+    result = octune("run", "squeezenet1.1", "--repeat", "1", *args)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "Output agrees with onnxruntime" in result.stdout
+    payload = json.loads(out.read_text())
+    assert all(o["max_error"] <= payload["tolerance"] * o["magnitude"] for o in payload["outputs"])
+    assert payload["launches"] == 72  # 26 convs and their epilogues, 4 pools, 8 concats of 2
+    return {layer["layer"]: layer for layer in payload["layers"]}
+
+
+def _choices(layers: dict[str, dict[str, object]]) -> dict[str, tuple[object, ...]]:
+    return {
+        name: (layer["kernel"], layer["match"], layer["config"]) for name, layer in layers.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory) -> tuple[str, dict[str, dict[str, object]]]:
+    """A database where real short tuning runs tuned two squeezenet layers, and `octune run`
+    of squeezenet with its configs.
+    """
+    folder = tmp_path_factory.mktemp("tuned")
+    url = f"sqlite:///{folder / 'octune.db'}"
+    for layer in (SQUEEZE, EXPAND):
+        result = octune("tune", *layer, "--n", "1", "--budget", "3", "--confirm", "1",
+                        "--seed", "1", "--db", url)  # fmt: skip
+        assert result.returncode == 0, result.stderr + result.stdout
+    return url, _run("--db", url, "--json", str(folder / "run.json"))
+
+
+def test_a_network_runs_with_the_configs_tuning_runs_stored(tuned) -> None:
+    _, layers = tuned
+    squeeze, expand = layers["features.3.squeeze"], layers["features.9.expand3x3"]
+    assert (squeeze["kernel"], squeeze["match"]) == ("conv2d_1x1", "exact")
+    assert (expand["kernel"], expand["match"]) == ("conv2d_direct", "exact")
+    convs = [layer for layer in layers.values() if layer["op"] == "Conv+Relu"]
+    assert len(convs) == 26
+    assert all(layer["match"] in ("exact", "nearest") for layer in convs)
+    assert all(layer["kernel_s"] > 0 for layer in layers.values())
+
+
+def test_one_config_per_device_is_the_largest_tuned_layers(tuned, tmp_path: Path) -> None:
+    """The 3x3 layer has more flops than the squeeze, and conv2d_direct takes every layer."""
+    url, layers = tuned
+    device = _run("--db", url, "--configs", "one-per-device", "--json", str(tmp_path / "o.json"))
+    config = layers["features.9.expand3x3"]["config"]
+    for name, layer in device.items():
+        if layers[name]["op"] == "Conv+Relu":
+            assert (layer["kernel"], layer["match"], layer["config"]) == (
+                "conv2d_direct", "device", config,
+            )  # fmt: skip
+
+
+def test_a_bundle_and_a_server_answer_a_network_as_the_database(
+    tuned, device_info: DeviceInfo, tmp_path: Path
+) -> None:
+    url, layers = tuned
+    bundle = tmp_path / "bundle"
+    exported = octune("export", "--device", device_info.fingerprint, "--out", str(bundle),
+                      "--no-model", "--db", url)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    from_bundle = _run("--bundle", str(bundle), "--json", str(tmp_path / "b.json"))
+    assert _choices(from_bundle) == _choices(layers)
+    server = LiveServer(url, tmp_path / "server.log", "--no-predict")
+    try:
+        from_server = _run("--server", server.url, "--json", str(tmp_path / "s.json"))
+    finally:
+        server.stop()
+    assert _choices(from_server) == _choices(layers)
+    log = (tmp_path / "server.log").read_text()
+    assert log.count("POST /v1/lookup/batch") == 1  # squeezenet's one family, one request
+    assert "GET /v1/lookup?" not in log
+
+
+# --- divergence and mistakes -------------------------------------------------------------------
+
+
+def test_a_wrong_kernel_is_named_as_the_first_layer_that_diverged(tmp_path: Path) -> None:
+    """A user's conv2d kernel that scales its output, taking only 8-channel layers: the
+    default policy picks it (first by name among defaults) for the second conv only.
+    """
+    folder = tmp_path / "kernels"
+    folder.mkdir()
+    direct = load_kernel("conv2d_direct")
+    store = "= out[kk];"
+    assert store in direct.source
+    (folder / "conv2d_broken.cl").write_text(direct.source.replace(store, "= 1.5f * out[kk];"))
+    space = yaml.safe_load(direct.space.source_text)
+    space["kernel"] = "conv2d_broken"
+    space["requires"] = [*space.get("requires", []), "K == 8"]
+    (folder / "conv2d_broken.yaml").write_text(yaml.safe_dump(space, sort_keys=False))
+    g = GraphBuilder("two_convs", seed=3)
+    x = g.input("input", [1, 4, 8, 8])
+    y = g.relu(g.conv(x, "conv1", 4, 16, 3), "relu1")
+    y = g.relu(g.conv(y, "conv2", 16, 8, 3), "relu2")
+    y = g.node("Flatten", [g.node("GlobalAveragePool", [y], "pool")], "flat")
+    onnx.save(g.model(y, [1, 8]), tmp_path / "two_convs.onnx")
+    result = octune("--kernel-dir", str(folder), "run", str(tmp_path / "two_convs.onnx"),
+                    "--configs", "default")  # fmt: skip
+    assert_one_line_error(result, "disagrees with onnxruntime", "layer 'conv2'",
+                          "kernel conv2d_broken", "diverged first")  # fmt: skip
+
+
+def _unsupported(tmp_path: Path) -> Path:
+    g = GraphBuilder("sigmoid", seed=1)
+    y = g.node("Sigmoid", [g.input("input", [1, 4])], "gate")
+    onnx.save(g.model(y, [1, 4]), tmp_path / "sigmoid.onnx")
+    return tmp_path / "sigmoid.onnx"
+
+
+def _asymmetric(tmp_path: Path) -> Path:
+    g = GraphBuilder("asymmetric", seed=1)
+    x = g.input("input", [1, 4, 8, 8])
+    w = g.parameter("w", (4, 4, 3, 3), 0.1)
+    y = g.node("Conv", [x, w], "conv", kernel_shape=[3, 3], pads=[0, 0, 1, 1])
+    onnx.save(g.model(y, [1, 4, 7, 7]), tmp_path / "asymmetric.onnx")
+    return tmp_path / "asymmetric.onnx"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (lambda t: ["nosuchnet"], ["'nosuchnet'", "squeezenet1.1"]),
+        (lambda t: [str(_unsupported(t))], ["Sigmoid node 'gate'", "not an operator"]),
+        (lambda t: [str(_asymmetric(t))], ["Conv node 'conv'", "same padding on every side"]),
+        (lambda t: ["squeezenet1.1", "--configs", "best"], ["unknown --configs 'best'"]),
+        (
+            lambda t: ["squeezenet1.1", "--db", "sqlite://", "--bundle", str(t)],
+            ["one config source", "--bundle and --db"],
+        ),
+        (lambda t: ["squeezenet1.1", "--bundle", str(t / "none")], ["is not a bundle directory"]),
+        (
+            lambda t: ["squeezenet1.1", "--server", f"http://127.0.0.1:{free_port()}"],
+            ["cannot reach the octune server"],
+        ),
+    ],
+    ids=["unknown", "operator", "padding", "policy", "two-sources", "no-bundle", "no-server"],
+)
+def test_mistakes_are_one_line(args, fragments, tmp_path: Path) -> None:
+    assert_one_line_error(octune("run", *args(tmp_path)), *fragments)
+
+
+def test_inputs_of_the_wrong_shape_are_refused(cl_device, tmp_path: Path) -> None:
+    g = GraphBuilder("relu", seed=1)
+    onnx.save(g.model(g.relu(g.input("input", [2, 3]), "relu"), [2, 3]), tmp_path / "m.onnx")
+    runtime = Runtime(load_model(tmp_path / "m.onnx"), cl_device)
+    assert np.allclose(runtime.run({"input": -np.ones((2, 3), np.float32)})["relu"], 0)
+    with pytest.raises(Exception, match=r"input 'input' must be a float32 array of shape \(2, 3\)"):
+        runtime.run({"input": np.ones((3, 2), np.float32)})
