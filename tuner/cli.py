@@ -16,6 +16,7 @@ from rich.table import Table
 
 from octune.db.store import BestResult, Store
 from octune.firmware.cli import export, import_, keygen, lookup
+from octune.networks.cli import report
 from octune.runtime.cli import run
 from octune.server.cli import serve, token_app
 from octune.tuner.campaign import Task, load_tasks, share, tasks_for
@@ -561,6 +562,7 @@ app.command("import")(import_)
 app.command("lookup", context_settings=_SHAPE_ARGS)(lookup)
 app.command("keygen")(keygen)
 app.command("run")(run)
+app.command("report")(report)
 
 
 def main() -> None:

@@ -1,0 +1,93 @@
+"""`octune report`: a network's estimated time on a device, layer by layer, from a database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from octune.db.store import Store
+
+if TYPE_CHECKING:  # every octune command imports this module: ONNX loads only for a report
+    from octune.networks.report import NetworkReport
+
+console = Console()
+
+
+def report(
+    model: Annotated[str, typer.Option("--model", help="an .onnx file or a built-in network name")],
+    batch: Annotated[
+        int | None, typer.Option(help="batch size: the first dimension of each dynamic input")
+    ] = None,
+    dim: Annotated[
+        list[str] | None,
+        typer.Option("--dim", help="NAME=SIZE for a dynamic dimension of the model; repeatable"),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device",
+            "-d",
+            help="a device stored in the database (fingerprint or name), or one here "
+            "(index, fingerprint or name) [default: this machine's first GPU]",
+        ),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="SQLAlchemy URL [default: $OCTUNE_DATABASE_URL or SQLite in the user data dir]",
+        ),
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
+    png_out: Annotated[
+        Path | None, typer.Option("--png", help="write a bar chart per layer here")
+    ] = None,
+    html_out: Annotated[
+        Path | None, typer.Option("--html", help="write the model's dashboard page here")
+    ] = None,
+) -> None:
+    """Each layer's tuned time, share and match kind, and the network's estimated total: which
+    layers to tune next, and how much of the estimate is measured.
+    """
+    from octune.networks.report import (
+        network_report,
+        report_device,
+        write_html,
+        write_json,
+        write_png,
+    )
+    from octune.networks.workloads import parse_dims
+
+    dims = parse_dims(dim or [])
+    store = Store(db or Store.default_url())
+    found = network_report(model, store, report_device(store, device), batch, dims)
+    _print(found)
+    for path, write in ((json_out, write_json), (png_out, write_png), (html_out, write_html)):
+        if path is not None:
+            write(found, path)
+            console.print(f"Wrote {path}")
+
+
+def _print(found: NetworkReport) -> None:
+    table = Table(title=f"{found.model} on {found.device_name} ({found.device_fingerprint[:12]})")
+    for column in ("layer", "launches", "kernel", "match", "µs", "share"):
+        justify = "right" if column in ("launches", "µs", "share") else "left"
+        table.add_column(column, justify=justify)
+    for layer in found.layers:
+        time = "?" if layer.total_s is None else f"{layer.total_s * 1e6:,.1f}"
+        if layer.estimate == "scaled":
+            time += " ~"
+        share = "?" if layer.share is None else f"{layer.share:.1f} %"
+        table.add_row(layer.label, str(layer.count), layer.kernel, layer.match, time, share)
+    console.print(table)
+    unknown = f", {found.unknown_layers} without an estimate" if found.unknown_layers else ""
+    scaled = any(layer.estimate == "scaled" for layer in found.layers)
+    console.print(
+        f"Estimated total: {found.total_s * 1e3:.3f} ms per forward pass; "
+        f"{found.exact_layers} of {len(found.layers)} layers tuned exactly{unknown}"
+        + ("; ~ scaled from a measured layer's GFLOP/s" if scaled else "")
+    )

@@ -1,0 +1,226 @@
+"""Where a network spends its time on a device, by what the database knows: each layer's answer
+from the server's lookup (``StoreLookup``), its time, and its share of the network's estimate,
+so a user sees which layers to tune next and how much of the estimate is measured.
+
+A layer's time, and where it comes from (``estimate`` in the JSON):
+
+``measured``
+    an exact answer: the median the tuner measured for this shape.
+``lookup``
+    a nearest or predicted answer that carries a time (the neighbour's GFLOP/s applied to this
+    shape's flops, or the cost model's).
+``scaled``
+    an answer without a time (a default config): the GFLOP/s of the network's measured layer of
+    the same family nearest in flops, applied to this layer's flops. A default config is rarely
+    as fast as a tuned one, so this is a lower bound on the layer's time.
+``unknown``
+    no time and no measured layer of the family to scale from: counted in ``unknown_layers``,
+    left out of the total and the shares.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from octune.db.store import Store, StoredDevice
+from octune.lookup.semantics import Query, QueryError
+from octune.lookup.tables import StoreLookup, resolve_device
+from octune.networks.layers import Layer
+from octune.networks.workloads import network_layers
+from octune.tuner.errors import OctuneError
+
+Estimate = Literal["measured", "lookup", "scaled", "unknown"]
+#: Bar colours of the chart and the HTML page, by match kind.
+MATCH_COLOURS = {
+    "exact": "#2a9d8f",
+    "nearest": "#e9c46a",
+    "predicted": "#8ab17d",
+    "default": "#e76f51",
+}
+
+
+class LayerReport(BaseModel):
+    """One distinct layer: its answer and its part of the network's estimated time."""
+
+    nodes: list[str]
+    family: str
+    shape: dict[str, int]
+    count: int  # launches per forward pass
+    flops: int  # per launch
+    kernel: str
+    match: str
+    config: dict[str, int]
+    time_s: float | None  # per launch
+    total_s: float | None  # time_s x count
+    estimate: Estimate
+    scaled_from: str | None = None  # the measured layer a ``scaled`` time comes from
+    share: float | None  # percent of the network's estimated total
+
+    @property
+    def label(self) -> str:
+        """The first node's name, and how many more share the shape."""
+        more = f" (+{len(self.nodes) - 1})" if len(self.nodes) > 1 else ""
+        return self.nodes[0] + more
+
+
+class NetworkReport(BaseModel):
+    """A network on a device: its layers, the estimated total and how much of it is measured."""
+
+    model: str
+    device_fingerprint: str
+    device_name: str
+    database: str
+    layers: list[LayerReport]
+    total_s: float  # over the layers with an estimate
+    exact_layers: int
+    unknown_layers: int
+    not_tuned: list[str]  # operators octune has no kernel for, outside the total
+
+
+def report_device(store: Store, choice: str | None) -> StoredDevice:
+    """A device stored in the database (fingerprint or name), else one on this machine (index,
+    fingerprint or name): a report may be about a device tuned elsewhere.
+    """
+    if choice and not choice.isdigit() and store.stored_devices():
+        try:
+            return resolve_device(store, choice)
+        except QueryError:
+            pass
+    from octune.runtime.sources import StoreConfigs
+    from octune.tuner.device import DeviceInfo, select_device
+
+    return StoreConfigs(store, DeviceInfo.from_cl(select_device(choice))).device
+
+
+def network_report(
+    model_source: str | Path,
+    store: Store,
+    device: StoredDevice,
+    batch: int | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> NetworkReport:
+    """Each distinct layer's answer from ``store`` for ``device``, timed as the module says."""
+    layers, untuned = network_layers(model_source, batch, dims or {})
+    lookup = StoreLookup(store)
+    reports = [_layer_report(layer, lookup, device) for layer in layers]
+    _scale_missing(reports)
+    total = sum(r.total_s for r in reports if r.total_s is not None)
+    for entry in reports:
+        if entry.total_s is not None and total > 0:
+            entry.share = 100 * entry.total_s / total
+    return NetworkReport(
+        model=str(model_source),
+        device_fingerprint=device.fingerprint,
+        device_name=device.name,
+        database=store.url,
+        layers=reports,
+        total_s=total,
+        exact_layers=sum(r.match == "exact" for r in reports),
+        unknown_layers=sum(r.estimate == "unknown" for r in reports),
+        not_tuned=list(untuned),
+    )
+
+
+def _layer_report(layer: Layer, lookup: StoreLookup, device: StoredDevice) -> LayerReport:
+    answer = lookup.lookup(device, Query(layer.family, dict(layer.shape)))
+    time_s = answer.time_s
+    estimate: Estimate = "unknown"
+    if time_s is not None:
+        estimate = "measured" if answer.match == "exact" else "lookup"
+    return LayerReport(
+        nodes=list(layer.nodes),
+        family=layer.family,
+        shape=dict(layer.shape),
+        count=layer.count,
+        flops=layer.workload().flops,
+        kernel=answer.kernel,
+        match=answer.match,
+        config=dict(answer.config),
+        time_s=time_s,
+        total_s=None if time_s is None else time_s * layer.count,
+        estimate=estimate,
+        share=None,
+    )
+
+
+def _scale_missing(reports: Sequence[LayerReport]) -> None:
+    """Time the layers without one from the measured layer of their family nearest in flops."""
+    measured = [r for r in reports if r.estimate == "measured" and r.time_s]
+    for entry in reports:
+        donors = [r for r in measured if r.family == entry.family]
+        if entry.estimate != "unknown" or not donors or entry.flops <= 0:
+            continue
+        donor = min(donors, key=lambda r: abs(math.log(max(r.flops, 1) / entry.flops)))
+        assert donor.time_s is not None
+        entry.time_s = donor.time_s * entry.flops / max(donor.flops, 1)
+        entry.total_s = entry.time_s * entry.count
+        entry.estimate = "scaled"
+        entry.scaled_from = donor.label
+
+
+def write_json(report: NetworkReport, path: Path) -> None:
+    """The report as JSON, for scripts and the dashboard."""
+    _write(path, report.model_dump_json(indent=2) + "\n")
+
+
+def write_png(report: NetworkReport, path: Path) -> None:
+    """A horizontal bar per layer (its time in the network, µs), coloured by match kind."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
+    except ImportError:
+        raise OctuneError("--png needs matplotlib: pip install matplotlib") from None
+    layers = report.layers
+    figure, axes = plt.subplots(figsize=(9, 1.5 + 0.3 * len(layers)))
+    times = [(r.total_s or 0.0) * 1e6 for r in layers]
+    colours = [MATCH_COLOURS.get(r.match, "#999999") for r in layers]
+    hatches = ["//" if r.estimate in ("scaled", "unknown") else "" for r in layers]
+    bars = axes.barh(range(len(layers)), times, color=colours)
+    for bar, hatch in zip(bars, hatches, strict=True):
+        bar.set_hatch(hatch)
+    axes.set_yticks(range(len(layers)), [r.label for r in layers], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("time per forward pass (µs); hatched: scaled or unknown")
+    axes.set_title(
+        f"{report.model} on {report.device_name}: {report.total_s * 1e3:.3f} ms estimated"
+    )
+    kinds = sorted({r.match for r in layers}, key=list(MATCH_COLOURS).index)
+    axes.legend(handles=[Patch(color=MATCH_COLOURS[k], label=k) for k in kinds])
+    figure.tight_layout()
+    try:
+        figure.savefig(path, format="png", dpi=100)
+    except OSError as error:
+        raise OctuneError(f"cannot write {path}: {error.strerror}") from None
+    finally:
+        plt.close(figure)
+
+
+def render_html(report: NetworkReport) -> str:
+    """A standalone page of the report (no scripts, CSS bars), in the dashboard's style."""
+    import jinja2
+
+    folder = resources.files("octune.server") / "templates"
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=True)
+    template = environment.get_template("network_report.html")
+    return template.render(report=report, colours=MATCH_COLOURS)
+
+
+def write_html(report: NetworkReport, path: Path) -> None:
+    """The dashboard page of the model, as one file."""
+    _write(path, render_html(report))
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise OctuneError(f"cannot write {path}: {error.strerror}") from None
