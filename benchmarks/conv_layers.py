@@ -24,7 +24,7 @@ import argparse
 import json
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -52,6 +52,7 @@ class Layer:
     stride: int = 1
     groups: int = 1
     count: int = 1  # how many times the network runs this layer
+    nhwc: int = 0  # 1: NHWC tensors (KRSC filters), the nhwc kernels; cuDNN in channels_last
 
     @property
     def pad(self) -> int:
@@ -60,7 +61,8 @@ class Layer:
     def workload(self) -> Workload:
         return CONV2D.workload(
             {"n": 1, "c": self.c, "h": self.hw, "w": self.hw, "k": self.k, "r": self.rs,
-             "s": self.rs, "stride": self.stride, "pad": self.pad, "groups": self.groups}
+             "s": self.rs, "stride": self.stride, "pad": self.pad, "groups": self.groups,
+             "nhwc": self.nhwc}
         )  # fmt: skip
 
 
@@ -174,6 +176,8 @@ def cudnn_time(layer: Layer, calls: int = 20, repeats: int = 10) -> float:
     torch.backends.cuda.matmul.allow_tf32 = False
     x = torch.randn(1, layer.c, layer.hw, layer.hw, device="cuda")
     w = torch.randn(layer.k, layer.c // layer.groups, layer.rs, layer.rs, device="cuda")
+    if layer.nhwc:
+        x, w = (t.to(memory_format=torch.channels_last) for t in (x, w))
 
     def conv() -> torch.Tensor:
         return torch.nn.functional.conv2d(
@@ -250,6 +254,7 @@ def main() -> None:
     parser.add_argument("--kernels", nargs="+", default=None, help="tune only these kernels")
     parser.add_argument("--confirm", type=int, default=2, help="top candidates re-measured")
     parser.add_argument("--device", default=None)
+    parser.add_argument("--nhwc", action="store_true", help="NHWC layers (cuDNN channels_last)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("conv_layers.json"))
     args = parser.parse_args()
@@ -267,7 +272,7 @@ def main() -> None:
 
     rows = []
     for net in args.nets:
-        layers = NETWORKS[net]()[: args.layers]
+        layers = [replace(layer, nhwc=int(args.nhwc)) for layer in NETWORKS[net]()[: args.layers]]
         for layer in layers:
             row: dict[str, object] = {"net": net, **layer.__dict__, "flops": layer.workload().flops}
             if not args.no_tune:
