@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from octune.db.store import Store
+from octune.networks.options import BatchOption, DimOption
 
 if TYPE_CHECKING:  # every octune command imports this module: ONNX loads only for a report
     from octune.networks.report import NetworkReport
@@ -19,13 +20,8 @@ console = Console()
 
 def report(
     model: Annotated[str, typer.Option("--model", help="an .onnx file or a built-in network name")],
-    batch: Annotated[
-        int | None, typer.Option(help="batch size: the first dimension of each dynamic input")
-    ] = None,
-    dim: Annotated[
-        list[str] | None,
-        typer.Option("--dim", help="NAME=SIZE for a dynamic dimension of the model; repeatable"),
-    ] = None,
+    batch: BatchOption = None,
+    dim: DimOption = None,
     device: Annotated[
         str | None,
         typer.Option(

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from octune.networks.options import BatchOption, DimOption
 from octune.tuner.errors import OctuneError
 
 if TYPE_CHECKING:
@@ -32,13 +33,8 @@ def run(
             "resnet50, bert_base_layer) or an .onnx file"
         ),
     ],
-    batch: Annotated[
-        int | None, typer.Option(help="batch size: the first dimension of each dynamic input")
-    ] = None,
-    dim: Annotated[
-        list[str] | None,
-        typer.Option("--dim", help="NAME=SIZE for a dynamic dimension of the model; repeatable"),
-    ] = None,
+    batch: BatchOption = None,
+    dim: DimOption = None,
     server: Annotated[
         str | None, typer.Option(help="config server URL: one batch lookup per kernel family")
     ] = None,

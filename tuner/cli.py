@@ -17,6 +17,7 @@ from rich.table import Table
 from octune.db.store import BestResult, Store
 from octune.firmware.cli import export, import_, keygen, lookup
 from octune.networks.cli import report
+from octune.networks.options import BatchOption, DimOption
 from octune.runtime.cli import run
 from octune.server.cli import serve, token_app
 from octune.tuner.campaign import Task, load_tasks, share, tasks_for
@@ -64,13 +65,6 @@ KernelArgument = Annotated[
 ]
 ObjectiveOption = Annotated[
     Objective, typer.Option(help=f"what best means: {', '.join(OBJECTIVES)}")
-]
-BatchOption = Annotated[
-    int | None, typer.Option(help="batch size: the first dimension of each dynamic input")
-]
-DimOption = Annotated[
-    list[str] | None,
-    typer.Option("--dim", help="NAME=SIZE for a dynamic dimension of the model; repeatable"),
 ]
 
 

@@ -246,11 +246,7 @@ def _expand_includes(template: Traversable, folder: Traversable) -> str:
 
 
 def _template_name(space_text: str, origin: str) -> str:
-    try:
-        data = yaml.safe_load(space_text)
-    except yaml.YAMLError:
-        data = None  # SearchSpace says what is wrong, with the line
-    name = data.get("kernel") if isinstance(data, dict) else None
+    name = _yaml_mapping(space_text).get("kernel")
     if not isinstance(name, str) or not _NAME.match(name):
         _space(Path(origin).stem, space_text, origin)  # raises the precise error
         raise OctuneError(f"{origin}: 'kernel' must name a template file (letters, digits, _)")
@@ -303,11 +299,7 @@ def kernel_from_texts(name: str, source: str, space_text: str) -> KernelSpec:
 
 
 def _space(name: str, space_text: str, origin: str) -> SearchSpace:
-    try:
-        data = yaml.safe_load(space_text)
-    except yaml.YAMLError:
-        data = None
-    problem = data.get("problem") if isinstance(data, dict) else None
+    problem = _yaml_mapping(space_text).get("problem")
     shape_names: tuple[str, ...] = ()
     if isinstance(problem, str) and problem in families():
         shape_names = family(problem).shape_names
