@@ -10,7 +10,7 @@ from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.family import tolerance as family_tolerance
-from octune.tuner.kernels import KernelSpec
+from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.space import ConfigTable
 
 ODD_SHAPES = [(1, 1, 1), (3, 77, 5), (77, 3, 130), (130, 67, 33), (64, 128, 96)]
@@ -137,4 +137,59 @@ def test_prefetch_double_buffers_across_many_k_tiles(
             context, gemm_kernel, config, workload, rng, alpha=0.75, beta=0.5, pad=1
         )
         error = np.abs(out - expected) - tolerance - 1e-6
+        assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
+
+
+# Matrix-vector shapes (M == 1 or N == 1) in every layout, for gemm.cl's two GEMV siblings:
+# rows and K that no tile or vector divides, a single output, K below one vector, and wide
+# leading dimensions (pad) that force the element-by-element path and strided x and y.
+GEMV_SHAPES = [(1, 77, 130), (129, 1, 67), (1, 1, 1), (1, 300, 3), (33, 1, 256), (1, 1030, 40)]
+GEMV_KERNELS = ("gemv_dot", "gemv_axpy")
+
+
+def gemv_cases() -> list[tuple[str, int, int, int, bool, bool]]:
+    return [
+        (name, m, n, k, transa, transb)
+        for name in GEMV_KERNELS
+        for m, n, k in GEMV_SHAPES
+        for transa, transb in LAYOUTS
+        if load_kernel(name).takes(gemm_workload(m, n, k, transa, transb)) is None
+    ]
+
+
+def test_every_matrix_vector_layout_has_exactly_one_gemv_kernel() -> None:
+    for m, n, k in GEMV_SHAPES:
+        for transa, transb in LAYOUTS:
+            workload = gemm_workload(m, n, k, transa, transb)
+            takers = [name for name in GEMV_KERNELS if load_kernel(name).takes(workload) is None]
+            assert len(takers) == 1, (workload, takers)
+    assert load_kernel("gemv_dot").takes(gemm_workload(2, 2, 8)) is not None
+
+
+@pytest.mark.parametrize(("name", "m", "n", "k", "transa", "transb"), gemv_cases())
+def test_gemv_configs_match_float64_reference(
+    cl_device: cl.Device,
+    device_info: DeviceInfo,
+    name: str,
+    m: int,
+    n: int,
+    k: int,
+    transa: bool,
+    transb: bool,
+) -> None:
+    kernel = load_kernel(name)
+    table = kernel.space.enumerate(device_info.limits)
+    widths = table.column("VW")
+    seed = m + 3 * n + 7 * k + 2 * transa + transb
+    widest = np.random.default_rng(seed).choice(np.flatnonzero(widths == widths.max()))
+    configs = [table.config(int(widest)), *sample_configs(table, 2, seed)]
+    context = cl.Context([cl_device])
+    rng = np.random.default_rng(seed)
+    workload = gemm_workload(m, n, k, transa, transb)
+    for index, config in enumerate(configs):
+        beta = 0.0 if index % 2 else -0.5
+        out, expected, tolerance = run_gemm(
+            context, kernel, config, workload, rng, alpha=1.5, beta=beta, pad=(0, 1, 3)[index]
+        )
+        error = np.abs(out - expected) - tolerance - 1e-6 * np.abs(beta)
         assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)

@@ -1,0 +1,262 @@
+// octune GEMV: C = alpha * op(A) * op(B) + beta * C where op(A) is one row (M == 1) or op(B)
+// one column (N == 1). Such a product reads each matrix element once and does two flops with
+// it, so its speed is the bandwidth of streaming the matrix, not arithmetic: gemm.cl's tiles
+// (made to reuse operands from registers) leave most of a GPU idle on it. The arguments are
+// gemm.cl's, so a runtime launches either kernel the same way.
+//
+// Seen as y = mat . x: when M == 1, mat is op(B) (N outputs), x the row op(A); when N == 1,
+// mat is op(A) (M outputs), x the column op(B). R = M * N outputs, each a sum over K.
+// Two entries, for the two ways the matrix can lie (the search spaces' `requires:` pick one):
+//   gemv_dot   mat(r, k) at mat[r * ldm + k]: each output is the dot product of a contiguous
+//              row with x. WG0 work-items along K each sum every WG0-th vector of a row (the
+//              warp reads a row segment at once), WG1 along outputs own RT / WG1 rows each;
+//              the WG0 partial sums of a row are added in local memory.
+//   gemv_axpy  mat(r, k) at mat[k * ldm + r]: the outputs lie contiguously, y is a sum of scaled
+//              matrix rows. WG0 work-items along outputs each own RT / (WG0 * VW) vectors of
+//              VW outputs, strided by the work-group (the warp reads a row segment at once);
+//              WG1 along K each sum every WG1-th row; their partial sums are added in local
+//              memory.
+// Any M, N, K >= 1 and any leading dimension: a matrix whose rows are not aligned to VW floats
+// is read element by element. With beta == 0, C is never read (BLAS semantics).
+//
+// Workload defines: TRANSA, TRANSB (0: op(X) = X; 1: op(X) = X^T).
+// Tuning defines (search_spaces/gemv_dot.yaml, gemv_axpy.yaml):
+//   WG0, WG1   work-group shape (dimension 0 is the direction the matrix is contiguous in)
+//   RT         outputs per work-group
+//   VW         vector width of matrix loads (along K in gemv_dot, along outputs in gemv_axpy)
+//   UNROLL     iterations of the streaming loop issued together (loads in flight per item)
+
+#if !defined(WG0) || !defined(WG1) || !defined(RT) || !defined(VW) || !defined(UNROLL)
+#error "tuning parameters missing: build with -D WG0=.. -D WG1=.. -D RT=.. -D VW=.. -D UNROLL=.."
+#endif
+#if !defined(TRANSA) || !defined(TRANSB)
+#error "workload defines missing: build with -D TRANSA=0|1 -D TRANSB=0|1"
+#endif
+
+#include "vector_io.clh"
+
+// gemm.cl's arguments.
+#define GEMM_ARGUMENTS                                                                          \
+    const int M, const int N, const int K, const float alpha, const float beta,                 \
+    const __global float* restrict A, const int lda, const __global float* restrict B,          \
+    const int ldb, __global float* C, const int ldc
+
+// The product as y = mat . x, whichever of A and B is the vector.
+typedef struct {
+    const __global float* mat;
+    const __global float* x;
+    int outputs;  // R
+    int ldm;      // matrix row stride in elements
+    int incx;     // stride of x's elements
+    int incy;     // stride of C's elements
+} Operands;
+
+inline Operands operands(const int M, const int N, const __global float* A, const int lda,
+                         const __global float* B, const int ldb, const int ldc) {
+    Operands o;
+    const bool row_vector = M == 1;  // y (1 x N) = x (1 x K) . op(B)
+    o.outputs = M * N;
+    o.mat = row_vector ? B : A;
+    o.ldm = row_vector ? ldb : lda;
+    o.x = row_vector ? A : B;
+    o.incx = row_vector ? (TRANSA ? lda : 1) : (TRANSB ? 1 : ldb);
+    o.incy = row_vector ? 1 : ldc;
+    return o;
+}
+
+inline void store_output(__global float* C, const int index, const float sum, const float alpha,
+                         const float beta) {
+    const float scaled = alpha * sum;
+    C[index] = beta == 0.0f ? scaled : scaled + beta * C[index];
+}
+
+// Loads W elements of x from k on (aligned to W floats when contiguous).
+inline void load_x(const int w, const Operands o, const int k, float* xv) {
+    if (o.incx == 1) {
+        load_vec(w, o.x + k, xv);
+    } else {
+        for (int e = 0; e < w; ++e) xv[e] = o.x[(k + e) * o.incx];
+    }
+}
+
+// --- gemv_dot ----------------------------------------------------------------------------------
+
+#define ROWS_PER_ITEM (RT / WG1)
+
+// One step of the streaming loop: W elements of each of the item's rows from k on.
+inline void dot_step(const int w, const Operands o, const int* rows, const int k, float* acc) {
+    float xv[VW];
+    load_x(w, o, k, xv);
+#pragma unroll
+    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+        float a[VW];
+        load_vec(w, o.mat + rows[i] * o.ldm + k, a);
+#pragma unroll
+        for (int e = 0; e < w; ++e) acc[i * VW + e] += a[e] * xv[e];
+    }
+}
+
+// This item's part of each row's dot product, in vectors of W (VW, or 1 where the rows are not
+// aligned to VW floats); the K % W elements at the end element by element.
+inline void dot_rows(const int w, const Operands o, const int K, const int* rows, const int t0,
+                     float* sums) {
+    float acc[ROWS_PER_ITEM * VW];
+#pragma unroll
+    for (int i = 0; i < ROWS_PER_ITEM * VW; ++i) acc[i] = 0.0f;
+    const int whole = K - K % w;
+    const int step = WG0 * w;
+    int k = t0 * w;
+    for (; k + (UNROLL - 1) * step < whole; k += UNROLL * step) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) dot_step(w, o, rows, k + u * step, acc);
+    }
+    for (; k < whole; k += step) dot_step(w, o, rows, k, acc);
+#pragma unroll
+    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+        float sum = 0.0f;
+        for (int e = 0; e < w; ++e) sum += acc[i * VW + e];
+        for (int kk = whole + t0; kk < K; kk += WG0) {
+            sum += o.mat[rows[i] * o.ldm + kk] * o.x[kk * o.incx];
+        }
+        sums[i] = sum;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG0, WG1, 1)))
+void gemv_dot(GEMM_ARGUMENTS) {
+    const Operands o = operands(M, N, A, lda, B, ldb, ldc);
+    const int t0 = get_local_id(0);
+    const int t1 = get_local_id(1);
+    const int r0 = get_group_id(0) * RT;
+
+    // Rows past the last output repeat it (their sums are not stored): no branch in the loop.
+    int rows[ROWS_PER_ITEM];
+#pragma unroll
+    for (int i = 0; i < ROWS_PER_ITEM; ++i) rows[i] = min(r0 + t1 + i * WG1, o.outputs - 1);
+    float sums[ROWS_PER_ITEM];
+    const bool aligned = o.ldm % VW == 0 && o.incx == 1;
+    if (aligned) {
+        dot_rows(VW, o, K, rows, t0, sums);
+    } else {
+        dot_rows(1, o, K, rows, t0, sums);
+    }
+
+#if WG0 > 1
+    __local float partial[RT * WG0];  // [row of the tile][t0]
+#pragma unroll
+    for (int i = 0; i < ROWS_PER_ITEM; ++i) partial[(t1 + i * WG1) * WG0 + t0] = sums[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int span = WG0 / 2; span > 0; span /= 2) {
+        if (t0 < span) {
+#pragma unroll
+            for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+                const int at = (t1 + i * WG1) * WG0 + t0;
+                partial[at] += partial[at + span];
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = t0; i < ROWS_PER_ITEM; i += WG0) {
+        const int row = r0 + t1 + i * WG1;
+        if (row < o.outputs) {
+            store_output(C, row * o.incy, partial[(t1 + i * WG1) * WG0], alpha, beta);
+        }
+    }
+#else
+#pragma unroll
+    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+        const int row = r0 + t1 + i * WG1;
+        if (row < o.outputs) store_output(C, row * o.incy, sums[i], alpha, beta);
+    }
+#endif
+}
+
+// --- gemv_axpy ---------------------------------------------------------------------------------
+
+#define VECS_PER_ITEM (RT / (WG0 * VW))
+
+// One matrix row's contribution to the item's outputs: vectors when the whole work-group tile
+// lies inside the matrix and aligned, else element by element with the edge checked.
+inline void axpy_step(const bool edge, const Operands o, const int r0, const int t0, const int k,
+                      float* acc) {
+    const float xk = o.x[k * o.incx];
+    const __global float* row = o.mat + k * o.ldm + r0;
+#pragma unroll
+    for (int j = 0; j < VECS_PER_ITEM; ++j) {
+        const int c = (j * WG0 + t0) * VW;
+        if (edge) {
+#pragma unroll
+            for (int e = 0; e < VW; ++e) {
+                if (r0 + c + e < o.outputs) acc[j * VW + e] += row[c + e] * xk;
+            }
+        } else {
+            float a[VW];
+            load_vec(VW, row + c, a);
+#pragma unroll
+            for (int e = 0; e < VW; ++e) acc[j * VW + e] += a[e] * xk;
+        }
+    }
+}
+
+inline void axpy_rows(const bool edge, const Operands o, const int K, const int r0, const int t0,
+                      const int t1, float* acc) {
+    int k = t1;
+    for (; k + (UNROLL - 1) * WG1 < K; k += UNROLL * WG1) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) axpy_step(edge, o, r0, t0, k + u * WG1, acc);
+    }
+    for (; k < K; k += WG1) axpy_step(edge, o, r0, t0, k, acc);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG0, WG1, 1)))
+void gemv_axpy(GEMM_ARGUMENTS) {
+    const Operands o = operands(M, N, A, lda, B, ldb, ldc);
+    const int t0 = get_local_id(0);
+    const int t1 = get_local_id(1);
+    const int r0 = get_group_id(0) * RT;
+
+    float acc[VECS_PER_ITEM * VW];
+#pragma unroll
+    for (int i = 0; i < VECS_PER_ITEM * VW; ++i) acc[i] = 0.0f;
+    const bool edge = r0 + RT > o.outputs || o.ldm % VW != 0;
+    if (edge) {
+        axpy_rows(true, o, K, r0, t0, t1, acc);
+    } else {
+        axpy_rows(false, o, K, r0, t0, t1, acc);
+    }
+
+#if WG1 > 1
+    __local float partial[WG1 * RT];  // [t1][output of the tile]
+#pragma unroll
+    for (int j = 0; j < VECS_PER_ITEM; ++j) {
+#pragma unroll
+        for (int e = 0; e < VW; ++e) partial[t1 * RT + (j * WG0 + t0) * VW + e] = acc[j * VW + e];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int span = WG1 / 2; span > 0; span /= 2) {
+        if (t1 < span) {
+#pragma unroll
+            for (int j = 0; j < VECS_PER_ITEM; ++j) {
+#pragma unroll
+                for (int e = 0; e < VW; ++e) {
+                    const int at = t1 * RT + (j * WG0 + t0) * VW + e;
+                    partial[at] += partial[at + span * RT];
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int c = t1 * WG0 + t0; c < RT; c += WG0 * WG1) {
+        if (r0 + c < o.outputs) store_output(C, (r0 + c) * o.incy, partial[c], alpha, beta);
+    }
+#else
+#pragma unroll
+    for (int j = 0; j < VECS_PER_ITEM; ++j) {
+#pragma unroll
+        for (int e = 0; e < VW; ++e) {
+            const int c = (j * WG0 + t0) * VW + e;
+            if (r0 + c < o.outputs) store_output(C, (r0 + c) * o.incy, acc[j * VW + e], alpha, beta);
+        }
+    }
+#endif
+}
