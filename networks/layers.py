@@ -86,12 +86,14 @@ def load_model(
         model, label = build(weights), source
     else:
         path = Path(source)
+        if path.is_dir():
+            raise OctuneError(f"{path} is a directory: pass the .onnx file in it")
         if not path.is_file():
             close = difflib.get_close_matches(str(source), list(BUILTIN), n=1)
             raise OctuneError(
                 f"no model file or built-in network {str(source)!r}: "
                 + (f"did you mean {close[0]!r}? " if close else "")
-                + f"built-in: {', '.join(BUILTIN)}"
+                + f"give an .onnx file that exists or a built-in network: {', '.join(BUILTIN)}"
             )
         model, label, defaults = _read(path), str(path), {}
     for index, node in enumerate(model.graph.node):
@@ -104,7 +106,12 @@ def load_model(
 
 
 def _read(path: Path) -> onnx.ModelProto:
+    """The model in a file, checked; each way a file can fail to be one is a line naming it
+    (protobuf reads an empty file as an empty model, and the checker would only say that it
+    has no IR version, or that a "field 'shape'" is missing without naming whose).
+    """
     try:
+        empty = path.stat().st_size == 0
         model = onnx.load(path)
     except OSError as error:
         raise OctuneError(f"cannot read model {path}: {error.strerror}") from None
@@ -112,6 +119,17 @@ def _read(path: Path) -> onnx.ModelProto:
         raise OctuneError(
             f"{path} is not an ONNX model (truncated or corrupt): export or download it again"
         ) from None
+    if empty:
+        raise OctuneError(f"{path} is empty (0 bytes): export or download the model again")
+    graph = model.graph
+    for kind, values in (("input", graph.input), ("output", graph.output)):
+        for value in values:
+            if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape"):
+                raise OctuneError(
+                    f"{path}: graph {kind} {value.name!r} has no shape, which ONNX shape "
+                    "inference cannot supply: export the model with the shapes of its inputs "
+                    "and outputs (a dynamic dimension named, for --batch or --dim)"
+                )
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as error:
@@ -156,12 +174,21 @@ def _fix_dims(
             if dim.dim_param in sizes:
                 dim.dim_value = sizes[dim.dim_param]
     for value in inputs:
-        if any(not dim.HasField("dim_value") for dim in _dims(value)):
-            shape = ", ".join(str(dim.dim_value or dim.dim_param or "?") for dim in _dims(value))
+        dims = list(_dims(value))
+        dynamic = [i for i, dim in enumerate(dims) if not dim.HasField("dim_value")]
+        if not dynamic:
+            continue
+        shape = ", ".join(str(dim.dim_value or dim.dim_param or "?") for dim in dims)
+        if any(i > 0 and not dims[i].dim_param for i in dynamic):
             raise OctuneError(
-                f"{label} input {value.name!r} has dynamic dimensions [{shape}]: give their "
-                "sizes with --batch N and/or --dim NAME=SIZE"
+                f"{label} input {value.name!r} has dimensions [{shape}]: a ? after the first "
+                "has neither a size nor a name, so neither --batch (the first) nor --dim "
+                "NAME=SIZE can set it: export the model with that size, or the dimension named"
             )
+        raise OctuneError(
+            f"{label} input {value.name!r} has dynamic dimensions [{shape}]: give their "
+            "sizes with --batch N and/or --dim NAME=SIZE"
+        )
 
 
 def _dims(value: onnx.ValueInfoProto) -> Iterator[onnx.TensorShapeProto.Dimension]:

@@ -104,10 +104,13 @@ def network_report(
     device: StoredDevice,
     batch: int | None = None,
     dims: Mapping[str, int] | None = None,
+    lookup: StoreLookup | None = None,
 ) -> NetworkReport:
-    """Each distinct layer's answer from ``store`` for ``device``, timed as the module says."""
+    """Each distinct layer's answer from ``store`` for ``device``, timed as the module says.
+    ``lookup``: a server's own, so its page answers as its lookups do (with its cost model).
+    """
     layers, untuned = network_layers(model_source, batch, dims or {})
-    lookup = StoreLookup(store)
+    lookup = lookup or StoreLookup(store)
     reports = [_layer_report(layer, lookup, device) for layer in layers]
     _scale_missing(reports)
     total = sum(r.total_s for r in reports if r.total_s is not None)

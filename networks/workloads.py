@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -63,7 +64,7 @@ def time_shares(layers: Sequence[Layer]) -> list[float]:
 def network_tasks(layers: Sequence[Layer]) -> list[Task]:
     """The layers as tuning tasks, as the workloads file ``workloads_yaml`` writes reads."""
     return [
-        task
+        replace(task, nodes=layer.nodes)
         for layer, weight in zip(layers, time_shares(layers), strict=True)
         for task in tasks_for(layer.family, layer.shape, weight=weight)
     ]

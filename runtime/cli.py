@@ -84,10 +84,10 @@ def run(
              if value is not None]  # fmt: skip
     if len(given) > 1:
         raise OctuneError(f"give one config source, not {' and '.join(given)}")
+    network = load_model(model, batch, parse_dims(dim or []))  # a bad model: before any device
     cl_device = select_device(device)
     require_compiling(cl_device)
     info = DeviceInfo.from_cl(cl_device)
-    network = load_model(model, batch, parse_dims(dim or []))
     policy = cast("Policy", configs)
     source = None if policy == "default" else _source(info, server, token, bundle, db)
     where = "octune's defaults" if source is None else source.where

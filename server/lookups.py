@@ -159,7 +159,7 @@ class LookupService:
                 self._check_kernel(kernel)
                 if kernel in families():  # a bad shape is a 422 whatever the device
                     check_shape(families()[kernel].problem, Query(kernel, dict(items), dtype))
-                device = self._device(choice)
+                device = self.device(choice)
                 answer = self.lookup.lookup(device, Query(kernel, dict(items), dtype))
                 found = json.dumps(answer.to_dict(), separators=(",", ":")).encode()
                 with self._lock:
@@ -200,7 +200,10 @@ class LookupService:
                 self._stamp = stamp
             self._checked = now
 
-    def _device(self, choice: str) -> StoredDevice:
+    def device(self, choice: str) -> StoredDevice:
+        """A stored device by fingerprint or name; ``NotFoundError`` (404) naming the closest
+        for an unknown one, ``QueryError`` (422) listing them for an ambiguous one.
+        """
         found = self._devices.get(choice)
         if found is not None:
             return found

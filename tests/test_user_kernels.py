@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 from test_cli import assert_one_line_error, octune
@@ -96,3 +97,63 @@ def test_a_space_extends_another(tmp_path: Path) -> None:
     (folder / "transpose_padded.yaml").write_text("extends: transposed\n")
     refused = octune(*user, "tune", "transpose_padded", *shape)
     assert_one_line_error(refused, "extends 'transposed', which is no kernel's space")
+
+
+def _half_wrong_folder(tmp_path: Path) -> Path:
+    """The transpose, wrong for an odd number of rows, beside a second kernel of its family
+    that never builds: a layer whose every candidate fails, two ways.
+    """
+    folder = _folder(tmp_path)
+    template = (FIXTURE / "transpose.cl").read_text()
+    wrong = template.replace("= tile[tx][y];", "= tile[tx][y] + rows % 2;")
+    assert wrong != template
+    (folder / "transpose.cl").write_text(wrong)
+    (folder / "transpose_broken.yaml").write_text("extends: transpose\nkernel: broken\n")
+    (folder / "broken.cl").write_text("__kernel void transpose( { syntax error")
+    return folder
+
+
+def _workloads(tmp_path: Path, *rows: int) -> Path:
+    path = tmp_path / "layers.yaml"
+    entries = "".join(f"  - {{kernel: transpose, rows: {r}, cols: 8}}\n" for r in rows)
+    path.write_text(f"workloads:\n{entries}")
+    return path
+
+
+def test_a_workload_without_a_verified_config_is_listed_and_the_run_succeeds(
+    tmp_path: Path,
+) -> None:
+    folder, db = _half_wrong_folder(tmp_path), tmp_path / "octune.db"
+    summary = tmp_path / "summary.json"
+    result = octune("--kernel-dir", str(folder), "tune", "--workloads",
+                    str(_workloads(tmp_path, 16, 9)), "--budget", "24", "--strategy",
+                    "exhaustive", "--confirm", "0", "--jobs", "0", "--summary", str(summary),
+                    db=db)  # fmt: skip
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "Traceback" not in result.stderr + result.stdout
+    # Shares of 24: 6 for each kernel of the even shape, the broken one stopping after 5 build
+    # errors, then 6 and 7 of the 13 left for the odd shape's kernels, the broken one stopping.
+    rows = json.loads(summary.read_text())
+    assert [row["tried_now"] for row in rows] == [6, 5, 6, 5]
+    lines = [line for line in result.stdout.splitlines() if line.startswith("no verified")]
+    assert lines == [
+        "no verified config for transpose rows=9 cols=8: 11 candidates failed (wrong_result: "
+        "output off the float64 reference); lookups answer it from the nearest tuned shape or "
+        "the default"
+    ]
+    assert result.stdout.count("Going on with the rest of the run") == 2
+    with sqlite3.connect(db) as connection:
+        statuses = connection.execute(
+            "SELECT status, COUNT(*) FROM measurements GROUP BY status ORDER BY status"
+        ).fetchall()
+    assert statuses == [("build_error", 10), ("ok", 6), ("wrong_result", 6)]  # all stored
+
+
+def test_a_run_where_no_workload_verified_fails_in_one_line(tmp_path: Path) -> None:
+    folder = _half_wrong_folder(tmp_path)
+    result = octune("--kernel-dir", str(folder), "tune", "--workloads",
+                    str(_workloads(tmp_path, 9, 11)), "--budget", "6", "--strategy",
+                    "exhaustive", "--confirm", "0", "--jobs", "0",
+                    db=tmp_path / "octune.db")  # fmt: skip
+    assert_one_line_error(result, "none of the 2 workloads got a verified config")
+    assert result.stdout.count("no verified config for transpose rows=") == 2

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -32,6 +35,7 @@ from octune.tuner.session import (
     Budget,
     SessionReport,
     Settings,
+    SystematicFailure,
     check_seed,
     open_workers,
     parse_duration,
@@ -221,7 +225,14 @@ def tune(
             if part is None:
                 console.print(f"Budget spent: {task.workload} and those after it were not tuned.")
                 break
-            report = _tune_one(store, info, task, strategy, part, settings, seed, workers)
+            try:
+                report = _tune_one(store, info, task, strategy, part, settings, seed, workers)
+            except SystematicFailure as failure:
+                if len(tasks) == 1:
+                    raise
+                message = f"[yellow]{escape(str(failure))}[/] Going on with the rest of the run."
+                console.print(message, soft_wrap=True)
+                report = failure.report
             if upload is not None and token is not None:
                 _upload(store, report, upload, token)
             # With --resume, what earlier runs spent on this workload is part of what it used.
@@ -238,15 +249,29 @@ def tune(
     _print_summary(rows, objective)
     if summary is not None:
         summary.write_text(json.dumps(rows, indent=2))
-    for row in rows:
-        if row["all_failed"]:
-            raise OctuneError(f"no config of {row['workload']} verified: {row['all_failed']}")
+    unverified, workloads_tuned = _unverified(store, info, tasks[: len(rows)])
+    if workloads_tuned > 1:
+        for label, why in unverified:
+            console.print(
+                f"no verified config for {label}: {why}; lookups answer it from the nearest "
+                "tuned shape or the default",
+                markup=False,
+                soft_wrap=True,  # one line each, for scripts too
+            )
     if interrupted:
         console.print(
             "Interrupted: every measurement taken so far is stored. Resume with the same "
             "command and --resume."
         )
         raise typer.Exit(130)
+    if workloads_tuned and len(unverified) == workloads_tuned:
+        label, why = unverified[0]
+        problem = (
+            f"no verified config for {label}: {why}"
+            if workloads_tuned == 1
+            else f"none of the {workloads_tuned} workloads got a verified config (listed above)"
+        )
+        raise OctuneError(f"{problem}; see `octune devices` for whether this device compiles")
 
 
 def _tasks(kernel_name: str | None, shape_args: list[str], workloads: Path | None) -> list[Task]:
@@ -322,6 +347,42 @@ def _tune_one(
     return report
 
 
+def _unverified(
+    store: Store, info: DeviceInfo, tasks: Sequence[Task]
+) -> tuple[list[tuple[str, str]], int]:
+    """The workloads none of whose kernels has a verified config, each with how many
+    candidates failed and the most common reason; and how many workloads there were. A
+    workload, not a kernel: a lookup answers a family's workload with its fastest kernel.
+    """
+    groups: dict[tuple[str, str], list[Task]] = {}
+    for task in tasks:
+        groups.setdefault((task.workload.problem, task.workload.key), []).append(task)
+    unverified = []
+    for group in groups.values():
+        found = [
+            store.best(info.fingerprint, t.kernel.name, t.workload.key, t.kernel.sha256)
+            for t in group
+        ]
+        if any(found):
+            continue
+        failed = 0
+        reasons: Counter[str] = Counter()
+        for t in group:
+            failures = store.failures(
+                info.fingerprint, t.kernel.name, t.workload.key, t.kernel.sha256
+            )
+            if failures is not None:
+                failed += failures.measured
+                reasons.update(failures.reasons)
+        why = (
+            f"{failed} candidates failed ({reasons.most_common(1)[0][0]})"
+            if reasons
+            else "no candidate was measured"
+        )
+        unverified.append((group[0].label, why))
+    return unverified, len(groups)
+
+
 def _upload(store: Store, report: SessionReport, url: str, token: str) -> None:
     """Send the sessions to a config server. A failure ends nothing: the results stay in the
     local database, and since uploads are idempotent a later upload of the same session
@@ -357,6 +418,7 @@ def _summary_row(
     )
     return {
         "workload": str(workload),
+        "kernel": task.kernel.name,
         "key": workload.key,
         "best_gflops": found.gflops if found else None,
         "stored_candidates": found.measured
@@ -371,7 +433,8 @@ def _summary_row(
 
 def _print_summary(rows: list[dict[str, object]], objective: str) -> None:
     table = Table(title=f"Summary (best by {objective})")
-    for column in ("workload", "best GFLOP/s", "tried now", "stored", "failures now", "note"):
+    columns = ("workload", "kernel", "best GFLOP/s", "tried now", "stored", "failures now", "note")
+    for column in columns:
         table.add_column(column)
     for row in rows:
         gflops = row["best_gflops"]
@@ -379,6 +442,7 @@ def _print_summary(rows: list[dict[str, object]], objective: str) -> None:
         assert isinstance(failures, dict)
         table.add_row(
             str(row["workload"]),
+            str(row["kernel"]),
             f"{gflops:,.1f}" if isinstance(gflops, float) else "-",
             str(row["tried_now"]),
             str(row["stored_candidates"]),

@@ -43,9 +43,15 @@ def one_line_reason(message: str) -> str:
     return (errors or others or lines or ["(no message)"])[0]
 
 
+# How far a wrong result was off: it differs from config to config, the cause does not.
+_MAGNITUDE = re.compile(r" by \S+ x tolerance$")
+
+
 def failure_signature(status: str, message: str | None) -> str:
-    """What tells failures of one cause from another's: "build_error: error: ..."."""
-    return f"{status}: {one_line_reason(message or '')}"
+    """What tells failures of one cause from another's: "build_error: error: ...", or
+    "wrong_result: output off the float64 reference" whatever the size of the error.
+    """
+    return f"{status}: {_MAGNITUDE.sub('', one_line_reason(message or ''))}"
 
 
 class Status(StrEnum):

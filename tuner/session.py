@@ -128,6 +128,10 @@ class Settings:
 class SystematicFailure(OctuneError):
     """Every one of a session's first candidates failed alike: the device cannot run the kernel."""
 
+    def __init__(self, message: str, report: SessionReport) -> None:
+        super().__init__(message)
+        self.report = report  # the stopped session, so a run of many workloads can go on
+
 
 @dataclass
 class Progress:
@@ -418,9 +422,11 @@ def run_session(
         store.finish_session(session_id, ending)
     if systematic is not None:
         raise SystematicFailure(
-            f"stopped {workload} on {device.name} after its first {SYSTEMATIC_AFTER} candidates "
-            f"all failed with {systematic}; they are stored. The device cannot run this kernel: "
-            f"see `octune devices`, pick another with --device, or {INSTALL_HINT}"
+            f"stopped {kernel.name} for {workload} on {device.name} after its first "
+            f"{SYSTEMATIC_AFTER} candidates all failed with {systematic}; they are stored. The "
+            "device cannot run this kernel: see `octune devices`, pick another with --device, "
+            f"or {INSTALL_HINT}",
+            SessionReport(session_id, progress, interrupted=False),
         )
     confirmed: tuple[Measurement, ...] = ()
     confirm_session_id = None

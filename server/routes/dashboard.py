@@ -1,19 +1,23 @@
 """The page at /: devices, tuned workloads with the kernel that answers each (the fastest of
 its family's kernels, as a lookup answers) and its best GFLOP/s, and each recent session's
-convergence (best-so-far over candidates) as an inline SVG chart. Server-rendered HTML with
-Jinja2: no scripts, no front-end build.
+convergence (best-so-far over candidates) as an inline SVG chart; and a page per built-in
+network and device at /dashboard/models/NAME, the page `octune report --model NAME --html`
+writes. Server-rendered HTML with Jinja2: no scripts, no front-end build.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from importlib import resources
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from octune.db.server_store import Convergence, ServerStore, WorkloadBest
+from octune.server.lookups import LookupService
 
 router = APIRouter(tags=["dashboard"])
 templates = Jinja2Templates(directory=str(resources.files("octune.server") / "templates"))
@@ -73,15 +77,44 @@ def chart(session: Convergence) -> Chart:
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def dashboard(request: Request) -> HTMLResponse:
+    from octune.networks.models import BUILTIN  # loads ONNX: only once a page is asked for
+
     store: ServerStore = request.app.state.store
     return templates.TemplateResponse(
         request,
         "dashboard.html",
         {
             "devices": store.devices(),
+            "models": list(BUILTIN),
             "workloads": answers(store.tuned_workloads(WORKLOADS)),
             "charts": [chart(s) for s in store.convergence(SESSIONS)],
             "size": {"width": WIDTH, "height": HEIGHT, "pad": PAD},
             "limit": WORKLOADS,
         },
     )
+
+
+@router.get("/dashboard/models/{name}", response_class=HTMLResponse, include_in_schema=False)
+def model_page(
+    request: Request,
+    name: str,
+    device: Annotated[str, Query(description="a stored device's fingerprint or name")],
+) -> HTMLResponse:
+    """A built-in network on a device, layer by layer, from this server's database and
+    answered as its lookups answer. Built-in networks only: a request never names a file.
+    """
+    from octune.networks.models import BUILTIN
+    from octune.networks.report import network_report, render_html
+
+    if name not in BUILTIN:
+        close = difflib.get_close_matches(name, list(BUILTIN), n=1)
+        raise HTTPException(
+            404,
+            f"unknown model '{name}': "
+            + (f"did you mean '{close[0]}'? " if close else "")
+            + f"the dashboard shows the built-in networks {', '.join(BUILTIN)}",
+        )
+    lookups: LookupService = request.app.state.lookups
+    found = lookups.device(device)
+    report = network_report(name, request.app.state.store, found, lookup=lookups.lookup)
+    return HTMLResponse(render_html(report))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import replace
 
@@ -157,6 +158,46 @@ def test_unknown_device_and_kernel_are_404_with_closest_names(client, seeder, de
     )
     assert response.status_code == 404
     assert response.json()["message"].startswith("unknown kernel 'gemn': closest: gemm")
+
+
+def test_a_built_in_network_has_a_dashboard_page_per_device(client, seeder, device_info):
+    """The page `octune report --model resnet18 --html` writes, from the server's database:
+    its fc layer (GEMM 1x1000x512, B transposed) tuned, the other layers not.
+    """
+    seeder.session(gemm_workload(1, 1000, 512, transb=True), [5, 6])
+    fp = device_info.fingerprint
+    home = client.get("/").text
+    assert f'href="/dashboard/models/resnet18?device={fp}"' in home
+    assert f'href="/dashboard/models/squeezenet1.1?device={fp}"' in home
+
+    response = client.get("/dashboard/models/resnet18", params={"device": device_info.name})
+    assert response.status_code == 200, response.text
+    page = response.text
+    assert f"<h1>resnet18 on {device_info.name}</h1>" in page
+    fc = re.search(r'<tr class="measured">\s*<td title="fc">fc</td>.*?</tr>', page, re.S)
+    assert fc is not None and "<td>exact</td>" in fc.group(0)
+    assert "1 of 12 distinct layers tuned exactly" in page  # resnet18: 11 convs and the fc
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "status", "fragment"),
+    [
+        ("resnet5", {"device": "FP"}, 404, "unknown model 'resnet5': did you mean 'resnet50'?"),
+        # A file's name is never opened: built-in networks only.
+        ("model.onnx", {"device": "FP"}, 404, "built-in networks squeezenet1.1, mobilenet_v1"),
+        ("resnet18", {"device": "no-such-gpu"}, 404, "unknown device 'no-such-gpu'"),
+        ("resnet18", {}, 422, "device: Field required"),
+    ],
+)
+def test_a_dashboard_page_of_an_unknown_model_or_device_says_which(
+    client, seeder, device_info, path, params, status, fragment
+):
+    seeder.session(W64, [5])
+    params = {key: device_info.fingerprint if value == "FP" else value
+              for key, value in params.items()}  # fmt: skip
+    response = client.get(f"/dashboard/models/{path}", params=params)
+    assert response.status_code == status
+    assert fragment in response.json()["message"]
 
 
 @pytest.mark.parametrize(
