@@ -30,16 +30,15 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
+from side_by_side import cuda_graph_seconds, fastest_stored, tune_workload  # beside this script
 
 from octune.db.store import Store
 from octune.kernels.conv2d import FAMILY as CONV2D
 from octune.networks.workloads import network_layers
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, resolve_kernels
-from octune.tuner.measure import DeviceRunner
-from octune.tuner.session import Budget, Progress, Settings, open_workers, run_session
-from octune.tuner.workers import Workers, default_jobs
+from octune.tuner.session import Settings, open_workers
+from octune.tuner.workers import default_jobs
 
 
 @dataclass(frozen=True)
@@ -83,48 +82,7 @@ def _network(name: str) -> list[Layer]:
 NETWORKS = {name: partial(_network, name) for name in ("resnet50", "mobilenet_v1")}
 
 
-def kernels_taking(workload: Workload) -> list[KernelSpec]:
-    """The conv2d kernels whose space's ``requires:`` admits the layer."""
-    return [k for k in resolve_kernels("conv2d") if k.takes(workload) is None]
-
-
-# --- tuning ------------------------------------------------------------------------------------
-
-
-def tune_layer(
-    store: Store,
-    info: DeviceInfo,
-    layer: Layer,
-    seconds: float,
-    strategy: str,
-    settings: Settings,
-    seed: int,
-    only: list[str] | None = None,
-    workers: Workers | None = None,
-) -> list[dict[str, object]]:
-    """One session per kernel that takes the layer (of ``only``, if given); each kernel's trace
-    of the best so far.
-    """
-    workload = layer.workload()
-    kernels = [k for k in kernels_taking(workload) if only is None or k.name in only]
-    traces = []
-    for kernel in kernels:
-        trace: list[tuple[int, float, float]] = []
-
-        def record(progress: Progress, trace: list[tuple[int, float, float]] = trace) -> None:
-            if progress.best is not None and progress.best.median_s:
-                trace.append((progress.tried, progress.elapsed_s, progress.best.median_s))
-
-        report = run_session(
-            store, info, kernel, workload, kernel.space.enumerate(info.limits),
-            strategy=strategy, budget=Budget(seconds=seconds / len(kernels)),
-            settings=settings, seed=seed, on_result=record, workers=workers,
-        )  # fmt: skip
-        traces.append(
-            {"kernel": kernel.name, "tried": report.progress.tried,
-             "failures": dict(report.progress.failures), "trace": trace}
-        )  # fmt: skip
-    return traces
+# --- tuning cost ------------------------------------------------------------------------------
 
 
 def to_reach(traces: list[dict[str, object]], target_s: float) -> tuple[int | None, float | None]:
@@ -148,23 +106,6 @@ def to_reach(traces: list[dict[str, object]], target_s: float) -> tuple[int | No
 # --- timing ------------------------------------------------------------------------------------
 
 
-def octune_time(
-    store: Store, device: cl.Device, info: DeviceInfo, layer: Layer
-) -> tuple[float, KernelSpec, dict[str, int]] | None:
-    """The fastest stored kernel and config for the layer, re-measured (and re-verified) now."""
-    workload = layer.workload()
-    timed = []
-    for kernel in kernels_taking(workload):
-        best = store.best(info.fingerprint, kernel.name, workload.key, kernel.sha256)
-        if best is None:
-            continue
-        runner = DeviceRunner(device, kernel, workload, seed=7, repeats=50, max_seconds=0.5)
-        measurement = runner.measure(best.config)
-        if measurement.ok and measurement.median_s:
-            timed.append((measurement.median_s, kernel, best.config))
-    return min(timed, key=lambda entry: entry[0]) if timed else None
-
-
 def cudnn_time(layer: Layer, calls: int = 20, repeats: int = 10) -> float:
     """Seconds per call of PyTorch's conv2d (cuDNN, TF32 off, benchmark mode), timed as a CUDA
     graph of ``calls`` back-to-back calls.
@@ -184,27 +125,7 @@ def cudnn_time(layer: Layer, calls: int = 20, repeats: int = 10) -> float:
             x, w, stride=layer.stride, padding=layer.pad, groups=layer.groups
         )
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(5):  # cudnn.benchmark picks its algorithm here
-            conv()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            conv()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3 / calls)
-    return statistics.median(times)
+    return cuda_graph_seconds(conv, calls, repeats)
 
 
 def onnxruntime_time(layer: Layer, min_seconds: float = 0.5) -> float:
@@ -277,15 +198,17 @@ def main() -> None:
             row: dict[str, object] = {"net": net, **layer.__dict__, "flops": layer.workload().flops}
             if not args.no_tune:
                 started = time.perf_counter()
-                row["model"] = tune_layer(store, info, layer, args.seconds, "model", settings,
-                                          args.seed, args.kernels, workers)  # fmt: skip
+                row["model"] = tune_workload(
+                    store, info, layer.workload(), args.seconds, "model", settings, args.seed,
+                    args.kernels, workers,
+                )  # fmt: skip
                 row["tune_s"] = time.perf_counter() - started
                 if random_store is not None:
-                    row["random"] = tune_layer(
-                        random_store, info, layer, args.seconds, "random", settings, args.seed,
-                        args.kernels, workers,
+                    row["random"] = tune_workload(
+                        random_store, info, layer.workload(), args.seconds, "random", settings,
+                        args.seed, args.kernels, workers,
                     )  # fmt: skip
-            found = octune_time(store, device, info, layer)
+            found = fastest_stored(store, device, info, layer.workload())
             if found is None:
                 print(f"{net} {layer.name}: nothing verified", flush=True)
                 rows.append(row)
@@ -293,7 +216,7 @@ def main() -> None:
             seconds, kernel, config = found
             row |= {"octune_s": seconds, "kernel": kernel.name, "config": config}
             if random_store is not None:
-                other = octune_time(random_store, device, info, layer)
+                other = fastest_stored(random_store, device, info, layer.workload())
                 row["random_s"] = other[0] if other else None
             row["anchor_s"] = anchor(layer)
             rows.append(row)

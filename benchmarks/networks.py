@@ -52,6 +52,7 @@ from typing import Any, cast
 
 import onnx
 import pyopencl as cl
+from side_by_side import cuda_graph_seconds  # beside this script
 
 from octune.db.store import Store
 from octune.networks.layers import load_model, node_layers
@@ -357,22 +358,7 @@ def torch_seconds(net: str, network: onnx.ModelProto, repeat: int, calls: int) -
                 model(x)
             torch.cuda.synchronize()
             back_to_back = min(back_to_back, (time.perf_counter() - started) / calls)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                model(x)
-        graph.replay()
-        torch.cuda.synchronize()
-        replayed = math.inf
-        for _ in range(max(repeat, 3)):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            replayed = min(replayed, start.elapsed_time(end) * 1e-3 / calls)
-    del graph, model, x
-    torch.cuda.empty_cache()
+        replayed = cuda_graph_seconds(lambda: model(x), calls, max(repeat, 3), reduce=min)
     return {"pytorch_graph_s": replayed, "pytorch_eager_s": eager,
             "pytorch_eager_back_to_back_s": back_to_back, "calls": calls,
             "torch": torch.__version__, "cudnn": torch.backends.cudnn.version()}  # fmt: skip

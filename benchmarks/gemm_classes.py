@@ -1,0 +1,205 @@
+"""GEMM by shape class (issue 19): tune each shape for a fixed time with every GEMM-family kernel
+that takes it (gemm.cl, and gemv.cl's two entries where M or N is 1), then time octune's fastest
+verified (kernel, config) beside the vendor library in the same run, and the memory-bound
+shapes against the device's copy bandwidth measured in this run too.
+
+The anchor is cuBLAS through PyTorch (float32, TF32 off) on a GPU, as a CUDA graph of
+back-to-back calls (one small call between two events would time its launch, not the kernel);
+NumPy's BLAS on a CPU. Copy bandwidth: an OpenCL float4 copy of 256 MiB (bytes read + written,
+best of 10 profiled runs), and PyTorch's device copy beside it on a GPU. A shape's GB/s counts
+each operand read once and C written once: the traffic no kernel can avoid.
+
+Shapes are named ``MxNxK`` with an optional ``:TN``-style suffix (op(A), op(B); N = as is,
+T = transposed in memory, e.g. ``1x1000x2048:NT`` is a fully connected layer's y = x W^T).
+
+    python benchmarks/gemm_classes.py --classes matrix-vector long-k --seconds 30 --out g.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+from side_by_side import cuda_graph_seconds, fastest_stored, tune_workload  # beside this script
+
+from octune.db.store import Store
+from octune.kernels.gemm import gemm_workload
+from octune.tuner.device import DeviceInfo, select_device
+from octune.tuner.family import Workload
+from octune.tuner.session import Settings, open_workers
+from octune.tuner.workers import default_jobs
+
+#: Shapes by class, none of them in the grid or the sets this project tuned before.
+CLASSES = {
+    "matrix-vector": ["1x4096x4096", "1x4096x4096:NT", "4096x1x4096", "1x1000x2048:NT",
+                      "1x1000x1280:NT", "1x3072x768", "1x768x3072:NT", "1x30522x768:NT"],
+    "skinny": ["4x4096x4096", "16x4096x1024", "4096x8x4096", "2048x32x2048"],
+    "long-k": ["256x256x8192", "128x768x3072", "512x49x4608", "64x1000x4096"],
+    "transformer": ["128x768x768", "128x3072x768", "512x768x768:NT", "384x384x64:NT"],
+    "im2col": ["3136x64x576", "784x128x1152", "196x256x2304", "3136x256x64"],
+    "odd": ["1000x999x997", "333x1025x77", "77x4095x513"],
+    "large-square": ["4096x4096x4096", "8192x8192x8192"],
+}  # fmt: skip
+COPY_BYTES = 256 << 20
+
+
+def parse_shape(text: str) -> Workload:
+    sizes, _, layout = text.partition(":")
+    m, n, k = (int(part) for part in sizes.lower().split("x"))
+    layout = layout.upper() or "NN"
+    return gemm_workload(m, n, k, transa=layout[0] == "T", transb=layout[1] == "T")
+
+
+def traffic_bytes(workload: Workload) -> int:
+    s = workload.shape
+    return 4 * (s["m"] * s["k"] + s["k"] * s["n"] + s["m"] * s["n"])
+
+
+def opencl_copy_gbs(device: cl.Device, repeats: int = 10) -> float:
+    """Best GB/s (read + write) of a float4 copy of ``COPY_BYTES`` through OpenCL."""
+    context = cl.Context([device])
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    source = "__kernel void copy(const __global float4* x, __global float4* y) {" \
+             " y[get_global_id(0)] = x[get_global_id(0)]; }"  # fmt: skip
+    kernel = cl.Kernel(cl.Program(context, source).build(), "copy")
+    x = cl.Buffer(context, cl.mem_flags.READ_ONLY, COPY_BYTES)
+    y = cl.Buffer(context, cl.mem_flags.WRITE_ONLY, COPY_BYTES)
+    cl.enqueue_fill_buffer(queue, x, np.float32(1.0), 0, COPY_BYTES)
+    best = float("inf")
+    for _ in range(repeats + 1):
+        event = kernel(queue, (COPY_BYTES // 16,), None, x, y)
+        event.wait()
+        best = min(best, (event.profile.end - event.profile.start) * 1e-9)
+    return 2 * COPY_BYTES / best / 1e9
+
+
+def torch_copy_gbs() -> float:
+    import torch
+
+    x = torch.ones(COPY_BYTES // 4, device="cuda")
+    y = torch.empty_like(x)
+    return 2 * COPY_BYTES / cuda_graph_seconds(lambda: y.copy_(x), reduce=min) / 1e9
+
+
+def operands(workload: Workload, make: type) -> tuple[object, object]:
+    s = workload.shape
+    a = (s["k"], s["m"]) if s["transa"] else (s["m"], s["k"])
+    b = (s["n"], s["k"]) if s["transb"] else (s["k"], s["n"])
+    return make(a), make(b)
+
+
+def cublas_seconds(workload: Workload) -> float:
+    """torch.matmul on the operands as they lie (transposed views: cuBLAS's op flags)."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a, b = operands(workload, lambda shape: torch.randn(*shape, device="cuda"))
+    s = workload.shape
+    op_a = a.T if s["transa"] else a  # type: ignore[attr-defined]
+    op_b = b.T if s["transb"] else b  # type: ignore[attr-defined]
+    return cuda_graph_seconds(lambda: torch.matmul(op_a, op_b))
+
+
+def numpy_seconds(workload: Workload, min_seconds: float = 0.5) -> float:
+    """Median seconds of NumPy's matmul (its BLAS, all cores) on the operands as they lie."""
+    rng = np.random.default_rng(0)
+    a, b = operands(workload, lambda shape: rng.standard_normal(shape, dtype=np.float32))
+    s = workload.shape
+    op_a = a.T if s["transa"] else a  # type: ignore[attr-defined]
+    op_b = b.T if s["transb"] else b  # type: ignore[attr-defined]
+    times: list[float] = []
+    while sum(times) < min_seconds or len(times) < 5:
+        started = time.perf_counter()
+        np.matmul(op_a, op_b)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--classes", nargs="+", choices=sorted(CLASSES), default=sorted(CLASSES))
+    parser.add_argument("--shapes", nargs="+", default=None, help="instead of --classes")
+    parser.add_argument("--seconds", type=float, default=120.0, help="tuning time per shape")
+    parser.add_argument("--no-tune", action="store_true", help="only time what --db holds")
+    parser.add_argument("--confirm", type=int, default=2, help="top candidates re-measured")
+    parser.add_argument("--db", default="sqlite:///gemm_classes.db")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("gemm_classes.json"))
+    args = parser.parse_args()
+
+    device = select_device(args.device)
+    info = DeviceInfo.from_cl(device)
+    gpu = bool(device.type & cl.device_type.GPU)
+    anchor_name, anchor = ("cuBLAS", cublas_seconds) if gpu else ("NumPy", numpy_seconds)
+    copy = {"opencl_copy_gbs": opencl_copy_gbs(device)}
+    if gpu:
+        copy["torch_copy_gbs"] = torch_copy_gbs()
+    print(f"device: {info.name}; anchor: {anchor_name}; {args.seconds:g} s per shape; "
+          f"copy bandwidth (GB/s): {copy}", flush=True)  # fmt: skip
+    shapes = [("given", text) for text in args.shapes] if args.shapes else [
+        (name, text) for name in args.classes for text in CLASSES[name]
+    ]  # fmt: skip
+    settings = Settings(jobs=default_jobs(device), confirm=args.confirm)
+    store = Store(args.db)
+    workers = open_workers(info, settings)
+    rows: list[dict[str, object]] = []
+    for shape_class, text in shapes:
+        workload = parse_shape(text)
+        row: dict[str, object] = {"class": shape_class, "shape": text, "flops": workload.flops,
+                                  "bytes": traffic_bytes(workload)}  # fmt: skip
+        if not args.no_tune:
+            row["traces"] = tune_workload(store, info, workload, args.seconds, "model", settings,
+                                          args.seed, workers=workers)  # fmt: skip
+        found = fastest_stored(store, device, info, workload)
+        if found is None:
+            print(f"{text}: nothing verified", flush=True)
+            rows.append(row)
+            continue
+        seconds, kernel, config = found
+        theirs = anchor(workload)
+        row |= {"octune_s": seconds, "kernel": kernel.name, "config": config, "anchor_s": theirs,
+                "gbs": traffic_bytes(workload) / seconds / 1e9}  # fmt: skip
+        rows.append(row)
+        print(f"{shape_class:14s} {text:16s} {kernel.name:10s} {seconds * 1e6:9.1f} us  "
+              f"{anchor_name} {theirs * 1e6:9.1f} us  ratio {theirs / seconds:5.2f}  "
+              f"{row['gbs']:7.0f} GB/s", flush=True)  # fmt: skip
+        args.out.write_text(json.dumps({"device": info.name, "anchor": anchor_name, **copy,
+                                        "seconds_per_shape": args.seconds, "rows": rows},
+                                       indent=1))  # fmt: skip
+    workers.close()
+    report(rows, anchor_name, copy["opencl_copy_gbs"])
+
+
+def report(rows: list[dict[str, object]], anchor_name: str, copy_gbs: float) -> None:
+    """One markdown row per shape, then each class's median ratio."""
+    print(f"\n| class | shape | kernel | octune us | {anchor_name} us | {anchor_name} / octune "
+          f"| octune TFLOP/s | GB/s | % of copy |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    ratios: dict[str, list[float]] = {}
+    for row in rows:
+        if "octune_s" not in row:
+            print(f"| {row['class']} | {row['shape']} | none verified | | | | | | |")
+            continue
+        ours, theirs, flops, gbs = (float(row[key]) for key in ("octune_s", "anchor_s", "flops",
+                                                                "gbs"))  # type: ignore[arg-type]  # fmt: skip
+        ratios.setdefault(str(row["class"]), []).append(theirs / ours)
+        print(f"| {row['class']} | {row['shape']} | {row['kernel']} | {ours * 1e6:.1f} | "
+              f"{theirs * 1e6:.1f} | {theirs / ours:.2f} | {flops / ours / 1e12:.2f} | "
+              f"{gbs:.0f} | {100 * gbs / copy_gbs:.0f} |")  # fmt: skip
+    every = [ratio for values in ratios.values() for ratio in values]
+    print(f"\n| class | shapes | median {anchor_name} / octune | lowest |")
+    print("| --- | --- | --- | --- |")
+    for name, values in [*ratios.items(), ("all", every)]:
+        if values:
+            print(f"| {name} | {len(values)} | {statistics.median(values):.2f} | "
+                  f"{min(values):.2f} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
