@@ -124,6 +124,20 @@ def test_history_of_another_shape_speeds_up_tuning(first, second, table, cold):
     assert np.median(warm_reach) * 2 <= np.median(cold_reach), (warm_reach, cold_reach)
 
 
+def test_the_nearest_shapes_fastest_config_is_measured_first(first, second, table):
+    """What a lookup answers an untuned shape with is its first candidate, so tuning it can
+    only improve on that answer; another device's fastest configs are not borrowed.
+    """
+    history = second.records()
+    fastest = min((r for r in history if r.time_s is not None), key=lambda r: r.time_s or 0)
+    search = ModelSearch(table, seed=0, history=history, target=first.context)
+    assert search.propose(4) == [table.index(fastest.config)]
+    assert len(search.propose(4)) == 4  # then the model's picks
+    elsewhere = {**first.context.device, "fingerprint": "0" * 16}
+    other_device = Context(elsewhere, first.context.shape)
+    assert ModelSearch(table, seed=0, history=history, target=other_device).borrowed == []
+
+
 def test_history_needs_a_target_and_models_are_named(first, second, table):
     with pytest.raises(OctuneError, match="no target"):
         ModelSearch(table, history=second.records())
@@ -276,7 +290,8 @@ def test_failures_at_other_shapes_are_ranked_last(first, second, table):
     shape_free = np.array(features.names)[features.config_columns]
     assert not [name for name in shape_free if name.startswith(("shape_", "groups"))]
     search = ModelSearch(table, seed=0, history=second.records(), target=first.context)
-    proposed = search.propose(30)
+    proposed = search.propose(30)  # the other shape's fastest config alone, then the model's
+    proposed += search.propose(30)
     flagged = search.failures.likely_to_fail(features.matrix(table.values, first.context))
     failed = ~np.isfinite(first.times_for(table))
     assert flagged[failed].mean() > 0.9 and flagged[~failed].mean() < 0.05

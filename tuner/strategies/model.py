@@ -76,6 +76,12 @@ TRANSFER_CHECK, MIN_TRANSFER_RHO = 12, 0.3
 REFIT_GROWTH = 0.1
 #: Hill-climbing rounds from the best configs when the space is too large to score whole.
 CLIMB_ROUNDS, CLIMB_STARTS = 3, 16
+#: The fastest configs of this many nearest other shapes tuned on the same device are measured
+#: first. They are what a lookup answers this shape with until it is tuned, so the shape's own
+#: best is never worse than the borrowed answer: on the H100, ResNet-50 warm-started from
+#: SqueezeNet's and MobileNet's layers ran at 1.59 ms on borrowed answers and at 2.35 ms after
+#: 3 minutes of tuning its own layers, whose first few candidates each had not found as good.
+BORROWED = 3
 
 
 #: Features, log times (NaN: failed), context groups (0: this very shape) and weights of stored
@@ -132,6 +138,7 @@ class ModelSearch(Strategy):
         self._ranking: NDArray[np.int64] = np.empty(0, dtype=np.int64)
         self.fits = 0
         self._table_x: NDArray[np.float64] | None = None
+        self.borrowed = self._borrowed_rows(history)
 
     # -- data ------------------------------------------------------------------------------
 
@@ -181,6 +188,30 @@ class ModelSearch(Strategy):
             return (empty, np.empty(0), np.empty(0, dtype=np.int64), np.empty(0)), failures
         x, y, groups, weights = (np.concatenate(p) for p in zip(*parts, strict=True))
         return (x, y, groups.astype(np.int64), weights), failures
+
+    def _borrowed_rows(self, history: Sequence[Record]) -> list[int]:
+        """Rows of the fastest config of each of the ``BORROWED`` nearest other shapes tuned
+        on this device (legal here, not to be skipped), nearest first.
+        """
+        fingerprint = self.target.device.get("fingerprint")
+        fastest: dict[tuple[str, str], Record] = {}
+        for record in history:
+            key = Context(record.device, record.workload).key
+            if record.time_s is None or key == self.target.key:
+                continue
+            if record.device.get("fingerprint") != fingerprint:
+                continue
+            if key not in fastest or record.time_s < (fastest[key].time_s or math.inf):
+                fastest[key] = record
+        alike = [r for r in fastest.values() if self._work_octaves(r) <= MAX_WORK_OCTAVES]
+        rows: list[int] = []
+        for record in sorted(alike, key=self._distance):
+            row = self.table.index(record.config)
+            if row is not None and row not in rows and not self.proposed[row]:
+                rows.append(row)
+            if len(rows) == BORROWED:
+                break
+        return rows
 
     def _records_matrix(
         self, records: Sequence[Record]
@@ -346,6 +377,10 @@ class ModelSearch(Strategy):
         free = np.flatnonzero(~self.proposed)
         if not len(free) or count < 1:
             return []
+        borrowed = [row for row in self.borrowed if not self.proposed[row]][:count]
+        if borrowed:
+            self.proposed[borrowed] = True
+            return borrowed
         if len(self.history[1]) or len(self.rows) >= self.initial:
             if self.model is None or self._due():
                 self._fit()
