@@ -21,7 +21,9 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -86,11 +88,14 @@ def torch_copy_gbs() -> float:
     return 2 * COPY_BYTES / cuda_graph_seconds(lambda: y.copy_(x), reduce=min) / 1e9
 
 
-def operands(workload: Workload, make: type) -> tuple[object, object]:
+def operands(workload: Workload, make: Callable[[tuple[int, int]], Any]) -> tuple[Any, Any]:
+    """op(A) and op(B), each made (``make(shape)``) as it lies in memory and transposed as a
+    view where the workload says so: the library gets the layout and its op flags.
+    """
     s = workload.shape
-    a = (s["k"], s["m"]) if s["transa"] else (s["m"], s["k"])
-    b = (s["n"], s["k"]) if s["transb"] else (s["k"], s["n"])
-    return make(a), make(b)
+    a = make((s["k"], s["m"]) if s["transa"] else (s["m"], s["k"]))
+    b = make((s["n"], s["k"]) if s["transb"] else (s["k"], s["n"]))
+    return (a.T if s["transa"] else a), (b.T if s["transb"] else b)
 
 
 def cublas_seconds(workload: Workload) -> float:
@@ -98,20 +103,14 @@ def cublas_seconds(workload: Workload) -> float:
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    a, b = operands(workload, lambda shape: torch.randn(*shape, device="cuda"))
-    s = workload.shape
-    op_a = a.T if s["transa"] else a  # type: ignore[attr-defined]
-    op_b = b.T if s["transb"] else b  # type: ignore[attr-defined]
+    op_a, op_b = operands(workload, lambda shape: torch.randn(*shape, device="cuda"))
     return cuda_graph_seconds(lambda: torch.matmul(op_a, op_b))
 
 
 def numpy_seconds(workload: Workload, min_seconds: float = 0.5) -> float:
     """Median seconds of NumPy's matmul (its BLAS, all cores) on the operands as they lie."""
     rng = np.random.default_rng(0)
-    a, b = operands(workload, lambda shape: rng.standard_normal(shape, dtype=np.float32))
-    s = workload.shape
-    op_a = a.T if s["transa"] else a  # type: ignore[attr-defined]
-    op_b = b.T if s["transb"] else b  # type: ignore[attr-defined]
+    op_a, op_b = operands(workload, lambda shape: rng.standard_normal(shape, dtype=np.float32))
     times: list[float] = []
     while sum(times) < min_seconds or len(times) < 5:
         started = time.perf_counter()
@@ -186,8 +185,8 @@ def report(rows: list[dict[str, object]], anchor_name: str, copy_gbs: float) -> 
         if "octune_s" not in row:
             print(f"| {row['class']} | {row['shape']} | none verified | | | | | | |")
             continue
-        ours, theirs, flops, gbs = (float(row[key]) for key in ("octune_s", "anchor_s", "flops",
-                                                                "gbs"))  # type: ignore[arg-type]  # fmt: skip
+        ours, theirs, flops, gbs = (float(str(row[key])) for key in ("octune_s", "anchor_s",
+                                                                     "flops", "gbs"))  # fmt: skip
         ratios.setdefault(str(row["class"]), []).append(theirs / ours)
         print(f"| {row['class']} | {row['shape']} | {row['kernel']} | {ours * 1e6:.1f} | "
               f"{theirs * 1e6:.1f} | {theirs / ours:.2f} | {flops / ours / 1e12:.2f} | "

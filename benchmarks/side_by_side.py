@@ -12,17 +12,18 @@ from typing import Any
 import pyopencl as cl
 
 from octune.db.store import Store
+from octune.tuner.campaign import tasks_for
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, resolve_kernels
+from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.session import Budget, Progress, Settings, run_session
 from octune.tuner.workers import Workers
 
 
 def kernels_taking(workload: Workload) -> list[KernelSpec]:
-    """The kernels of the workload's family whose space's ``requires:`` admits it."""
-    return [k for k in resolve_kernels(workload.problem) if k.takes(workload) is None]
+    """The kernels of the workload's family that take it, as ``octune tune FAMILY`` picks them."""
+    return [task.kernel for task in tasks_for(workload.problem, workload.shape, workload.dtype)]
 
 
 def tune_workload(

@@ -10,7 +10,6 @@ takes it.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,7 +19,7 @@ from pathlib import Path
 import onnx
 from google.protobuf.message import DecodeError
 
-from octune.networks.models import BUILTIN
+from octune.networks.models import BUILTIN, did_you_mean
 from octune.tuner.errors import OctuneError, WorkloadError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import family
@@ -89,11 +88,9 @@ def load_model(
         if path.is_dir():
             raise OctuneError(f"{path} is a directory: pass the .onnx file in it")
         if not path.is_file():
-            close = difflib.get_close_matches(str(source), list(BUILTIN), n=1)
             raise OctuneError(
-                f"no model file or built-in network {str(source)!r}: "
-                + (f"did you mean {close[0]!r}? " if close else "")
-                + f"give an .onnx file that exists or a built-in network: {', '.join(BUILTIN)}"
+                f"no model file or built-in network {str(source)!r}: {did_you_mean(str(source))}"
+                f"give an .onnx file that exists or a built-in network: {', '.join(BUILTIN)}"
             )
         model, label, defaults = _read(path), str(path), {}
     for index, node in enumerate(model.graph.node):

@@ -8,6 +8,7 @@ can run it.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 
@@ -217,3 +218,9 @@ BUILTIN: dict[str, tuple[Callable[[bool], onnx.ModelProto], dict[str, int]]] = {
     "resnet50": (resnet50, {"batch": 1}),
     "bert_base_layer": (bert_base_layer, {"batch": 1, "sequence": 128}),
 }
+
+
+def did_you_mean(name: str) -> str:
+    """ "did you mean 'NAME'? " for the built-in network closest to a mistyped name, else ""."""
+    close = difflib.get_close_matches(name, list(BUILTIN), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""

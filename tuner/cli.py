@@ -354,9 +354,9 @@ def _unverified(
     candidates failed and the most common reason; and how many workloads there were. A
     workload, not a kernel: a lookup answers a family's workload with its fastest kernel.
     """
-    groups: dict[tuple[str, str], list[Task]] = {}
+    groups: dict[str, list[Task]] = {}
     for task in tasks:
-        groups.setdefault((task.workload.problem, task.workload.key), []).append(task)
+        groups.setdefault(task.workload.key, []).append(task)
     unverified = []
     for group in groups.values():
         found = [

@@ -7,7 +7,6 @@ writes. Server-rendered HTML with Jinja2: no scripts, no front-end build.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated
@@ -103,16 +102,14 @@ def model_page(
     """A built-in network on a device, layer by layer, from this server's database and
     answered as its lookups answer. Built-in networks only: a request never names a file.
     """
-    from octune.networks.models import BUILTIN
+    from octune.networks.models import BUILTIN, did_you_mean
     from octune.networks.report import network_report, render_html
 
     if name not in BUILTIN:
-        close = difflib.get_close_matches(name, list(BUILTIN), n=1)
         raise HTTPException(
             404,
-            f"unknown model '{name}': "
-            + (f"did you mean '{close[0]}'? " if close else "")
-            + f"the dashboard shows the built-in networks {', '.join(BUILTIN)}",
+            f"unknown model '{name}': {did_you_mean(name)}the dashboard shows the built-in "
+            f"networks {', '.join(BUILTIN)}",
         )
     lookups: LookupService = request.app.state.lookups
     found = lookups.device(device)

@@ -129,7 +129,9 @@ class ModelSearch(Strategy):
         self.rows: list[int] = []
         self.times: list[float | None] = []
         self.flops: list[int] = []
-        self.history, self.failure_history = self._history_matrix(history)
+        by_context = self._by_context(history)
+        nearest_first = self._nearest_first(by_context)
+        self.history, self.failure_history = self._history_matrix(by_context, nearest_first)
         self.model: CostModel | None = None
         self.failures = FailureModel(self.features.config_columns, seed=seed)
         self._history_model: CostModel | None = None
@@ -138,26 +140,37 @@ class ModelSearch(Strategy):
         self._ranking: NDArray[np.int64] = np.empty(0, dtype=np.int64)
         self.fits = 0
         self._table_x: NDArray[np.float64] | None = None
-        self.borrowed = self._borrowed_rows(history)
+        self.borrowed = self._borrowed_rows(nearest_first)
 
     # -- data ------------------------------------------------------------------------------
 
-    def _history_matrix(
-        self, history: Sequence[Record]
-    ) -> tuple[HistoryMatrix, tuple[NDArray[np.float64], NDArray[np.bool_]]]:
-        """Features, log times, context groups and weights of the stored measurements of shapes
-        like the target's; and features and failures of every shape's, for the failure model.
-        """
-        target_key = self.target.key
+    def _by_context(self, history: Sequence[Record]) -> dict[tuple[str, str], list[Record]]:
+        """The stored measurements of this space, by (device, shape) context."""
         by_context: dict[tuple[str, str], list[Record]] = {}
         for record in history:
             if all(name in record.config for name in self.table.names):  # same space
                 by_context.setdefault(Context(record.device, record.workload).key, []).append(
                     record
                 )
-        parts, room = [], HISTORY_ROWS
+        return by_context
+
+    def _nearest_first(
+        self, by_context: dict[tuple[str, str], list[Record]]
+    ) -> list[tuple[tuple[str, str], list[Record]]]:
+        """The contexts of shapes of like work, the most like the target's first."""
         alike = [c for c in by_context.items() if self._work_octaves(c[1][0]) <= MAX_WORK_OCTAVES]
-        nearest_first = sorted(alike, key=lambda item: self._distance(item[1][0]))
+        return sorted(alike, key=lambda item: self._distance(item[1][0]))
+
+    def _history_matrix(
+        self,
+        by_context: dict[tuple[str, str], list[Record]],
+        nearest_first: list[tuple[tuple[str, str], list[Record]]],
+    ) -> tuple[HistoryMatrix, tuple[NDArray[np.float64], NDArray[np.bool_]]]:
+        """Features, log times, context groups and weights of the stored measurements of shapes
+        like the target's; and features and failures of every shape's, for the failure model.
+        """
+        target_key = self.target.key
+        parts, room = [], HISTORY_ROWS
         for group, (key, records) in enumerate(nearest_first, start=1):
             if room <= 0:
                 break
@@ -189,24 +202,21 @@ class ModelSearch(Strategy):
         x, y, groups, weights = (np.concatenate(p) for p in zip(*parts, strict=True))
         return (x, y, groups.astype(np.int64), weights), failures
 
-    def _borrowed_rows(self, history: Sequence[Record]) -> list[int]:
+    def _borrowed_rows(
+        self, nearest_first: list[tuple[tuple[str, str], list[Record]]]
+    ) -> list[int]:
         """Rows of the fastest config of each of the ``BORROWED`` nearest other shapes tuned
         on this device (legal here, not to be skipped), nearest first.
         """
         fingerprint = self.target.device.get("fingerprint")
-        fastest: dict[tuple[str, str], Record] = {}
-        for record in history:
-            key = Context(record.device, record.workload).key
-            if record.time_s is None or key == self.target.key:
-                continue
-            if record.device.get("fingerprint") != fingerprint:
-                continue
-            if key not in fastest or record.time_s < (fastest[key].time_s or math.inf):
-                fastest[key] = record
-        alike = [r for r in fastest.values() if self._work_octaves(r) <= MAX_WORK_OCTAVES]
         rows: list[int] = []
-        for record in sorted(alike, key=self._distance):
-            row = self.table.index(record.config)
+        for key, records in nearest_first:
+            if key == self.target.key or records[0].device.get("fingerprint") != fingerprint:
+                continue
+            timed = [r for r in records if r.time_s is not None]
+            if not timed:
+                continue
+            row = self.table.index(min(timed, key=lambda r: r.time_s or 0.0).config)
             if row is not None and row not in rows and not self.proposed[row]:
                 rows.append(row)
             if len(rows) == BORROWED:
