@@ -1,7 +1,8 @@
 """GEMM by shape class (issue 19): tune each shape for a fixed time with every GEMM-family kernel
-that takes it (gemm.cl, and gemv.cl's two entries where M or N is 1), then time octune's fastest
-verified (kernel, config) beside the vendor library in the same run, and the memory-bound
-shapes against the device's copy bandwidth measured in this run too.
+that takes it (gemm.cl's tiles and split-K, gemv.cl's two entries where M or N is 1), then time
+octune's fastest verified (kernel, config), and the runner-up kernel's, beside the vendor library
+in the same run, and the memory-bound shapes against the device's copy bandwidth measured in
+this run too.
 
 The anchor is cuBLAS through PyTorch (float32, TF32 off) on a GPU, as a CUDA graph of
 back-to-back calls (one small call between two events would time its launch, not the kernel);
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
-from side_by_side import cuda_graph_seconds, fastest_stored, tune_workload  # beside this script
+from side_by_side import cuda_graph_seconds, stored_timings, tune_workload  # beside this script
 
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
@@ -155,19 +156,21 @@ def main() -> None:
         if not args.no_tune:
             row["traces"] = tune_workload(store, info, workload, args.seconds, "model", settings,
                                           args.seed, workers=workers)  # fmt: skip
-        found = fastest_stored(store, device, info, workload)
-        if found is None:
+        timed = stored_timings(store, device, info, workload)
+        if not timed:
             print(f"{text}: nothing verified", flush=True)
             rows.append(row)
             continue
-        seconds, kernel, config = found
+        seconds, kernel, config = timed[0]
         theirs = anchor(workload)
         row |= {"octune_s": seconds, "kernel": kernel.name, "config": config, "anchor_s": theirs,
-                "gbs": traffic_bytes(workload) / seconds / 1e9}  # fmt: skip
+                "gbs": traffic_bytes(workload) / seconds / 1e9,
+                "kernels_s": {k.name: s for s, k, _ in timed}}  # fmt: skip
         rows.append(row)
-        print(f"{shape_class:14s} {text:16s} {kernel.name:10s} {seconds * 1e6:9.1f} us  "
+        others = "  ".join(f"{k.name} {s * 1e6:.1f}" for s, k, _ in timed[1:])
+        print(f"{shape_class:14s} {text:16s} {kernel.name:11s} {seconds * 1e6:9.1f} us  "
               f"{anchor_name} {theirs * 1e6:9.1f} us  ratio {theirs / seconds:5.2f}  "
-              f"{row['gbs']:7.0f} GB/s", flush=True)  # fmt: skip
+              f"{row['gbs']:7.0f} GB/s  (others, us: {others or '-'})", flush=True)  # fmt: skip
         args.out.write_text(json.dumps({"device": info.name, "anchor": anchor_name, **copy,
                                         "seconds_per_shape": args.seconds, "rows": rows},
                                        indent=1))  # fmt: skip
@@ -178,19 +181,19 @@ def main() -> None:
 def report(rows: list[dict[str, object]], anchor_name: str, copy_gbs: float) -> None:
     """One markdown row per shape, then each class's median ratio."""
     print(f"\n| class | shape | kernel | octune us | {anchor_name} us | {anchor_name} / octune "
-          f"| octune TFLOP/s | GB/s | % of copy |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          f"| octune TFLOP/s | GB/s | % of copy | runner-up kernel, us |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ratios: dict[str, list[float]] = {}
     for row in rows:
         if "octune_s" not in row:
-            print(f"| {row['class']} | {row['shape']} | none verified | | | | | | |")
+            print(f"| {row['class']} | {row['shape']} | none verified | | | | | | | |")
             continue
         ours, theirs, flops, gbs = (float(str(row[key])) for key in ("octune_s", "anchor_s",
                                                                      "flops", "gbs"))  # fmt: skip
         ratios.setdefault(str(row["class"]), []).append(theirs / ours)
         print(f"| {row['class']} | {row['shape']} | {row['kernel']} | {ours * 1e6:.1f} | "
               f"{theirs * 1e6:.1f} | {theirs / ours:.2f} | {flops / ours / 1e12:.2f} | "
-              f"{gbs:.0f} | {100 * gbs / copy_gbs:.0f} |")  # fmt: skip
+              f"{gbs:.0f} | {100 * gbs / copy_gbs:.0f} | {runner_up(row)} |")  # fmt: skip
     every = [ratio for values in ratios.values() for ratio in values]
     print(f"\n| class | shapes | median {anchor_name} / octune | lowest |")
     print("| --- | --- | --- | --- |")
@@ -198,6 +201,14 @@ def report(rows: list[dict[str, object]], anchor_name: str, copy_gbs: float) -> 
         if values:
             print(f"| {name} | {len(values)} | {statistics.median(values):.2f} | "
                   f"{min(values):.2f} |")  # fmt: skip
+
+
+def runner_up(row: dict[str, object]) -> str:
+    timed = row.get("kernels_s")
+    if not isinstance(timed, dict) or len(timed) < 2:
+        return "-"
+    name, seconds = sorted(timed.items(), key=lambda item: item[1])[1]
+    return f"{name} {seconds * 1e6:.1f}"
 
 
 if __name__ == "__main__":

@@ -67,6 +67,16 @@ def fastest_stored(
     """The fastest stored kernel and config for the workload, re-measured (and re-verified) now:
     (seconds, kernel, config), or None where nothing verified is stored.
     """
+    timed = stored_timings(store, device, info, workload)
+    return timed[0] if timed else None
+
+
+def stored_timings(
+    store: Store, device: cl.Device, info: DeviceInfo, workload: Workload
+) -> list[tuple[float, KernelSpec, dict[str, int]]]:
+    """Each kernel's fastest stored config for the workload, re-measured (and re-verified) now,
+    fastest first: (seconds, kernel, config).
+    """
     timed = []
     for kernel in kernels_taking(workload):
         best = store.best(info.fingerprint, kernel.name, workload.key, kernel.sha256)
@@ -76,7 +86,7 @@ def fastest_stored(
         measurement = runner.measure(best.config)
         if measurement.ok and measurement.median_s:
             timed.append((measurement.median_s, kernel, best.config))
-    return min(timed, key=lambda entry: entry[0]) if timed else None
+    return sorted(timed, key=lambda entry: entry[0])
 
 
 def cuda_graph_seconds(

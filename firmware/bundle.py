@@ -36,6 +36,7 @@ from octune.firmware import cheader
 from octune.lookup.semantics import (
     Answer,
     Entry,
+    FollowUp,
     KernelIndex,
     KernelTable,
     Predictor,
@@ -131,6 +132,15 @@ def table_to_data(table: KernelTable) -> dict[str, Any]:
         "requires": list(table.requires),
         "parameters": list(table.parameters),
         "launch": {"global": list(table.launch_global), "local": list(table.launch_local)},
+        "workspace": table.workspace,
+        "then": [
+            {
+                "entry": step.entry,
+                "global": list(step.launch_global),
+                "local": list(step.launch_local),
+            }
+            for step in table.then
+        ],
         "limits": table.limits,
         "default_config": list(table.default_config),
         "extra_build_options": list(table.extra_build_options),
@@ -165,6 +175,19 @@ def _number(value: object, what: str) -> float:
     if type(value) not in (int, float) or not value == value:  # NaN never equals itself
         raise ValueError(f"{what} must be a number")
     return float(value)  # type: ignore[arg-type]
+
+
+def _follow_ups(value: object) -> tuple[FollowUp, ...]:
+    if not isinstance(value, list) or not all(isinstance(step, dict) for step in value):
+        raise ValueError("then must be a list of launches")
+    return tuple(
+        FollowUp(
+            _text(step["entry"], "then.entry"),
+            _strings(step["global"], "then.global"),
+            _strings(step["local"], "then.local"),
+        )
+        for step in value
+    )
 
 
 def _text(value: object, what: str) -> str:
@@ -229,6 +252,8 @@ def table_from_data(data: Mapping[str, Any]) -> KernelTable:
         tuned=entries("tuned"),
         predictions=entries("predictions"),
         requires=_strings(data.get("requires", []), "requires"),
+        workspace=None if data.get("workspace") is None else _text(data["workspace"], "workspace"),
+        then=_follow_ups(data.get("then", [])),
     )
 
 

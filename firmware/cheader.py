@@ -193,6 +193,56 @@ def _entries(
     )
 
 
+def _follow_ups(table: KernelTable, params: Mapping[str, int], variables: Mapping[str, int]) -> str:
+    """C for the launches after the entry's and the workspace: ``_follow_`` checks that they
+    are legal for config c and shape v and, given a config to fill, writes them into it.
+    """
+    p = _prefix(table)
+    group_limit = table.limits.get("max_work_group_size")
+    lines = []
+    for i, step in enumerate(table.then):
+        dims = len(step.launch_local)
+        lines.append("    group = 1;")
+        for d, (global_, local) in enumerate(
+            zip(step.launch_global, step.launch_local, strict=True)
+        ):
+            lines.append(f"    g[{d}] = {_c(global_, params, variables, table.limits)};")
+            lines.append(f"    l[{d}] = {_c(local, params, variables, table.limits)};")
+            lines.append(f"    if (bad || l[{d}] < 1 || g[{d}] < 1 || g[{d}] % l[{d}]) return 0;")
+            limit = table.limits.get(f"max_work_item_size_{d}")
+            if limit is not None:
+                lines.append(f"    if (l[{d}] > INT64_C({limit})) return 0;")
+            lines.append(f"    group *= l[{d}];")
+        if group_limit is not None:
+            lines.append(f"    if (group > INT64_C({group_limit})) return 0;")
+        lines.append(
+            f"    if (cfg) {{\n        cfg->then_entry[{i}] = {c_string(step.entry)};\n"
+            f"        cfg->then_work_dim[{i}] = {dims};\n        for (d = 0; d < {dims}; d++) {{\n"
+            f"            cfg->then_global_size[{i}][d] = (size_t)g[d];\n"
+            f"            cfg->then_local_size[{i}][d] = (size_t)l[d];\n        }}\n    }}"
+        )
+    workspace = (
+        "0" if table.workspace is None else _c(table.workspace, params, variables, table.limits)
+    )
+    body = "\n".join(lines)
+    return f"""/* The launches after the entry's and the workspace of config c for shape
+   variables v: 0 where they are not legal; with cfg, written into it. */
+static inline int {p}_follow_(const int32_t *c, const int64_t *v, struct octune_config *cfg) {{
+    int bad = 0, d = 0;
+    int64_t g[OCTUNE_MAX_DIMS], l[OCTUNE_MAX_DIMS], group = 1, workspace;
+    (void)c; (void)v; (void)g; (void)l; (void)group; (void)d;
+{body}
+    workspace = {workspace};
+    if (bad || workspace < 0) return 0;
+    if (cfg) {{
+        cfg->then_count = {len(table.then)};
+        cfg->workspace_bytes = (size_t)workspace * 4;
+    }}
+    return 1;
+}}
+"""
+
+
 def _shape_checks(table: KernelTable) -> str:
     """C that fills v[] (shape variables, derived ones) from q[] and returns -1 for a shape
     the Python lookup refuses: out of range, impossible, past 32-bit indexing, not taken.
@@ -254,6 +304,7 @@ def _kernel(table: KernelTable, template: str) -> str:
         for text in (*table.launch_global, *table.launch_local)
     ]
     flops = _c(problem.flops, {}, variables, {})
+    follow = _follow_ups(table, params, variables)
     extra = " ".join(table.extra_build_options)
     limit_checks = []
     for d in range(dims):
@@ -302,6 +353,7 @@ static const int32_t {p}_configs_[{len(configs)}][{macro}_NPARAMS] = {{
     {config_rows}
 }};
 {entries}
+{follow}
 /* Launch sizes of config c for the shape variables v; 0 where they are not legal. */
 static inline int {p}_launch_(const int32_t *c, const int64_t v[{nvars}],
                               int64_t g[OCTUNE_MAX_DIMS], int64_t l[OCTUNE_MAX_DIMS]) {{
@@ -316,12 +368,12 @@ static inline int {p}_launch_(const int32_t *c, const int64_t v[{nvars}],
         group *= l[d];
     }}
 {chr(10).join(limit_checks)}
-    return 1;
+    return {p}_follow_(c, v, NULL);
 }}
 
 static inline void {p}_fill_(struct octune_config *cfg, int match, int config,
-                             const int64_t q[{nkeys}], const int64_t g[OCTUNE_MAX_DIMS],
-                             const int64_t l[OCTUNE_MAX_DIMS]) {{
+                             const int64_t q[{nkeys}], const int64_t v[{nvars}],
+                             const int64_t g[OCTUNE_MAX_DIMS], const int64_t l[OCTUNE_MAX_DIMS]) {{
     int d;
     cfg->match = match;
     cfg->kernel = {p}_kernel_;
@@ -344,6 +396,7 @@ static inline void {p}_fill_(struct octune_config *cfg, int match, int config,
     cfg->source_index = -1;
     cfg->nkeys = {nkeys};
     for (d = 0; d < OCTUNE_MAX_KEYS; d++) cfg->source_shape[d] = 0;
+    (void){p}_follow_({p}_configs_[config], v, cfg);
     (void)q;
 }}
 
@@ -393,7 +446,7 @@ static inline int {p}_lookup(const int64_t q[{nkeys}], struct octune_config *cfg
         found = &{p}_tuned_[i];
         for (d = 0; d < {nkeys} && found->shape[d] == q[d]; d++) {{}}
         if (d == {nkeys} && {p}_launch_({p}_configs_[found->config], v, g, l)) {{
-            {p}_fill_(cfg, OCTUNE_MATCH_EXACT, found->config, q, g, l);
+            {p}_fill_(cfg, OCTUNE_MATCH_EXACT, found->config, q, v, g, l);
             cfg->time_s = found->time_s;
             break;
         }}
@@ -405,19 +458,19 @@ static inline int {p}_lookup(const int64_t q[{nkeys}], struct octune_config *cfg
             j = {p}_nearest_({p}_predicted_, {macro}_NPREDICTED, q, v, pg, pl, &distance);
             if (j >= 0) {{
                 found = &{p}_predicted_[j];
-                {p}_fill_(cfg, OCTUNE_MATCH_PREDICTED, found->config, q, pg, pl);
+                {p}_fill_(cfg, OCTUNE_MATCH_PREDICTED, found->config, q, v, pg, pl);
                 cfg->gflops = found->gflops;
                 cfg->time_s = flops / (found->gflops * 1e9);
                 return OCTUNE_MATCH_PREDICTED;
             }}
             if (i < 0) {{
                 if (!{p}_launch_({p}_configs_[0], v, g, l)) return -1;
-                {p}_fill_(cfg, OCTUNE_MATCH_DEFAULT, 0, q, g, l);
+                {p}_fill_(cfg, OCTUNE_MATCH_DEFAULT, 0, q, v, g, l);
                 return OCTUNE_MATCH_DEFAULT;
             }}
         }}
         found = &{p}_tuned_[i];
-        {p}_fill_(cfg, OCTUNE_MATCH_NEAREST, found->config, q, g, l);
+        {p}_fill_(cfg, OCTUNE_MATCH_NEAREST, found->config, q, v, g, l);
         cfg->time_s = flops / (found->gflops * 1e9);
     }}
     cfg->gflops = found->gflops;
@@ -465,6 +518,7 @@ def render(
 ) -> str:
     """The whole header for one device's tables."""
     max_keys = max((len(t.problem.keys) for t in tables), default=1)
+    max_then = max((len(t.then) for t in tables), default=0) or 1
     ranks = ", ".join(str(MATCH_RANK[m]) for m in MATCHES)
     max_defines = max((len(t.problem.flag_defines) + len(t.parameters) for t in tables), default=1)
     log_rows = ",\n    ".join(
@@ -510,6 +564,7 @@ static const int32_t octune_log2_table_[OCTUNE_LOG_TABLE_SIZE] = {{
 
 {_HELPERS}
 #define OCTUNE_MAX_DIMS 3
+#define OCTUNE_MAX_THEN {max_then}
 #define OCTUNE_MAX_KEYS {max_keys}
 #define OCTUNE_MAX_DEFINES {max_defines}
 
@@ -533,6 +588,14 @@ struct octune_config {{
     int source_index;              /* tuned (or model) entry the config is from, -1 */
     int nkeys;
     int64_t source_shape[OCTUNE_MAX_KEYS];  /* that entry's shape, in the family's key order */
+    /* Launches after the entry's, in order, with the same arguments (split-K's sum), and a
+       scratch buffer they share, passed as each launch's last argument (0: none). */
+    unsigned then_count;
+    const char *then_entry[OCTUNE_MAX_THEN];
+    unsigned then_work_dim[OCTUNE_MAX_THEN];
+    size_t then_global_size[OCTUNE_MAX_THEN][OCTUNE_MAX_DIMS];
+    size_t then_local_size[OCTUNE_MAX_THEN][OCTUNE_MAX_DIMS];
+    size_t workspace_bytes;
 }};
 
 static const int octune_match_rank_[{len(MATCHES)}] = {{{ranks}}};

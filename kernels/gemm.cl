@@ -19,6 +19,9 @@
 //   PF              1: prefetch the next K tile into registers while computing on the current
 //                   one, with two local buffers (one barrier per K tile); 0: load, then compute
 // Derived: each work-item computes an MWI x NWI register tile, MWI = MWG/MDIMC, NWI = NWG/NDIMC.
+// Split-K entries (search_spaces/gemm_splitk.yaml), built with:
+//   KSPLIT          slices of K multiplied by separate work-groups into a workspace
+//   RWG             work-group size of gemm_splitk_sum, which adds the slices into C
 
 #if !defined(MWG) || !defined(NWG) || !defined(KWG) || !defined(MDIMC) || !defined(NDIMC)
 #error "tuning parameters missing: build with -D MWG=.. -D NWG=.. -D KWG=.. -D MDIMC=.. -D NDIMC=.."
@@ -36,6 +39,7 @@
 #define WGS (MDIMC * NDIMC)
 
 #include "vector_io.clh"
+#include "gemm_arguments.clh"
 
 // Staging a tile goes global memory -> private registers -> local memory in two steps, so that
 // with PF the loads of the next tile can be issued before the compute loop of the current one
@@ -147,14 +151,15 @@ inline void store_b(__local float* Bls, const float* regs, const int tid) {
 #endif
 }
 
-// Local buffers per operand: two with PF (compute on one while the other is filled).
+// Local buffers per operand: two with PF (compute on one while the other is filled). OpenCL
+// declares local arrays in the kernel, so the entries below pass them in; an operand that is
+// not staged gets a one-float placeholder.
 #define NBUF (PF ? 2 : 1)
+#define A_LOCAL (SA ? NBUF * KWG * MWG : 1)  // [buffer][k][m]
+#define B_LOCAL (SB ? NBUF * KWG * NWG : 1)  // [buffer][k][n]
 
-__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
-void gemm(const int M, const int N, const int K, const float alpha, const float beta,
-          const __global float* restrict A, const int lda,
-          const __global float* restrict B, const int ldb,
-          __global float* C, const int ldc) {
+// The work-group's tile of C over the K range A and B point at (K deep).
+inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls) {
     const int tn = get_local_id(0);
     const int tm = get_local_id(1);
     const int tid = tm * NDIMC + tn;
@@ -163,14 +168,11 @@ void gemm(const int M, const int N, const int K, const float alpha, const float 
     const int m_left = M - m0;
     const int n_left = N - n0;
 
-    // Aligned for the widest vector access: local arrays of float are only 4-byte aligned.
 #if SA
-    __local float Als[NBUF * KWG * MWG] __attribute__((aligned(32)));  // [buffer][k][m]
     float ra[A_VECS * VWA];
     const bool a_aligned = (lda % VWA) == 0;
 #endif
 #if SB
-    __local float Bls[NBUF * KWG * NWG] __attribute__((aligned(32)));  // [buffer][k][n]
     float rb[B_VECS * VWB];
     const bool b_aligned = (ldb % VWB) == 0;
 #endif
@@ -326,3 +328,51 @@ void gemm(const int M, const int N, const int K, const float alpha, const float 
         }
     }
 }
+
+// Aligned for the widest vector access: local arrays of float are only 4-byte aligned.
+#define LOCAL_TILES                                                     \
+    __local float Als[A_LOCAL] __attribute__((aligned(32)));            \
+    __local float Bls[B_LOCAL] __attribute__((aligned(32)))
+
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+void gemm(GEMM_ARGUMENTS) {
+    LOCAL_TILES;
+    gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, Als, Bls);
+}
+
+#ifdef KSPLIT
+// Split-K, for products with too few tiles of C to fill the device: K is cut into KSPLIT
+// slices of whole K tiles, work-group z of the third launch dimension multiplies slice z into
+// workspace[z] (M x N, row stride N), and gemm_splitk_sum adds the slices into C with alpha and
+// beta. The slices are summed in a fixed order, so results do not depend on scheduling.
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+void gemm_splitk(GEMM_ARGUMENTS, __global float* restrict workspace) {
+    LOCAL_TILES;
+    const int slice = (((K + KSPLIT - 1) / KSPLIT + KWG - 1) / KWG) * KWG;
+    const int kb = get_group_id(2) * slice;
+    const int depth = max(0, min(slice, K - kb));  // a trailing slice may be empty: zeros
+#if TRANSA
+    const __global float* a = A + (size_t)kb * lda;
+#else
+    const __global float* a = A + kb;
+#endif
+#if TRANSB
+    const __global float* b = B + kb;
+#else
+    const __global float* b = B + (size_t)kb * ldb;
+#endif
+    __global float* partial = workspace + (size_t)get_group_id(2) * M * N;
+    gemm_tile(M, N, depth, 1.0f, 0.0f, a, lda, b, ldb, partial, N, Als, Bls);
+}
+
+__kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
+void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace) {
+    const int i = get_global_id(0);
+    if (i >= M * N) return;
+    float sum = 0.0f;
+#pragma unroll
+    for (int z = 0; z < KSPLIT; ++z) sum += workspace[(size_t)z * M * N + i];
+    __global float* c = C + (i / N) * ldc + i % N;
+    *c = beta != 0.0f ? mad(beta, *c, alpha * sum) : alpha * sum;
+}
+#endif

@@ -34,12 +34,7 @@
 #endif
 
 #include "vector_io.clh"
-
-// gemm.cl's arguments.
-#define GEMM_ARGUMENTS                                                                          \
-    const int M, const int N, const int K, const float alpha, const float beta,                 \
-    const __global float* restrict A, const int lda, const __global float* restrict B,          \
-    const int ldb, __global float* C, const int ldc
+#include "gemm_arguments.clh"
 
 // The product as y = mat . x, whichever of A and B is the vector.
 typedef struct {

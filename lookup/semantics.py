@@ -52,7 +52,7 @@ import hashlib
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from octune.tuner.errors import OctuneError
 
@@ -422,6 +422,10 @@ class KernelTable:
     # Expressions of the problem's variables a shape must satisfy for this kernel to take it
     # (a depthwise kernel: GROUPS == C); the space's ``requires:``.
     requires: tuple[str, ...] = ()
+    # Kernels that need scratch memory or more than one launch (split-K): the workspace's
+    # float32 elements as an expression, and the launches after the entry's.
+    workspace: str | None = None
+    then: tuple[FollowUp, ...] = ()
 
     def __post_init__(self) -> None:
         """Canonical entry order (the tie-break of equal distances), then consistency checks."""
@@ -442,6 +446,34 @@ class KernelTable:
 
     def entry_config(self, values: Sequence[int]) -> dict[str, int]:
         return dict(zip(self.parameters, values, strict=True))
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A launch after the entry's, with the same arguments (and the workspace, if any): its
+    OpenCL function and size expressions, as ``KernelTable.launch_global`` and ``launch_local``.
+    """
+
+    entry: str
+    launch_global: tuple[str, ...]
+    launch_local: tuple[str, ...]
+
+
+class FollowUpSizes(NamedTuple):
+    entry: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+
+
+class Launch(NamedTuple):
+    """A config's launches for one shape: the entry's sizes, then the follow-ups', and the
+    float32 elements of workspace they share (0: none; else the last argument of each).
+    """
+
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    then: tuple[FollowUpSizes, ...] = ()
+    workspace: int = 0
 
 
 @dataclass(frozen=True)
@@ -494,6 +526,9 @@ class Answer:
     time_s: float | None
     gflops: float | None
     source: dict[str, Any] | None = field(default=None)  # the tuned workload the config is from
+    # Launches after the entry's, with the same arguments plus the workspace, if any.
+    then: tuple[FollowUpSizes, ...] = ()
+    workspace_bytes: int = 0  # scratch the launches share, passed last to each
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -512,6 +547,11 @@ class Answer:
             "time_s": self.time_s,
             "gflops": self.gflops,
             "source": None if self.source is None else dict(self.source),
+            "then": [
+                {"entry": entry, "global_size": list(global_), "local_size": list(local)}
+                for entry, global_, local in self.then
+            ],
+            "workspace_bytes": self.workspace_bytes,
         }
 
 
@@ -699,6 +739,19 @@ class KernelIndex:
         self._local = [
             LaunchExpression(text, positions, table.limits) for text in table.launch_local
         ]
+        self._then = [
+            (
+                step.entry,
+                [LaunchExpression(text, positions, table.limits) for text in step.launch_global],
+                [LaunchExpression(text, positions, table.limits) for text in step.launch_local],
+            )
+            for step in table.then
+        ]
+        self._workspace = (
+            None
+            if table.workspace is None
+            else LaunchExpression(table.workspace, positions, table.limits)
+        )
         shape_positions = {name: i for i, name in enumerate(problem.variables)}
         self._requires = [LaunchExpression(text, shape_positions, {}) for text in table.requires]
         self._exact = {(e.shape, e.dtype): i for i, e in enumerate(table.tuned)}
@@ -707,25 +760,39 @@ class KernelIndex:
         self._predictor = predictor
         self._options: dict[tuple[int, ...], str] = {}
         self._work_group = table.limits.get("max_work_group_size")
-        self._item_limits = [
-            table.limits.get(f"max_work_item_size_{i}") for i in range(len(self._local))
-        ]
+        self._item_limits = [table.limits.get(f"max_work_item_size_{i}") for i in range(3)]
         self._flag_defines = [
             (define, problem.keys.index(key)) for define, key in problem.flag_defines.items()
         ]
 
-    def launch(
-        self, config: tuple[int, ...], shape: tuple[int, ...]
-    ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-        """(global, local) sizes of ``config`` for ``shape``, or None where they are not legal."""
+    def launch(self, config: tuple[int, ...], shape: tuple[int, ...]) -> Launch | None:
+        """The launches of ``config`` for ``shape``, or None where they are not legal."""
         try:
             values = (*config, *self._rules.values(shape))
-            global_size = tuple([e.evaluate(values) for e in self._global])
-            local_size = tuple([e.evaluate(values) for e in self._local])
+            entry = self._sizes(self._global, self._local, values)
+            if entry is None or (not self._then and self._workspace is None):
+                return None if entry is None else Launch(*entry)
+            then = []
+            for name, global_, local in self._then:
+                sizes = self._sizes(global_, local, values)
+                if sizes is None:
+                    return None
+                then.append(FollowUpSizes(name, *sizes))
+            workspace = 0 if self._workspace is None else self._workspace.evaluate(values)
         except _Bad:
             return None
+        return None if workspace < 0 else Launch(*entry, tuple(then), workspace)
+
+    def _sizes(
+        self,
+        global_: Sequence[LaunchExpression],
+        local: Sequence[LaunchExpression],
+        values: Sequence[int],
+    ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        global_size = tuple([e.evaluate(values) for e in global_])
+        local_size = tuple([e.evaluate(values) for e in local])
         group = 1
-        for g, size, limit in zip(global_size, local_size, self._item_limits, strict=True):
+        for g, size, limit in zip(global_size, local_size, self._item_limits, strict=False):
             if size < 1 or g < 1 or g % size or (limit is not None and size > limit):
                 return None
             group *= size
@@ -763,7 +830,7 @@ class KernelIndex:
         if index is not None and (launch := self.launch(table.tuned[index].config, shape)):
             return self._answer("exact", shape, query.dtype, table.tuned[index], launch)
 
-        launches: dict[int, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
+        launches: dict[int, Launch | None] = {}
 
         def legal(entries: Sequence[Entry]) -> Callable[[int], bool]:
             def accept(i: int) -> bool:
@@ -818,7 +885,7 @@ class KernelIndex:
         shape: tuple[int, ...],
         dtype: str,
         entry: Entry,
-        launch: tuple[tuple[int, ...], tuple[int, ...]] | None,
+        launch: Launch | None,
     ) -> Answer:
         assert launch is not None  # callers only pass entries that were found legal
         problem = self.table.problem
@@ -840,7 +907,7 @@ class KernelIndex:
         shape: tuple[int, ...],
         dtype: str,
         config: tuple[int, ...],
-        launch: tuple[tuple[int, ...], tuple[int, ...]],
+        launch: Launch,
         time_s: float | None,
         gflops: float | None,
         source: dict[str, Any] | None,
@@ -867,9 +934,11 @@ class KernelIndex:
             config=config_dict,
             defines=defines,
             build_options=f"{flag_options} {config_options}" if flag_options else config_options,
-            global_size=launch[0],
-            local_size=launch[1],
+            global_size=launch.global_size,
+            local_size=launch.local_size,
             time_s=time_s,
             gflops=gflops,
             source=source,
+            then=launch.then,
+            workspace_bytes=4 * launch.workspace,
         )

@@ -16,6 +16,7 @@ from octune.db.store import Store, StoredDevice, StoredKernel
 from octune.lookup.semantics import (
     Answer,
     Entry,
+    FollowUp,
     KernelIndex,
     KernelTable,
     Predictor,
@@ -207,11 +208,14 @@ def build_table(
                 workload_key=row.workload_key,
             )
         )
-    dims = len(space.launch_local)
+    dims = max(len(step.local) for step in space.launch_steps)
+    sizes = [e for step in space.launch_steps for e in (*step.global_, *step.local)]
+    if space.workspace is not None:
+        sizes.append(space.workspace)
     named_limits = {
         "max_work_group_size",
         *(f"max_work_item_size_{i}" for i in range(dims)),
-        *(n for e in (*space.launch_global, *space.launch_local) for n in e.names if n in limits),
+        *(n for e in sizes for n in e.names if n in limits),
     }
     table = KernelTable(
         kernel=stored.name,
@@ -222,6 +226,15 @@ def build_table(
         parameters=space.parameter_names,
         launch_global=tuple(_inline_derived(space, e.text) for e in space.launch_global),
         launch_local=tuple(_inline_derived(space, e.text) for e in space.launch_local),
+        workspace=None if space.workspace is None else _inline_derived(space, space.workspace.text),
+        then=tuple(
+            FollowUp(
+                step.entry,
+                tuple(_inline_derived(space, e.text) for e in step.global_),
+                tuple(_inline_derived(space, e.text) for e in step.local),
+            )
+            for step in space.follow_ups
+        ),
         limits={name: limits[name] for name in sorted(named_limits)},
         default_config=default,
         extra_build_options=tuple(options[len(defines) :]),

@@ -256,7 +256,13 @@ class Runtime:
         entry = spec.space.entry
         program = self._build(step, f"{spec.name} {config}", spec.source,
                               spec.build_options(config, workload))  # fmt: skip
-        global_size, local_size = spec.space.launch(config, workload.shape_vars(), self.info.limits)
+        shape, limits = workload.shape_vars(), self.info.limits
+        sizes = spec.space.launches(config, shape, limits)
+        elements = spec.space.workspace_elements(config, shape, limits)
+        # The batches run one after another: they share the workspace.
+        workspace = (
+            [cl.Buffer(self.context, cl.mem_flags.READ_WRITE, 4 * elements)] if elements else []
+        )
         a, b, y = (self.buffers[name] for name in (*step.inputs, step.output))
         if step.layer.family == "conv2d":
             operands = [((a, b), y)]
@@ -269,17 +275,19 @@ class Runtime:
             operands = self._batches(step, (a, b, y), (m * k, k * n, m * n))
         launches = []
         for inputs, output in operands:
-            kernel = cl.Kernel(program, entry)
-            kernel.set_args(*arguments(inputs, output))
-            launches.append(Launch(kernel, global_size, local_size))
-        allowed = launches[0].kernel.get_work_group_info(
-            cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device
-        )
-        if math.prod(local_size) > allowed:
-            raise OctuneError(
-                f"layer '{step.name}': {spec.name} config {config} needs work-groups of "
-                f"{math.prod(local_size)}, and {self.info.name} allows {allowed} for it"
+            for size in sizes:
+                kernel = cl.Kernel(program, size.entry)
+                kernel.set_args(*arguments(inputs, output), *workspace)
+                launches.append(Launch(kernel, size.global_size, size.local_size))
+        for launch in launches[: len(sizes)]:
+            allowed = launch.kernel.get_work_group_info(
+                cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device
             )
+            if math.prod(launch.local_size) > allowed:
+                raise OctuneError(
+                    f"layer '{step.name}': {spec.name} config {config} needs work-groups of "
+                    f"{math.prod(launch.local_size)}, and {self.info.name} allows {allowed} for it"
+                )
         if not step.epilogue.empty:
             launches.append(self._epilogue(step, step.output))
         return Planned(step, spec.name, choice.match, config, tuple(launches))

@@ -25,7 +25,7 @@ from typing import Literal, Protocol
 
 from octune.db.store import Store, StoredDevice
 from octune.firmware.bundle import load_bundle
-from octune.lookup.semantics import Answer, Query, QueryError
+from octune.lookup.semantics import Answer, FollowUpSizes, Query, QueryError
 from octune.lookup.tables import StoreLookup
 from octune.server.client import OctuneClient
 from octune.tuner.device import DeviceInfo
@@ -74,7 +74,11 @@ class ServerConfigs:
             for answer in self.client.lookup_batch(self.device.fingerprint, part, family):
                 fields = answer.model_dump()
                 sizes = {key: tuple(fields[key]) for key in ("global_size", "local_size")}
-                found.append(Answer(**{**fields, **sizes}))
+                then = tuple(
+                    FollowUpSizes(step.entry, tuple(step.global_size), tuple(step.local_size))
+                    for step in answer.then
+                )
+                found.append(Answer(**{**fields, **sizes, "then": then}))
         return found
 
     def kernel(self, answer: Answer) -> KernelSpec:
@@ -202,7 +206,7 @@ def _runs(choice: Choice, workload: Workload, limits: Mapping[str, int]) -> bool
     if choice.kernel.takes(workload) is not None:
         return False
     try:
-        choice.kernel.space.launch(choice.config, workload.shape_vars(), limits)
+        choice.kernel.space.launches(choice.config, workload.shape_vars(), limits)
     except SpaceError:
         return False
     return True

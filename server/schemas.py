@@ -81,6 +81,12 @@ class SourceOut(BaseModel):
     gflops: float
 
 
+class FollowUpOut(BaseModel):
+    entry: str
+    global_size: list[int]
+    local_size: list[int]
+
+
 class LookupAnswer(BaseModel):
     """Everything a runtime needs to build and launch the kernel for the queried shape; the
     same fields, with the same values, as an offline bundle's answer.
@@ -101,6 +107,14 @@ class LookupAnswer(BaseModel):
     time_s: float | None = Field(description="measured (exact) or expected time; null if unknown")
     gflops: float | None
     source: SourceOut | None
+    then: list[FollowUpOut] = Field(
+        default_factory=list,
+        description="launches after the entry's, in order, with the same arguments (e.g. the "
+        "sum of split-K partial products)",
+    )
+    workspace_bytes: int = Field(
+        0, description="scratch buffer the launches share, passed as each one's last argument"
+    )
 
 
 class BatchAnswer(BaseModel):

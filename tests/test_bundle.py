@@ -503,3 +503,90 @@ def test_signed_bundles_verify_and_an_edit_with_recomputed_checksums_does_not(
                           "signed with another key")  # fmt: skip
     assert_one_line_error(cli("lookup", str(resigned), "gemm", *query, "--public-key", str(key)),
                           "not a PEM public key")  # fmt: skip
+
+
+SPLIT_PROGRAM = r"""
+#include <stdio.h>
+#include "octune_lookup.h"
+
+int main(void) {
+    long long q[5];
+    unsigned i, d;
+    struct octune_config cfg;
+    while (scanf("%lld %lld %lld %lld %lld", &q[0], &q[1], &q[2], &q[3], &q[4]) == 5) {
+        if (octune_kernel_gemm_splitk_lookup((const int64_t *)q, &cfg) < 0) {
+            printf("none\n");
+            continue;
+        }
+        printf("%s %zu", octune_match_names[cfg.match], cfg.workspace_bytes);
+        for (i = 0; i < cfg.then_count; i++) {
+            printf(" | %s", cfg.then_entry[i]);
+            for (d = 0; d < cfg.then_work_dim[i]; d++)
+                printf(" %zu/%zu", cfg.then_global_size[i][d], cfg.then_local_size[i][d]);
+        }
+        printf("\n");
+    }
+    return 0;
+}
+"""
+
+
+def test_split_k_answers_carry_the_second_launch_and_the_workspace(tmp_path):
+    """A kernel with a follow-up launch and scratch memory: the service, both bundle formats
+    and the C header give the same sum launch and workspace, sized for the queried shape.
+    """
+    kernel = load_kernel("gemm_splitk")
+    table = kernel.space.enumerate(DEVICE.limits)
+    rng = random.Random(5)
+    with Store(f"sqlite:///{tmp_path / 'split.db'}") as store:
+        ids = (
+            store.device_id(DEVICE),
+            store.kernel_version_id(
+                kernel.name, kernel.sha256, kernel.source, kernel.space.source_text
+            ),
+        )
+        for shape in [(64, 64, 4096), (256, 128, 8192), (7, 300, 2000), (1, 96, 1024)]:
+            workload = gemm_workload(*shape, transb=shape[0] == 1)
+            workload_id = store.workload_id("gemm", workload.key, workload.shape, "float32")
+            session = store.start_session(*ids, workload_id, "random", 0, {})
+            for _ in range(2):
+                chosen = table.config(rng.randrange(len(table)))
+                seconds = workload.flops / (rng.uniform(1, 100) * 1e9)
+                store.add_measurement(session, _ok(chosen, seconds, workload.flops))
+            store.finish_session(session, "completed")
+
+        service = StoreLookup(store)
+        device = service.device(DEVICE.fingerprint)
+        for fmt in ("json", "sqlite"):
+            export_bundle(store, DEVICE.fingerprint, None, fmt, tmp_path / fmt)
+        bundles = [load_bundle(tmp_path / fmt) for fmt in ("json", "sqlite")]
+        split = service.index(device, "gemm_splitk").table
+        queries = [
+            replace(gemm_query(*shape), kernel="gemm_splitk")
+            for shape in [(64, 64, 4096), (100, 50, 3000, True), (3, 200, 5000, False, True)]
+        ]
+        lines = []
+        for query in queries:
+            answer = service.lookup(device, query)
+            for bundle in bundles:
+                assert bundle.lookup(query).to_dict() == answer.to_dict()
+            s = query.shape
+            assert answer.workspace_bytes == 4 * answer.config["KSPLIT"] * s["m"] * s["n"]
+            ((entry, global_size, local_size),) = answer.then
+            rwg = answer.config["RWG"]
+            assert entry == "gemm_splitk_sum" and local_size == (rwg,)
+            assert global_size == (-(-s["m"] * s["n"] // rwg) * rwg,)
+            assert answer.global_size[2] == answer.config["KSPLIT"]
+            sizes = "".join(f" {g}/{lo}" for g, lo in zip(global_size, local_size, strict=True))
+            lines.append(f"{answer.match} {answer.workspace_bytes} | {entry}{sizes}")
+
+    write_bundle(tmp_path / "c", "c-header", {"name": "test", "fingerprint": DEVICE.fingerprint},
+                 [split], {split.sha256: (kernel.source, kernel.space.source_text)})  # fmt: skip
+    main, program = tmp_path / "c" / "main.c", tmp_path / "c" / "lookup"
+    main.write_text(SPLIT_PROGRAM)
+    subprocess.run([*GCC, "-I", str(main.parent), "-o", str(program), str(main)],
+                   check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
+    stdin = "".join(" ".join(map(str, q.shape.values())) + "\n" for q in queries)
+    result = subprocess.run([program], input=stdin, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == lines

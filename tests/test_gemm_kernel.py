@@ -47,17 +47,22 @@ def run_gemm(
     program = cl.Program(context, kernel_spec.source).build(
         options=kernel_spec.build_options(config, workload)
     )
-    global_size, local_size = kernel_spec.space.launch(
-        config, workload.shape_vars(), DeviceInfo.from_cl(context.devices[0]).limits
-    )
-    getattr(program, kernel_spec.space.entry)(
-        queue, global_size, local_size,
-        np.int32(workload.shape["m"]), np.int32(workload.shape["n"]), np.int32(workload.shape["k"]),
-        np.float32(alpha), np.float32(beta),
-        buffers[0], np.int32(a_wide.shape[1]),
-        buffers[1], np.int32(b_wide.shape[1]),
-        buffers[2], np.int32(c_wide.shape[1]),
-    )  # fmt: skip
+    space, shape = kernel_spec.space, workload.shape_vars()
+    limits = DeviceInfo.from_cl(context.devices[0]).limits
+    elements = space.workspace_elements(config, shape, limits)
+    # Scratch starts as NaN: a partial product the first launch fails to write shows.
+    nan = np.full(elements, np.nan, np.float32)
+    workspace = [cl.Buffer(context, flags, hostbuf=nan)] if elements else []
+    for launch in space.launches(config, shape, limits):
+        getattr(program, launch.entry)(
+            queue, launch.global_size, launch.local_size,
+            np.int32(s["m"]), np.int32(s["n"]), np.int32(s["k"]),
+            np.float32(alpha), np.float32(beta),
+            buffers[0], np.int32(a_wide.shape[1]),
+            buffers[1], np.int32(b_wide.shape[1]),
+            buffers[2], np.int32(c_wide.shape[1]),
+            *workspace,
+        )  # fmt: skip
     out = np.empty_like(c_wide)
     cl.enqueue_copy(queue, out, buffers[2])
     assert np.all(out[:, workload.shape["n"] :] == np.float32(7.0)), "kernel wrote outside C"
@@ -193,3 +198,38 @@ def test_gemv_configs_match_float64_reference(
         )
         error = np.abs(out - expected) - tolerance - 1e-6 * np.abs(beta)
         assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
+
+
+# Split-K: shapes with few tiles of C and a long K (the kernel's ``requires``), K that no
+# slice or K tile divides, so that trailing slices are short or empty.
+SPLITK_SHAPES = [(37, 45, 1003), (5, 130, 2900), (64, 1, 777), (1, 9, 1500)]
+
+
+@pytest.mark.parametrize(("transa", "transb"), LAYOUTS)
+def test_split_k_configs_match_float64_reference(
+    cl_device: cl.Device, device_info: DeviceInfo, transa: bool, transb: bool
+) -> None:
+    kernel = load_kernel("gemm_splitk")
+    table = kernel.space.enumerate(device_info.limits)
+    seed = 31 + 2 * transa + transb
+    splits = table.column("KSPLIT")
+    most = np.random.default_rng(seed).choice(np.flatnonzero(splits == splits.max()))
+    configs = [table.config(int(most)), *sample_configs(table, 3, seed)]
+    context = cl.Context([cl_device])
+    rng = np.random.default_rng(seed)
+    for index, config in enumerate(configs):
+        workload = gemm_workload(*SPLITK_SHAPES[index], transa, transb)
+        assert kernel.takes(workload) is None
+        beta = 0.0 if index % 2 else -0.5
+        out, expected, tolerance = run_gemm(
+            context, kernel, config, workload, rng, alpha=1.5, beta=beta, pad=index % 3
+        )
+        error = np.abs(out - expected) - tolerance - 1e-6 * np.abs(beta)
+        assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
+
+
+def test_split_k_is_offered_only_where_c_has_few_tiles_for_its_depth() -> None:
+    kernel = load_kernel("gemm_splitk")
+    assert kernel.takes(gemm_workload(256, 256, 8192)) is None
+    assert kernel.takes(gemm_workload(4096, 4096, 4096)) is not None
+    assert kernel.takes(gemm_workload(3136, 64, 576)) is not None

@@ -455,7 +455,8 @@ def _print_summary(rows: list[dict[str, object]], objective: str) -> None:
 def _best_payload(
     best: BestResult, kernel: KernelSpec, workload: Workload, info: DeviceInfo
 ) -> dict[str, object]:
-    global_size, local_size = kernel.space.launch(best.config, workload.shape_vars(), info.limits)
+    shape = workload.shape_vars()
+    entry, *then = kernel.space.launches(best.config, shape, info.limits)
     defines = kernel.defines(best.config, workload)
     return {
         "kernel": kernel.name,
@@ -467,8 +468,17 @@ def _best_payload(
         "config": best.config,
         "defines": defines,
         "build_options": " ".join(kernel.build_options(best.config, workload)),
-        "global_size": list(global_size),
-        "local_size": list(local_size),
+        "global_size": list(entry.global_size),
+        "local_size": list(entry.local_size),
+        "then": [
+            {
+                "entry": step.entry,
+                "global_size": list(step.global_size),
+                "local_size": list(step.local_size),
+            }
+            for step in then
+        ],
+        "workspace_bytes": 4 * kernel.space.workspace_elements(best.config, shape, info.limits),
         "median_s": best.median_s,
         "spread_s": best.spread_s,
         "gflops": best.gflops,
@@ -516,6 +526,10 @@ def best(
     )
     table.add_row("build options", str(payload["build_options"]))
     table.add_row("global / local", f"{payload['global_size']} / {payload['local_size']}")
+    for step in kernel.space.launches(result.config, workload.shape_vars(), info.limits)[1:]:
+        table.add_row(f"then {step.entry}", f"{list(step.global_size)} / {list(step.local_size)}")
+    if payload["workspace_bytes"]:
+        table.add_row("workspace", f"{payload['workspace_bytes']:,} bytes, last argument")
     table.add_row("kernel version", f"{result.kernel_sha256[:16]}")
     table.add_row("candidates", f"{result.measured} measured, {result.failed} failed")
     table.add_row("measured at", str(payload["measured_at"]))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import numpy as np
@@ -81,6 +81,7 @@ class DeviceRunner:
             self.kernel.name, self.context, self.queue, np.random.default_rng(self.seed)
         )
         self._programs: dict[tuple[str, ...], cl.Program] = {}
+        self._scratch: cl.Buffer | None = None
 
     def build(self, options: list[str]) -> cl.Program:
         key = tuple(options)
@@ -100,28 +101,46 @@ class DeviceRunner:
         def failed(status: Status, message: str) -> Measurement:
             return Measurement(config, status, flops=flops, message=first_lines(message))
 
+        shape = self.workload.shape_vars()
+        launches = space.launches(config, shape, self.info.limits)
         try:
             program = self.build(self.kernel.build_options(config, self.workload))
-            kernel = cl.Kernel(program, space.entry)
+            kernels = [cl.Kernel(program, launch.entry) for launch in launches]
         except cl.Error as error:
             return failed(Status.BUILD_ERROR, str(error))
-
-        global_size, local_size = space.launch(config, self.workload.shape_vars(), self.info.limits)
-        allowed = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device)
-        if int(np.prod(local_size)) > allowed:
-            return failed(
-                Status.LAUNCH_ERROR,
-                f"work-group of {int(np.prod(local_size))} exceeds the {allowed} this kernel "
-                "allows on the device (registers or local memory)",
+        for kernel, launch in zip(kernels, launches, strict=True):
+            allowed = kernel.get_work_group_info(
+                cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device
             )
+            if math.prod(launch.local_size) > allowed:
+                return failed(
+                    Status.LAUNCH_ERROR,
+                    f"work-group of {math.prod(launch.local_size)} exceeds the {allowed} "
+                    f"{launch.entry} allows on the device (registers or local memory)",
+                )
+        try:
+            workspace = self._workspace(space.workspace_elements(config, shape, self.info.limits))
+        except cl.Error as error:
+            self._open()
+            return failed(Status.LAUNCH_ERROR, f"workspace: {error}")
+
+        def enqueue(input_set: int) -> list[cl.Event]:
+            args = (*self.data.args(input_set), *workspace)
+            return [
+                kernel(self.queue, launch.global_size, launch.local_size, *args)
+                for kernel, launch in zip(kernels, launches, strict=True)
+            ]
 
         def run(input_set: int) -> float:
-            event = kernel(self.queue, global_size, local_size, *self.data.args(input_set))
-            event.wait()
-            return (event.profile.end - event.profile.start) * 1e-9
+            """Seconds from the first launch's start to the last one's end."""
+            events = enqueue(input_set)
+            events[-1].wait()
+            return (events[-1].profile.end - events[0].profile.start) * 1e-9
 
         try:
             self.data.poison_output()
+            for buffer in workspace:  # a slice the launches forget to write shows as NaN
+                cl.enqueue_fill_buffer(self.queue, buffer, np.float32(np.nan), 0, buffer.size)
             run(0)
             error_ratio = self.data.error_ratio()
         except cl.Error as error:
@@ -144,7 +163,7 @@ class DeviceRunner:
                 if len(times) >= self.min_repeats and sum(times) >= self.max_seconds:
                     break
             if self.energy is not None:
-                extra = self._energy_burst(kernel, global_size, local_size, sorted(times))
+                extra = self._energy_burst(enqueue, sorted(times))
         except cl.Error as error:
             self._open()
             return failed(Status.LAUNCH_ERROR, str(error))
@@ -153,12 +172,18 @@ class DeviceRunner:
             config, Status.OK, times_s=tuple(times), flops=flops, max_error=error_ratio, extra=extra
         )
 
+    def _workspace(self, elements: int) -> tuple[cl.Buffer, ...]:
+        """The scratch buffer a config's launches share (none for most kernels), reused while
+        big enough: the last argument of every launch.
+        """
+        if elements == 0:
+            return ()
+        if self._scratch is None or self._scratch.size < 4 * elements:
+            self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=4 * elements)
+        return (self._scratch.get_sub_region(0, 4 * elements),)
+
     def _energy_burst(
-        self,
-        kernel: cl.Kernel,
-        global_size: tuple[int, ...],
-        local_size: tuple[int, ...],
-        times: list[float],
+        self, enqueue: Callable[[int], list[cl.Event]], times: list[float]
     ) -> dict[str, float]:
         """Joules per run and mean watts over runs enqueued back to back, so that the counter
         sees the device busy rather than the host's gaps between timed runs.
@@ -169,9 +194,7 @@ class DeviceRunner:
         self.queue.finish()
         joules, started = self.energy.joules(), time.perf_counter()
         for repeat in range(runs):
-            kernel(
-                self.queue, global_size, local_size, *self.data.args(repeat % self.data.input_sets)
-            )
+            enqueue(repeat % self.data.input_sets)
         self.queue.finish()
         spent, elapsed = self.energy.joules() - joules, time.perf_counter() - started
         return {"energy_j": spent / runs, "power_w": spent / elapsed, "energy_runs": runs}

@@ -102,6 +102,10 @@ class _LaunchModel(BaseModel):
     global_: list[_ExpressionText] = Field(alias="global")
 
 
+class _FollowUpModel(_LaunchModel):
+    entry: Annotated[str, BeforeValidator(_identifier)]
+
+
 class _SpaceModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kernel: Annotated[str, BeforeValidator(_file_stem)]
@@ -113,6 +117,8 @@ class _SpaceModel(BaseModel):
     constraints: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)
     requires: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)
     launch: _LaunchModel
+    workspace: _ExpressionText | None = None
+    then: Annotated[list[_FollowUpModel], _none_to(list)] = Field(default_factory=list)
 
 
 def _keys(model: type[BaseModel]) -> list[str]:
@@ -124,6 +130,8 @@ def _allowed_keys(location: tuple[int | str, ...]) -> list[str]:
         return _keys(_SpaceModel)
     if location == ("launch",):
         return _keys(_LaunchModel)
+    if location[0] == "then" and len(location) == 2:
+        return _keys(_FollowUpModel)
     if location[0] == "parameters" and len(location) == 2:
         return _keys(_ParameterModel)
     return []
@@ -206,6 +214,26 @@ class Parameter:
 
 
 @dataclass(frozen=True)
+class LaunchSizes:
+    """One launch of a config: the entry to run and its work sizes."""
+
+    entry: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A launch that runs after the entry's, with the same arguments (e.g. summing split-K
+    partial products): its entry and its size expressions.
+    """
+
+    entry: str
+    global_: tuple[Expression, ...]
+    local: tuple[Expression, ...]
+
+
+@dataclass(frozen=True)
 class _Step:
     """What enumeration does after binding one more parameter (or before any, for step 0)."""
 
@@ -244,7 +272,18 @@ class SearchSpace:
         self.constraints: tuple[Expression, ...] = tuple(
             self._constraint(text, every_name) for text in model.constraints
         )
-        self.launch_global, self.launch_local = self._launch(model.launch, every_name)
+        self.launch_global, self.launch_local = self._launch(model.launch, every_name, "launch")
+        # Scratch memory (float32 elements) the launches share, passed as every launch's last
+        # argument, and the launches after the entry's: a kernel that needs either says so.
+        self.workspace: Expression | None = (
+            None
+            if model.workspace is None
+            else self._expression(model.workspace, every_name, "workspace")
+        )
+        self.follow_ups: tuple[FollowUp, ...] = tuple(
+            FollowUp(step.entry, *self._launch(step, every_name, f"then[{i}]"))
+            for i, step in enumerate(model.then)
+        )
         # Which shapes the kernel takes at all (a depthwise kernel: GROUPS == C): shape only.
         self.requires: tuple[Expression, ...] = tuple(
             self._expression(text, self.shape_names, "requires") for text in model.requires
@@ -362,22 +401,22 @@ class SearchSpace:
         return expression
 
     def _launch(
-        self, launch: _LaunchModel, known: Collection[str]
+        self, launch: _LaunchModel, known: Collection[str], where: str
     ) -> tuple[tuple[Expression, ...], tuple[Expression, ...]]:
         if len(launch.global_) != len(launch.local):
             raise self._error(
-                f"launch has {len(launch.global_)} global and {len(launch.local)} local sizes; "
+                f"{where} has {len(launch.global_)} global and {len(launch.local)} local sizes; "
                 "give both the same number of dimensions" + _QUOTE_HINT
             )
         if not 1 <= len(launch.local) <= 3:
-            raise self._error(f"launch has {len(launch.local)} dimensions; OpenCL allows 1 to 3")
+            raise self._error(f"{where} has {len(launch.local)} dimensions; OpenCL allows 1 to 3")
         return (
             tuple(
-                self._expression(text, known, f"launch global[{i}]")
+                self._expression(text, known, f"{where} global[{i}]")
                 for i, text in enumerate(launch.global_)
             ),
             tuple(
-                self._expression(text, known, f"launch local[{i}]")
+                self._expression(text, known, f"{where} local[{i}]")
                 for i, text in enumerate(launch.local)
             ),
         )
@@ -387,6 +426,11 @@ class SearchSpace:
         yield from self.constraints
         yield from self.launch_global
         yield from self.launch_local
+        if self.workspace is not None:
+            yield self.workspace
+        for step in self.follow_ups:
+            yield from step.global_
+            yield from step.local
 
     # -- planning --------------------------------------------------------------------------
 
@@ -654,38 +698,75 @@ class SearchSpace:
     def launch(
         self, config: Mapping[str, int], shape: Mapping[str, int], limits: Mapping[str, int]
     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """(global, local) work sizes of a legal config for one problem shape."""
+        """(global, local) work sizes of a legal config's entry for one problem shape."""
+        env = self._shape_env(config, shape, limits)
+        return self._sizes(self.launch_global, self.launch_local, env, limits)
+
+    def launches(
+        self, config: Mapping[str, int], shape: Mapping[str, int], limits: Mapping[str, int]
+    ) -> tuple[LaunchSizes, ...]:
+        """Every launch of a legal config for one problem shape, the entry's first."""
+        env = self._shape_env(config, shape, limits)
+        return tuple(
+            LaunchSizes(step.entry, *self._sizes(step.global_, step.local, env, limits))
+            for step in self.launch_steps
+        )
+
+    @property
+    def launch_steps(self) -> tuple[FollowUp, ...]:
+        """The entry's launch, then the follow-ups."""
+        return (FollowUp(self.entry, self.launch_global, self.launch_local), *self.follow_ups)
+
+    def workspace_elements(
+        self, config: Mapping[str, int], shape: Mapping[str, int], limits: Mapping[str, int]
+    ) -> int:
+        """float32 elements of scratch the launches need (0: none, no workspace argument)."""
+        if self.workspace is None:
+            return 0
+        env = self._shape_env(config, shape, limits)
+        return self._size(self.workspace, env)
+
+    def _shape_env(
+        self, config: Mapping[str, int], shape: Mapping[str, int], limits: Mapping[str, int]
+    ) -> dict[str, Value]:
         env = self._checked_env(config, limits)
-        needed = {n for e in (*self.launch_global, *self.launch_local) for n in e.names}
-        missing = sorted(needed & self.shape_names - shape.keys())
-        if missing:
+        needed = {n for e in self._expressions() for n in e.names} & self.shape_names
+        if missing := sorted(needed - shape.keys()):
             raise self._error(f"shape lacks {', '.join(missing)}, needed for the launch sizes")
-        for name in needed & self.shape_names:
+        for name in self.shape_names & shape.keys():
             value = shape[name]
             if isinstance(value, bool) or not isinstance(value, int | np.integer):
                 raise self._error(f"shape {name}={value!r} must be an integer")
             env[name] = int(value)
-        global_size = tuple(self._size(e, env) for e in self.launch_global)
-        local_size = tuple(self._size(e, env) for e in self.launch_local)
+        return env
+
+    def _sizes(
+        self,
+        launch_global: tuple[Expression, ...],
+        launch_local: tuple[Expression, ...],
+        env: Mapping[str, Value],
+        limits: Mapping[str, int],
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        global_size = tuple(self._size(e, env) for e in launch_global)
+        local_size = tuple(self._size(e, env) for e in launch_local)
         for i, (global_, local) in enumerate(zip(global_size, local_size, strict=True)):
             if global_ % local:
                 raise self._error(
                     f"launch global[{i}]={global_} is not a multiple of local[{i}]={local} "
-                    f"({_describe(self.launch_global[i], env)}); round it up, "
-                    f"e.g. 'round_up(..., {self.launch_local[i].text})'"
+                    f"({_describe(launch_global[i], env)}); round it up, "
+                    f"e.g. 'round_up(..., {launch_local[i].text})'"
                 )
             limit = limits.get(f"max_work_item_size_{i}")
             if limit is not None and local > limit:
                 raise self._error(
                     f"launch local[{i}]={local} exceeds max_work_item_size_{i}={limit}; "
-                    f"add the constraint '{self.launch_local[i].text} <= max_work_item_size_{i}'"
+                    f"add the constraint '{launch_local[i].text} <= max_work_item_size_{i}'"
                 )
         group = math.prod(local_size)
         limit = limits.get("max_work_group_size")
         if limit is not None and group > limit:
             product = " * ".join(
-                e.text if _IDENTIFIER.fullmatch(e.text) else f"({e.text})"
-                for e in self.launch_local
+                e.text if _IDENTIFIER.fullmatch(e.text) else f"({e.text})" for e in launch_local
             )
             raise self._error(
                 f"launch local size {local_size} has {group} work-items, more than "
