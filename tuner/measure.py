@@ -125,9 +125,16 @@ class DeviceRunner:
             return failed(Status.LAUNCH_ERROR, f"workspace: {error}")
 
         def enqueue(input_set: int) -> list[cl.Event]:
+            """All launches back to back: arguments are set first, so that no host work
+            separates them (a runtime enqueues prepared kernels the same way).
+            """
             args = (*self.data.args(input_set), *workspace)
+            for kernel in kernels:
+                kernel.set_args(*args)
             return [
-                kernel(self.queue, launch.global_size, launch.local_size, *args)
+                cl.enqueue_nd_range_kernel(
+                    self.queue, kernel, launch.global_size, launch.local_size
+                )
                 for kernel, launch in zip(kernels, launches, strict=True)
             ]
 
