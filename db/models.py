@@ -217,3 +217,88 @@ class SessionUpload(Base):
     session_id: Mapped[int] = mapped_column(ForeignKey("tuning_sessions.id"), unique=True)
     token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id"), index=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+# --- the tuning farm: jobs leased by agents (octune.farm) ----------------------------------
+
+
+class JobSubmission(Base):
+    """What `octune jobs submit` asked for: a workload set (a built-in network or a workloads
+    list) on every device whose fingerprint, name or driver matches ``devices``. It stays
+    open, so a device registered later gets a job of its own, until it is cancelled.
+    """
+
+    __tablename__ = "job_submissions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    devices: Mapped[str] = mapped_column(String(255))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    strategy: Mapped[str] = mapped_column(String(64))
+    budget_seconds: Mapped[float | None] = mapped_column(Double)
+    budget_candidates: Mapped[int | None] = mapped_column(Integer)
+    max_attempts: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class FarmAgent(Base):
+    """A running `octune agent`; ``last_seen_at`` moves with each of its calls."""
+
+    __tablename__ = "farm_agents"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    host: Mapped[str] = mapped_column(String(255))
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id"), index=True)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
+class FarmAgentDevice(Base):
+    """A device an agent drives."""
+
+    __tablename__ = "farm_agent_devices"
+    __table_args__ = (UniqueConstraint("agent_id", "device_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    agent_id: Mapped[int] = mapped_column(ForeignKey("farm_agents.id"))
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"), index=True)
+
+
+class Job(Base):
+    """One submission on one device. An agent holds it through a lease: ``lease_epoch``
+    counts the leases granted, and every call of the holder names its epoch, so a holder
+    whose lease expired and was granted again is refused (a fencing token).
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("submission_id", "device_id"),
+        Index("ix_jobs_status_device_id", "status", "device_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("job_submissions.id"))
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"))
+    status: Mapped[str] = mapped_column(String(16))
+    lease_epoch: Mapped[int] = mapped_column(Integer, default=0)
+    lease_agent_id: Mapped[int | None] = mapped_column(ForeignKey("farm_agents.id"))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    tried_s: Mapped[float] = mapped_column(Double, default=0.0)
+    failures: Mapped[int] = mapped_column(Integer, default=0)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class JobSession(Base):
+    """A tuning session an agent uploaded for a job: the job's progress is a query over
+    their measurements, and a resumed job starts from them.
+    """
+
+    __tablename__ = "job_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id"), index=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("tuning_sessions.id"), unique=True)

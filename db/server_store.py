@@ -1,7 +1,8 @@
 """The queries only the config service needs: tokens, uploads, listings and the dashboard.
 
 Kept beside ``store.py`` rather than in it so the tuner's store stays small; a ``ServerStore``
-is a ``Store`` (same migrated database, same one-line errors) with these methods added.
+is a ``Store`` (same migrated database, same one-line errors) with these methods and the
+tuning farm's queue (``job_queue.JobQueue``) added.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select, text
 
+from octune.db.job_queue import JobQueue, uploader_settings
 from octune.db.models import (
     ApiToken,
     Device,
@@ -23,7 +25,7 @@ from octune.db.models import (
     Workload,
     utcnow,
 )
-from octune.db.store import SESSION_END_STATUSES, Store, StoredKernel
+from octune.db.store import SESSION_END_STATUSES, StoredKernel
 from octune.tuner.errors import StoreError
 from octune.tuner.results import Measurement, Status
 
@@ -90,7 +92,7 @@ class UploadConflictError(StoreError):
     """An upload identifier already names a session of another device, kernel or workload."""
 
 
-class ServerStore(Store):
+class ServerStore(JobQueue):
     def revision(self) -> str:
         """The schema revision the database is at; reading it proves the database answers."""
         with self._session() as session:
@@ -239,12 +241,7 @@ class ServerStore(Store):
         )
         workload_id = self.workload_id(problem, workload_key, shape, dtype)
         identity = (device_id, kernel_id, workload_id)
-        # The tuning process's host and pid describe the uploader, not a process here: kept
-        # apart, so that close_dead_sessions never takes them for one of this host's.
-        settings = dict(settings)
-        tuned_by = {key: settings.pop(key) for key in ("host", "pid") if key in settings}
-        if tuned_by:
-            settings["tuned_by"] = tuned_by
+        settings = uploader_settings(settings)
         session_id = self._uploaded_session(uid, identity)
         if session_id is None:
             try:

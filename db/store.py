@@ -8,6 +8,8 @@ import errno
 import os
 import re
 import socket
+import sqlite3
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -202,11 +204,23 @@ class Store:
             except FileExistsError:  # Python's words for "a file is in the way" mislead
                 raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(parent)) from None
 
+        timeout = busy_timeout()
+
         @event.listens_for(self._engine, "connect")
         def _pragmas(dbapi_connection: Any, _record: Any) -> None:
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA journal_mode=WAL")
+            # Switching a new file to WAL needs it to itself and SQLite does not wait for
+            # that (no busy handler), so processes opening one database together retry.
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    cursor.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as error:
+                    if "locked" not in str(error) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
             cursor.close()
 
     @staticmethod
@@ -391,6 +405,13 @@ class Store:
         )
         with self._session() as session:
             return set(session.scalars(scope.with_only_columns(MeasurementRow.config_key)))
+
+    def session_status(self, session_id: int) -> str:
+        with self._session() as session:
+            status = session.scalar(select(TuningSession.status).filter_by(id=session_id))
+        if status is None:
+            raise ValueError(f"no tuning session {session_id}")
+        return status
 
     def finish_session(self, session_id: int, status: str) -> None:
         if status not in SESSION_END_STATUSES:

@@ -14,10 +14,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from octune.db.job_queue import QueueError
 from octune.db.server_store import ServerStore
 from octune.server.auth import require_read
 from octune.server.lookups import LookupService, NotFoundError
-from octune.server.routes import dashboard, devices, health, kernels, lookup, uploads
+from octune.server.routes import dashboard, devices, health, jobs, kernels, lookup, uploads
 from octune.server.schemas import Problem
 from octune.server.settings import Settings
 from octune.tuner.errors import OctuneError, StoreError
@@ -45,6 +46,7 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if store is None:
             _attach(app, ServerStore(settings.database_url))
+        app.state.store.renew_leases(settings.lease_s)  # agents waited out the restart
         try:
             yield
         finally:
@@ -65,12 +67,14 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
     reads = [Depends(require_read)] if settings.require_read_token else []
     app.include_router(health.router, prefix="/v1")
     app.include_router(uploads.router, prefix="/v1")
-    for router in (devices.router, kernels.router, lookup.router):
+    app.include_router(jobs.writes, prefix="/v1")
+    for router in (devices.router, kernels.router, lookup.router, jobs.reads):
         app.include_router(router, prefix="/v1", dependencies=reads)
     app.include_router(dashboard.router, dependencies=reads)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(NotFoundError, _not_found)
+    app.add_exception_handler(QueueError, _queue_error)
     app.add_exception_handler(StoreError, _store_error)
     app.add_exception_handler(OctuneError, _bad_input)
     if not settings.require_read_token:
@@ -111,6 +115,11 @@ async def _http_error(_request: Request, error: Exception) -> JSONResponse:
 
 async def _not_found(_request: Request, error: Exception) -> JSONResponse:
     return _problem(404, str(error))
+
+
+async def _queue_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, QueueError)
+    return _problem(error.status, str(error))
 
 
 async def _store_error(_request: Request, error: Exception) -> JSONResponse:

@@ -37,6 +37,10 @@ def serve(
     predict: Annotated[
         bool, typer.Option(help="answer shapes far from all tuned ones with the cost model")
     ] = True,
+    lease_seconds: Annotated[
+        float,
+        typer.Option(help="a farm agent's lease on a job lasts this long without a heartbeat"),
+    ] = 60.0,
 ) -> None:
     """Run the config service: lookups, uploads and the dashboard over HTTP."""
     # Imported here: FastAPI and uvicorn take a while to load, and other commands need neither.
@@ -48,6 +52,7 @@ def serve(
         database_url=db or Store.default_url(),
         require_read_token=require_read_token,
         predict=predict,
+        lease_s=lease_seconds,
     )
     store = ServerStore(settings.database_url)
     _check_port(host, port)

@@ -18,11 +18,17 @@ import httpx
 
 from octune.db.store import Store
 from octune.server.schemas import (
+    AgentOut,
+    AgentStatusOut,
     BatchAnswer,
     DeviceOut,
+    JobOut,
+    JobUploadOut,
     KernelSourceOut,
+    LeaseOut,
     LookupAnswer,
     Readiness,
+    SubmitOut,
     UploadIn,
     UploadOut,
 )
@@ -34,7 +40,11 @@ _JSON = {"Content-Type": "application/json"}
 
 
 class ClientError(OctuneError):
-    """The server refused a request, or could not be reached."""
+    """The server refused a request (``status``), or could not be reached (``status`` None)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class OctuneClient:
@@ -74,7 +84,10 @@ class OctuneClient:
                 message = response.json()["message"]
             except (ValueError, KeyError, TypeError):
                 message = response.text[:200] or response.reason_phrase
-            raise ClientError(f"{method} {path}: server answered {response.status_code}: {message}")
+            raise ClientError(
+                f"{method} {path}: server answered {response.status_code}: {message}",
+                response.status_code,
+            )
         return response.json()
 
     def ready(self) -> Readiness:
@@ -125,6 +138,78 @@ class OctuneClient:
             )
         return total
 
+    # -- the tuning farm (octune.farm) ------------------------------------------------------
+
+    def submit_job(self, body: Mapping[str, Any]) -> SubmitOut:
+        return SubmitOut.model_validate(self._call("POST", "/v1/jobs", json=dict(body)))
+
+    def jobs(self, status: str | None = None) -> list[JobOut]:
+        params = {"status": status} if status else {}
+        return [JobOut.model_validate(j) for j in self._call("GET", "/v1/jobs", params=params)]
+
+    def job(self, job_id: int) -> JobOut:
+        return JobOut.model_validate(self._call("GET", f"/v1/jobs/{job_id}"))
+
+    def cancel_job(self, job_id: int) -> JobOut:
+        return JobOut.model_validate(self._call("POST", f"/v1/jobs/{job_id}/cancel"))
+
+    def cancel_submission(self, submission_id: int) -> list[JobOut]:
+        path = f"/v1/submissions/{submission_id}/cancel"
+        return [JobOut.model_validate(j) for j in self._call("POST", path)]
+
+    def agents(self) -> list[AgentStatusOut]:
+        return [AgentStatusOut.model_validate(a) for a in self._call("GET", "/v1/agents")]
+
+    def register_agent(
+        self, name: str, host: str, devices: Sequence[Mapping[str, Any]]
+    ) -> AgentOut:
+        body = {"name": name, "host": host, "devices": list(devices)}
+        return AgentOut.model_validate(self._call("POST", "/v1/agents", json=body))
+
+    def lease(self, agent_id: int, fingerprint: str) -> LeaseOut:
+        path = f"/v1/agents/{agent_id}/lease"
+        return LeaseOut.model_validate(self._call("POST", path, json={"device": fingerprint}))
+
+    def heartbeat(self, job_id: int, held: Mapping[str, Any]) -> LeaseOut:
+        path = f"/v1/jobs/{job_id}/heartbeat"
+        return LeaseOut.model_validate(self._call("POST", path, json=dict(held)))
+
+    def upload_job_measurements(self, job_id: int, body: Mapping[str, Any]) -> JobUploadOut:
+        """Idempotent: a repeat stores nothing twice (the server names the session by job,
+        lease and ``session_key``); 409 once the lease has gone to another agent.
+        """
+        path = f"/v1/jobs/{job_id}/measurements"
+        return JobUploadOut.model_validate(self._call("POST", path, json=dict(body)))
+
+    def finish_job(self, job_id: int, held: Mapping[str, Any], error: str | None = None) -> JobOut:
+        body = {**held, **({"error": error[:2000]} if error else {})}
+        return JobOut.model_validate(self._call("POST", f"/v1/jobs/{job_id}/finish", json=body))
+
+
+def session_body(
+    record: Mapping[str, Any], measurements: list[dict[str, Any]], status: str
+) -> dict[str, Any]:
+    """A stored session (``Store.session_record``) as an upload's body, with ``measurements``
+    (dicts of ``MeasurementIn``'s fields) and ``status``; without the uploader's ``uid``.
+    """
+    session = record["session"]
+    return {
+        "device": record["device"],
+        "kernel": record["kernel"],
+        "workload": record["workload"],
+        "session": {
+            "strategy": session["strategy"],
+            "seed": session["seed"],
+            "settings": session["settings"],
+            "status": status,
+            "octune_version": session["octune_version"],
+        },
+        "measurements": [
+            {**m, "max_error": m["max_error"] if _finite(m["max_error"]) else None}
+            for m in measurements
+        ],
+    }
+
 
 def session_uploads(store: Store, session_id: int, chunk: int = UPLOAD_CHUNK) -> Iterator[UploadIn]:
     """A stored session as upload requests of at most ``chunk`` measurements; all but the last
@@ -139,29 +224,12 @@ def session_uploads(store: Store, session_id: int, chunk: int = UPLOAD_CHUNK) ->
          session["started_at"], store.url)
     )  # fmt: skip
     uid = hashlib.sha256(identity.encode()).hexdigest()[:32]
-    measurements = [
-        {**m, "max_error": m["max_error"] if _finite(m["max_error"]) else None}
-        for m in record["measurements"]
-    ]
+    measurements = record["measurements"]
     parts = [measurements[i : i + chunk] for i in range(0, len(measurements), chunk)] or [[]]
     for position, part in enumerate(parts):
         last = position == len(parts) - 1
-        yield UploadIn.model_validate(
-            {
-                "uid": uid,
-                "device": record["device"],
-                "kernel": record["kernel"],
-                "workload": record["workload"],
-                "session": {
-                    "strategy": session["strategy"],
-                    "seed": session["seed"],
-                    "settings": session["settings"],
-                    "status": session["status"] if last else "running",
-                    "octune_version": session["octune_version"],
-                },
-                "measurements": part,
-            }
-        )
+        status = session["status"] if last else "running"
+        yield UploadIn.model_validate({"uid": uid, **session_body(record, part, status)})
 
 
 def _finite(value: float | None) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime
 from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
@@ -214,12 +215,9 @@ class MeasurementIn(Strict):
     ] = Field(default_factory=dict)
 
 
-class UploadIn(Strict):
-    """One tuning session as a tuning machine sends it. ``uid`` is the uploader's name for the
-    session: the same uid sent again adds only measurements the server does not have yet.
-    """
+class SessionBody(Strict):
+    """A tuning session's device, kernel, workload and measurements, as uploads carry them."""
 
-    uid: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{8,64}$")]
     device: DeviceIn
     kernel: KernelIn
     workload: WorkloadIn
@@ -227,7 +225,179 @@ class UploadIn(Strict):
     measurements: Annotated[list[MeasurementIn], Field(max_length=100_000)]
 
 
+class UploadIn(SessionBody):
+    """One tuning session as a tuning machine sends it. ``uid`` is the uploader's name for the
+    session: the same uid sent again adds only measurements the server does not have yet.
+    """
+
+    uid: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{8,64}$")]
+
+
 class UploadOut(BaseModel):
     session_id: int
     added: int = Field(description="measurements stored by this request")
     already_stored: int = Field(description="measurements the server had from an earlier upload")
+
+
+# --- the tuning farm ------------------------------------------------------------------------
+
+
+def _utf8(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be UTF-8 text: it holds a lone surrogate") from None
+    return value
+
+
+def _printable(value: str) -> str:
+    if any(char < " " or char == "\x7f" for char in _utf8(value)):
+        raise ValueError("must be printable: no control characters")
+    return value
+
+
+#: Text stored as sent: it must be text a database can hold.
+Utf8 = AfterValidator(_utf8)
+Printable = AfterValidator(_printable)
+DevicePattern = Annotated[str, Field(min_length=1, max_length=255), Printable]
+Fingerprint = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
+Id = Annotated[int, Field(ge=1, le=2**62)]
+Seconds = Annotated[float, Field(ge=0, le=366 * 86400, allow_inf_nan=False)]
+
+
+class JobWorkloadIn(ShapeFields):
+    """One entry of a workloads file: a kernel or family, its shape keys, a weight."""
+
+    kernel: KernelName
+    weight: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)] = 1.0
+
+
+class JobSubmitIn(Strict):
+    """What to tune (a built-in network, or workloads as a workloads file lists them), on
+    which devices (a fingerprint or a glob over name and driver), with which budget.
+    """
+
+    devices: DevicePattern
+    model: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] | None = Field(
+        default=None, description="a built-in network, e.g. squeezenet1.1"
+    )
+    batch: Annotated[int, Field(ge=1, le=4096)] | None = None
+    workloads: Annotated[list[JobWorkloadIn], Field(min_length=1, max_length=1024)] | None = None
+    time_s: Annotated[float, Field(gt=0, le=366 * 86400, allow_inf_nan=False)] | None = None
+    budget: Annotated[int, Field(ge=1, le=10**7)] | None = None
+    strategy: Identifier = "model"
+    max_attempts: Annotated[int, Field(ge=1, le=100)] = 3
+    wait_for_device: bool = False
+
+    @model_validator(mode="after")
+    def _one_workload_set(self) -> Self:
+        if (self.model is None) == (self.workloads is None):
+            raise ValueError("give either model or workloads")
+        if self.batch is not None and self.model is None:
+            raise ValueError("batch sizes a model: give one")
+        return self
+
+
+class JobOut(BaseModel):
+    id: int
+    submission_id: int
+    devices: str = Field(description="the submission's device pattern")
+    device_fingerprint: str
+    device_name: str
+    spec: dict[str, JsonValue]
+    strategy: str
+    status: Literal["queued", "running", "completed", "failed", "cancelled"]
+    agent: str | None = Field(description="the agent holding a running job")
+    lease_epoch: int = Field(description="leases granted so far; the holder names it")
+    candidates: int = Field(description="configs measured by its search sessions")
+    best_gflops: float | None
+    budget_seconds: float | None
+    budget_candidates: int | None
+    tried_s: float = Field(description="tuning time spent, over all its attempts")
+    time_left_s: float | None
+    failures: int = Field(description="attempts that failed (lease expired or reported)")
+    max_attempts: int
+    reason: str = Field(description="why the last attempt failed")
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class SubmitOut(BaseModel):
+    submission_id: int
+    jobs: list[JobOut]
+    waiting: bool = Field(description="no device matches yet: a job appears when one registers")
+
+
+class AgentIn(Strict):
+    name: Annotated[str, Field(min_length=1, max_length=255), Printable]
+    host: Annotated[Text255, Printable]
+    devices: Annotated[list[DeviceIn], Field(min_length=1, max_length=64)]
+
+    @model_validator(mode="after")
+    def _storable(self) -> Self:
+        """A registered device is stored as sent (an upload's is checked by its kernel first)."""
+        for device in self.devices:
+            for value in device.model_dump().values():
+                if isinstance(value, str):
+                    _utf8(value)
+        return self
+
+
+class AgentOut(BaseModel):
+    agent_id: int
+    lease_s: float = Field(description="a lease lasts this long unless renewed")
+
+
+class AgentStatusOut(BaseModel):
+    id: int
+    name: str
+    host: str
+    last_seen_at: datetime
+    online: bool
+    devices: list[str] = Field(description="fingerprints of the devices it drives")
+    jobs: list[int] = Field(description="jobs it holds")
+
+
+class LeaseIn(Strict):
+    device: Fingerprint
+
+
+class DoneSessionOut(BaseModel):
+    kernel_name: str
+    kernel_sha256: str
+    workload_key: str
+    strategy: str
+    measurements: list[MeasurementIn]
+
+
+class LeaseOut(BaseModel):
+    job: JobOut | None = Field(description="null: no job for the device now, ask again later")
+    lease_s: float
+    done: list[DoneSessionOut] = Field(
+        default_factory=list, description="sessions earlier leases uploaded: resume from them"
+    )
+
+
+class HeldIn(Strict):
+    """Names the lease a call is made under: the agent and the lease epoch it was granted."""
+
+    agent_id: Id
+    epoch: Id
+    tried_s: Seconds = 0.0
+
+
+class FinishIn(HeldIn):
+    error: Annotated[str, Field(min_length=1, max_length=2000), Utf8] | None = Field(
+        default=None, description="why the attempt failed; absent: the job is done"
+    )
+
+
+class JobUploadIn(SessionBody, HeldIn):
+    """Measurements of one of the holder's sessions; ``session_key`` numbers its sessions."""
+
+    session_key: Id
+
+
+class JobUploadOut(BaseModel):
+    session_id: int
+    added: int

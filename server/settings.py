@@ -21,3 +21,6 @@ class Settings(BaseModel):
     #: as ``octune export`` bundles do; retrained in the background when a device's
     #: measurements change, lookups answering from the previous model (or none) meanwhile.
     predict: bool = True
+    #: How long a tuning farm agent's lease on a job lasts without a heartbeat; agents beat
+    #: three times per lease, so a job whose agent died is taken over after this long.
+    lease_s: float = Field(default=60.0, gt=0, le=86400)

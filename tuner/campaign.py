@@ -81,7 +81,6 @@ def load_tasks(path: Path) -> list[Task]:
     """The workloads of a file, validated whole before anything is measured."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        parsed = _WorkloadFile.model_validate(data)
     except OSError as error:
         raise OctuneError(f"cannot read workloads file {path}: {error.strerror}") from error
     except UnicodeDecodeError as error:
@@ -92,11 +91,20 @@ def load_tasks(path: Path) -> list[Task]:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise OctuneError(f"{path}: not valid YAML{where}; write it like: {EXAMPLE}") from error
+    return tasks_from(data, str(path))
+
+
+def tasks_from(data: object, source: str) -> list[Task]:
+    """The workloads of a parsed workloads file (or of a job that carries one), validated
+    whole; ``source`` names it in messages.
+    """
+    try:
+        parsed = _WorkloadFile.model_validate(data)
     except ValidationError as error:
         first = error.errors()[0]
         place = ".".join(str(part) for part in first["loc"]) or "the file"
         raise OctuneError(
-            f"{path}: {place}: {first['msg'].lower()} ({error.error_count()} problem(s)); "
+            f"{source}: {place}: {first['msg'].lower()} ({error.error_count()} problem(s)); "
             f"write it like: {EXAMPLE}"
         ) from error
     tasks = []
@@ -104,10 +112,10 @@ def load_tasks(path: Path) -> list[Task]:
         try:
             tasks += tasks_for(entry.kernel, entry.model_extra or {}, entry.dtype, entry.weight)
         except OctuneError as error:
-            raise OctuneError(f"{path}: workloads.{index}: {error}") from None
+            raise OctuneError(f"{source}: workloads.{index}: {error}") from None
     keys = [(task.kernel.name, task.workload.key) for task in tasks]
     if len(set(keys)) != len(keys):
-        raise OctuneError(f"{path}: a workload is listed twice: list each one once")
+        raise OctuneError(f"{source}: a workload is listed twice: list each one once")
     return tasks
 
 

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from octune.db.store import BestResult, Store
+from octune.farm.cli import agent, jobs_app
 from octune.firmware.cli import export, import_, keygen, lookup
 from octune.networks.cli import report
 from octune.networks.options import BatchOption, DimOption
@@ -30,7 +31,7 @@ from octune.tuner.energy import sensor_for
 from octune.tuner.errors import OctuneError
 from octune.tuner.family import Family, Workload
 from octune.tuner.kernels import KernelSpec, add_kernel_dir, families, resolve_kernels
-from octune.tuner.results import OBJECTIVES, Objective
+from octune.tuner.results import OBJECTIVES, Measurement, Objective
 from octune.tuner.session import (
     Budget,
     SessionReport,
@@ -304,6 +305,7 @@ def _tune_one(
     settings: Settings,
     seed: int | None,
     workers: Workers,
+    on_measurement: Callable[[int, Measurement], None] | None = None,
 ) -> SessionReport:
     table = task.kernel.space.enumerate(info.limits)
     console.print(f"[bold]{task.workload}[/] with {task.kernel.name}: {len(table):,} legal configs")
@@ -327,7 +329,7 @@ def _tune_one(
         report = run_session(
             store, info, task.kernel, task.workload, table,
             strategy=strategy, budget=budget, settings=settings, seed=seed, on_result=show,
-            workers=workers,
+            workers=workers, on_measurement=on_measurement,
         )  # fmt: skip
     progress = report.progress
     failures = ", ".join(f"{count} {status}" for status, count in progress.failures.items())
@@ -635,6 +637,8 @@ app.command("lookup", context_settings=_SHAPE_ARGS)(lookup)
 app.command("keygen")(keygen)
 app.command("run")(run)
 app.command("report")(report)
+app.add_typer(jobs_app, name="jobs")
+app.command("agent")(agent)
 
 
 def main() -> None:

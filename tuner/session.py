@@ -309,9 +309,12 @@ def run_session(
     seed: int | None = None,
     on_result: Callable[[Progress], None] | None = None,
     workers: Workers | None = None,
+    on_measurement: Callable[[int, Measurement], None] | None = None,
 ) -> SessionReport:
     """Tune one kernel on one workload. ``workers``: processes shared with the caller's other
-    sessions (``open_workers``); without them the session starts its own.
+    sessions (``open_workers``); without them the session starts its own. ``on_measurement``
+    sees each measurement (with its session id, the confirm session's too) once it is stored:
+    a farm agent uploads it then.
     """
     settings = settings or Settings()
     if workers is None:
@@ -319,6 +322,7 @@ def run_session(
             return run_session(
                 store, device, kernel, workload, table, strategy=strategy, budget=budget,
                 settings=settings, seed=seed, on_result=on_result, workers=own,
+                on_measurement=on_measurement,
             )  # fmt: skip
     check_seed(seed)
     strategy_class = get_strategy(strategy)
@@ -400,6 +404,8 @@ def run_session(
                 break
             row, measurement = pipeline.next_result()
             store.add_measurement(session_id, measurement)
+            if on_measurement is not None:
+                on_measurement(session_id, measurement)
             thinking = time.monotonic()
             search.observe(row, measurement)
             progress.strategy_s += time.monotonic() - thinking
@@ -440,7 +446,7 @@ def run_session(
         )  # fmt: skip
         try:
             measurer = workers.measurer(replace(job, seed=fresh_seed, **CONFIRM), timeout)
-            confirmed = _confirm(store, measurer, confirm_session_id, top)
+            confirmed = _confirm(store, measurer, confirm_session_id, top, on_measurement)
         except KeyboardInterrupt:
             interrupted = True
             workers.close()
@@ -463,7 +469,11 @@ def _to_confirm(
 
 
 def _confirm(
-    store: Store, measurer: Measurer, session_id: int, top: list[dict[str, int]]
+    store: Store,
+    measurer: Measurer,
+    session_id: int,
+    top: list[dict[str, int]],
+    on_measurement: Callable[[int, Measurement], None] | None,
 ) -> tuple[Measurement, ...]:
     """Re-measure the top candidates with more repeats (on fresh inputs), in a session of their
     own, so that a lucky run cannot crown a config: `best` prefers confirmed results.
@@ -474,6 +484,8 @@ def _confirm(
         for config in top:
             result = measurer.measure(config)
             store.add_measurement(session_id, result)
+            if on_measurement is not None:
+                on_measurement(session_id, result)
             results.append(result)
         status = "completed"
     finally:

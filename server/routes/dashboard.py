@@ -1,4 +1,5 @@
-"""The page at /: devices, tuned workloads with the kernel that answers each (the fastest of
+"""The page at /: devices, the tuning farm (agents online, jobs with their progress and
+failures), tuned workloads with the kernel that answers each (the fastest of
 its family's kernels, as a lookup answers) and its best GFLOP/s, and each recent session's
 convergence (best-so-far over candidates) as an inline SVG chart; and a page per built-in
 network and device at /dashboard/models/NAME, the page `octune report --model NAME --html`
@@ -16,12 +17,14 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from octune.db.server_store import Convergence, ServerStore, WorkloadBest
+from octune.farm.spec import spec_label
 from octune.server.lookups import LookupService
 
 router = APIRouter(tags=["dashboard"])
 templates = Jinja2Templates(directory=str(resources.files("octune.server") / "templates"))
 
 SESSIONS = 12
+JOBS = 100
 WORKLOADS = 500
 WIDTH, HEIGHT, PAD = 360, 160, 28
 
@@ -84,6 +87,9 @@ def dashboard(request: Request) -> HTMLResponse:
         "dashboard.html",
         {
             "devices": store.devices(),
+            "agents": store.agents(2 * request.app.state.settings.lease_s),
+            "jobs": [(job, spec_label(job.spec)) for job in store.jobs(limit=JOBS)],
+            "waiting": store.waiting_submissions(),
             "models": list(BUILTIN),
             "workloads": answers(store.tuned_workloads(WORKLOADS)),
             "charts": [chart(s) for s in store.convergence(SESSIONS)],

@@ -11,7 +11,7 @@ from octune.db.store import StoredKernel
 from octune.lookup.semantics import kernel_version_sha256
 from octune.lookup.tables import device_limits
 from octune.server.auth import require_write
-from octune.server.schemas import MeasurementIn, UploadIn, UploadOut
+from octune.server.schemas import MeasurementIn, SessionBody, UploadIn, UploadOut
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError, SpaceError
 from octune.tuner.family import Workload
@@ -34,6 +34,38 @@ def upload_session(
     """Store a session's measurements. Idempotent by ``uid``: repeating an upload, or sending
     the session again with more measurements (resuming), stores each measurement once.
     """
+    device, kernel, workload, measurements = checked_session(upload)
+    store: ServerStore = request.app.state.store
+    try:
+        outcome = store.upload(
+            uid=upload.uid,
+            token_id=token.id,
+            device=device,
+            kernel=kernel,
+            problem=workload.problem,
+            workload_key=workload.key,
+            shape=workload.shape,
+            dtype=workload.dtype,
+            strategy=upload.session.strategy,
+            seed=upload.session.seed,
+            settings=upload.session.settings,
+            status=upload.session.status,
+            octune_version=upload.session.octune_version,
+            measurements=measurements,
+        )
+    except UploadConflictError as error:
+        raise HTTPException(409, str(error)) from error
+    if outcome.added:
+        request.app.state.lookups.invalidate()
+    return UploadOut(
+        session_id=outcome.session_id, added=outcome.added, already_stored=outcome.already_stored
+    )
+
+
+def checked_session(
+    upload: SessionBody,
+) -> tuple[DeviceInfo, StoredKernel, Workload, list[Measurement]]:
+    """An uploaded session's parts, each checked as a tuner would have made it."""
     sent = upload.kernel
     w = upload.workload
     try:
@@ -52,30 +84,11 @@ def upload_session(
         )  # fmt: skip
     device = DeviceInfo(**upload.device.model_dump(), max_work_item_sizes=())
     measurements = _checked(upload.measurements, space, device_limits(upload.device), workload)
-    store: ServerStore = request.app.state.store
-    try:
-        outcome = store.upload(
-            uid=upload.uid,
-            token_id=token.id,
-            device=device,
-            kernel=StoredKernel(sent.name, sent.sha256, sent.template_source, sent.space_source),
-            problem=workload.problem,
-            workload_key=workload.key,
-            shape=workload.shape,
-            dtype=workload.dtype,
-            strategy=upload.session.strategy,
-            seed=upload.session.seed,
-            settings=upload.session.settings,
-            status=upload.session.status,
-            octune_version=upload.session.octune_version,
-            measurements=measurements,
-        )
-    except UploadConflictError as error:
-        raise HTTPException(409, str(error)) from error
-    if outcome.added:
-        request.app.state.lookups.invalidate()
-    return UploadOut(
-        session_id=outcome.session_id, added=outcome.added, already_stored=outcome.already_stored
+    return (
+        device,
+        StoredKernel(sent.name, sent.sha256, sent.template_source, sent.space_source),
+        workload,
+        measurements,
     )
 
 

@@ -135,8 +135,8 @@ def free_port() -> int:
 class LiveServer:
     """`octune serve` in a child process on a free loopback port, its log in a file."""
 
-    def __init__(self, db_url: str, log: Path, *flags: str) -> None:
-        self.port = free_port()
+    def __init__(self, db_url: str, log: Path, *flags: str, port: int | None = None) -> None:
+        self.port = port or free_port()  # a port of its own, or a stopped server's again
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         with log.open("w") as sink:

@@ -55,7 +55,7 @@ def test_tuned_results_answered_over_a_socket(tuned, served, device_info, gemm_k
     with ServerStore(tuned) as local:
         best = local.best(device_info.fingerprint, "gemm", WORKLOAD.key)
         with OctuneClient(server.url, token) as client:
-            assert client.ready().schema_revision == "0003"
+            assert client.ready().schema_revision == "0004"
             answer = client.lookup(device_info.name, m=32, n=32, k=32)
             assert answer.match == "exact"
             assert answer.config == best.config
