@@ -25,15 +25,14 @@ from typing import Any
 
 import pyopencl as cl
 
-from octune.db.models import MESSAGE_MAX_CHARS
 from octune.db.store import Store
 from octune.farm.spec import spec_label, spec_tasks
 from octune.server.client import ClientError, OctuneClient, session_body
-from octune.server.schemas import DoneSessionOut, JobOut, LeaseOut
+from octune.server.schemas import DoneSessionOut, JobOut, LeaseOut, MeasurementIn
 from octune.tuner.campaign import Task, share
 from octune.tuner.device import DeviceInfo, require_compiling
 from octune.tuner.errors import OctuneError
-from octune.tuner.results import Measurement, Status
+from octune.tuner.results import Measurement
 from octune.tuner.session import Budget, SessionReport, Settings, SystematicFailure, open_workers
 from octune.tuner.workers import default_jobs
 
@@ -112,7 +111,11 @@ class Held:
                 if final:  # read again: the record was read while the session ran
                     status = self.store.session_status(session_id)
                 body = {
-                    **session_body(record, [_measurement_in(m) for m in measurements], status),
+                    **session_body(
+                        record,
+                        [MeasurementIn.of(m).model_dump(mode="json") for m in measurements],
+                        status,
+                    ),
                     **self.held(),
                     "session_key": session_id,
                 }
@@ -129,18 +132,6 @@ class Held:
                 return
             except ClientError as error:
                 log(f"job {self.job.id}: heartbeat failed, trying again: {error}")
-
-
-def _measurement_in(m: Measurement) -> dict[str, Any]:
-    return {
-        "config": dict(m.config),
-        "status": m.status.value,
-        "times_s": [float(t) for t in m.times_s],
-        "flops": int(m.flops),
-        "max_error": m.max_error,
-        "message": m.message[:MESSAGE_MAX_CHARS],
-        "extra": dict(m.extra),
-    }
 
 
 def retrying(what: Callable[[], Any], stop: threading.Event) -> Any:
@@ -176,19 +167,7 @@ def seed(store: Store, info: DeviceInfo, tasks: list[Task], done: list[DoneSessi
             strategy=session.strategy, seed=None, settings={"uploaded": True},
         )  # fmt: skip
         seeded += store.add_measurements(
-            session_id,
-            [
-                Measurement(
-                    config=dict(m.config),
-                    status=Status(m.status),
-                    times_s=tuple(m.times_s),
-                    flops=m.flops,
-                    max_error=m.max_error,
-                    message=m.message,
-                    extra=dict(m.extra),
-                )
-                for m in session.measurements
-            ],
+            session_id, [m.measurement() for m in session.measurements]
         )
         store.finish_session(session_id, "completed")
     return seeded

@@ -770,8 +770,8 @@ class KernelIndex:
         try:
             values = (*config, *self._rules.values(shape))
             entry = self._sizes(self._global, self._local, values)
-            if entry is None or (not self._then and self._workspace is None):
-                return None if entry is None else Launch(*entry)
+            if entry is None:
+                return None
             then = []
             for name, global_, local in self._then:
                 sizes = self._sizes(global_, local, values)

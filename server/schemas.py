@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from octune.tuner.results import Status
+from octune.tuner.results import Measurement, Status
 
 KernelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
@@ -198,6 +198,9 @@ class SessionIn(Strict):
     octune_version: Annotated[str, Field(max_length=64)]
 
 
+MESSAGE_CHARS = 2000  # what a measurement keeps of a failure message
+
+
 class MeasurementIn(Strict):
     config: Annotated[
         dict[Identifier, Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]],
@@ -209,10 +212,27 @@ class MeasurementIn(Strict):
     )
     flops: Count = 0
     max_error: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    message: Annotated[str, Field(max_length=2000)] = ""
+    message: Annotated[str, Field(max_length=MESSAGE_CHARS)] = ""
     extra: Annotated[
         dict[Identifier, Annotated[float, Field(allow_inf_nan=False)]], Field(max_length=32)
     ] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, m: Measurement) -> Self:
+        """A measurement as uploads carry it: a non-finite max_error (a NaN output) as null."""
+        finite = m.max_error is not None and math.isfinite(m.max_error)
+        return cls(
+            config=dict(m.config), status=m.status, times_s=list(m.times_s), flops=int(m.flops),
+            max_error=m.max_error if finite else None, message=m.message[:MESSAGE_CHARS],
+            extra=dict(m.extra),
+        )  # fmt: skip
+
+    def measurement(self) -> Measurement:
+        return Measurement(
+            config=dict(self.config), status=self.status, times_s=tuple(self.times_s),
+            flops=self.flops, max_error=self.max_error, message=self.message,
+            extra=dict(self.extra),
+        )  # fmt: skip
 
 
 class SessionBody(Strict):

@@ -5,7 +5,6 @@ The queue itself is ``octune.db.job_queue``.
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
@@ -32,7 +31,6 @@ from octune.server.schemas import (
     SubmitOut,
 )
 from octune.tuner.device import DeviceInfo
-from octune.tuner.results import Measurement
 from octune.tuner.strategies.base import get_strategy
 
 #: Read routes (the app adds the read-token check where the server asks for one).
@@ -167,19 +165,11 @@ def lease(
             kernel_sha256=d.kernel_sha256,
             workload_key=d.workload_key,
             strategy=d.strategy,
-            measurements=[_measurement_out(m) for m in d.measurements],
+            measurements=[MeasurementIn.of(m) for m in d.measurements],
         )
         for d in granted.done
     ]
     return LeaseOut(job=job_out(granted.job), lease_s=lease_s, done=done)
-
-
-def _measurement_out(m: Measurement) -> MeasurementIn:
-    return MeasurementIn(
-        config=dict(m.config), status=m.status, times_s=list(m.times_s), flops=m.flops,
-        max_error=m.max_error if m.max_error is not None and math.isfinite(m.max_error) else None,
-        message=m.message, extra=dict(m.extra),
-    )  # fmt: skip
 
 
 @writes.post("/jobs/{job_id}/heartbeat")

@@ -126,10 +126,5 @@ def _checked(
                 raise HTTPException(
                     422, f"{where}.max_error: a passing result was verified (max_error < 1)"
                 )
-        checked.append(
-            Measurement(
-                config=m.config, status=m.status, times_s=tuple(m.times_s), flops=m.flops,
-                max_error=m.max_error, message=m.message, extra=m.extra,
-            )
-        )  # fmt: skip
+        checked.append(m.measurement())
     return checked
