@@ -213,11 +213,11 @@ def main() -> None:
                 print(f"{net} {layer.name}: nothing verified", flush=True)
                 rows.append(row)
                 continue
-            seconds, kernel, config = found
+            seconds, kernel, config = found.seconds, found.kernel, found.config
             row |= {"octune_s": seconds, "kernel": kernel.name, "config": config}
             if random_store is not None:
                 other = fastest_stored(random_store, device, info, layer.workload())
-                row["random_s"] = other[0] if other else None
+                row["random_s"] = other.seconds if other else None
             row["anchor_s"] = anchor(layer)
             rows.append(row)
             print(

@@ -4,8 +4,10 @@
 // (made to reuse operands from registers) leave most of a GPU idle on it. The arguments are
 // gemm.cl's, so a runtime launches either kernel the same way.
 //
-// Seen as y = mat . x: when M == 1, mat is op(B) (N outputs), x the row op(A); when N == 1,
-// mat is op(A) (M outputs), x the column op(B). R = M * N outputs, each a sum over K.
+// Seen as y = mat . x: when N == 1 < M, mat is op(A) (M outputs), x the column op(B); otherwise
+// (M == 1, or a small batch M of rows times a wide op(B)) mat is op(B) (N outputs) and each of
+// the M rows of op(A) is an x: one pass over the matrix serves MB of them, so a batch of rows
+// streams the matrix ceil(M / MB) times, not M times. R outputs per x, each a sum over K.
 // Two entries, for the two ways the matrix can lie (the search spaces' `requires:` pick one):
 //   gemv_dot   mat(r, k) at mat[r * ldm + k]: each output is the dot product of a contiguous
 //              row with x. WG0 work-items along K each sum every WG0-th vector of a row (the
@@ -25,12 +27,17 @@
 //   RT         outputs per work-group
 //   VW         vector width of matrix loads (along K in gemv_dot, along outputs in gemv_axpy)
 //   UNROLL     iterations of the streaming loop issued together (loads in flight per item)
+//   MB         x vectors per pass over the matrix (optional, default 1; the batch spaces
+//              gemv_dot_batch.yaml and gemv_axpy_batch.yaml tune it)
 
 #if !defined(WG0) || !defined(WG1) || !defined(RT) || !defined(VW) || !defined(UNROLL)
 #error "tuning parameters missing: build with -D WG0=.. -D WG1=.. -D RT=.. -D VW=.. -D UNROLL=.."
 #endif
 #if !defined(TRANSA) || !defined(TRANSB)
 #error "workload defines missing: build with -D TRANSA=0|1 -D TRANSB=0|1"
+#endif
+#ifndef MB
+#define MB 1
 #endif
 
 #include "vector_io.clh"
@@ -41,22 +48,35 @@ typedef struct {
     const __global float* mat;
     const __global float* x;
     int outputs;  // R
+    int batch;    // x vectors, each giving R outputs
     int ldm;      // matrix row stride in elements
-    int incx;     // stride of x's elements
-    int incy;     // stride of C's elements
+    int incx;     // stride of an x vector's elements
+    int ldx;      // stride from one x vector to the next
+    int incy;     // stride of C's elements along the outputs
+    int ldy;      // stride from one x vector's outputs to the next's
 } Operands;
 
 inline Operands operands(const int M, const int N, const __global float* A, const int lda,
                          const __global float* B, const int ldb, const int ldc) {
     Operands o;
-    const bool row_vector = M == 1;  // y (1 x N) = x (1 x K) . op(B)
-    o.outputs = M * N;
-    o.mat = row_vector ? B : A;
-    o.ldm = row_vector ? ldb : lda;
-    o.x = row_vector ? A : B;
-    o.incx = row_vector ? (TRANSA ? lda : 1) : (TRANSB ? 1 : ldb);
-    o.incy = row_vector ? 1 : ldc;
+    const bool rows_of_a = N > 1 || M == 1;  // y (M x N) = x (M x K) . op(B)
+    o.outputs = rows_of_a ? N : M;
+    o.batch = rows_of_a ? M : 1;
+    o.mat = rows_of_a ? B : A;
+    o.ldm = rows_of_a ? ldb : lda;
+    o.x = rows_of_a ? A : B;
+    o.incx = rows_of_a ? (TRANSA ? lda : 1) : (TRANSB ? 1 : ldb);
+    o.ldx = rows_of_a ? (TRANSA ? 1 : lda) : 0;
+    o.incy = rows_of_a ? 1 : ldc;
+    o.ldy = rows_of_a ? ldc : 0;
     return o;
+}
+
+// Where each of the pass's MB x vectors starts; those past the batch repeat its last (their
+// outputs are not stored), so the streaming loop has no branch.
+inline void batch_offsets(const Operands o, const int b0, int* x_of) {
+#pragma unroll
+    for (int b = 0; b < MB; ++b) x_of[b] = min(b0 + b, o.batch - 1) * o.ldx;
 }
 
 inline void store_output(__global float* C, const int index, const float sum, const float alpha,
@@ -65,55 +85,65 @@ inline void store_output(__global float* C, const int index, const float sum, co
     C[index] = beta == 0.0f ? scaled : scaled + beta * C[index];
 }
 
-// Loads W elements of x from k on (aligned to W floats when contiguous).
-inline void load_x(const int w, const Operands o, const int k, float* xv) {
+// Loads W elements of the x vector at x_at from k on (aligned to W floats when contiguous).
+inline void load_x(const int w, const Operands o, const int x_at, const int k, float* xv) {
     if (o.incx == 1) {
-        load_vec(w, o.x + k, xv);
+        load_vec(w, o.x + x_at + k, xv);
     } else {
-        for (int e = 0; e < w; ++e) xv[e] = o.x[(k + e) * o.incx];
+        for (int e = 0; e < w; ++e) xv[e] = o.x[x_at + (k + e) * o.incx];
     }
 }
 
 // --- gemv_dot ----------------------------------------------------------------------------------
 
 #define ROWS_PER_ITEM (RT / WG1)
+#define DOT_ACC (ROWS_PER_ITEM * VW)  // accumulators per x vector
 
-// One step of the streaming loop: W elements of each of the item's rows from k on.
-inline void dot_step(const int w, const Operands o, const int* rows, const int k, float* acc) {
-    float xv[VW];
-    load_x(w, o, k, xv);
+// One step of the streaming loop: W elements of each of the item's rows from k on, against
+// each x vector of the pass.
+inline void dot_step(const int w, const Operands o, const int* rows, const int* x_of, const int k,
+                     float* acc) {
+    float xv[MB * VW];
+#pragma unroll
+    for (int b = 0; b < MB; ++b) load_x(w, o, x_of[b], k, xv + b * VW);
 #pragma unroll
     for (int i = 0; i < ROWS_PER_ITEM; ++i) {
         float a[VW];
         load_vec(w, o.mat + rows[i] * o.ldm + k, a);
 #pragma unroll
-        for (int e = 0; e < w; ++e) acc[i * VW + e] += a[e] * xv[e];
+        for (int b = 0; b < MB; ++b) {
+#pragma unroll
+            for (int e = 0; e < w; ++e) acc[b * DOT_ACC + i * VW + e] += a[e] * xv[b * VW + e];
+        }
     }
 }
 
-// This item's part of each row's dot product, in vectors of W (VW, or 1 where the rows are not
-// aligned to VW floats); the K % W elements at the end element by element.
-inline void dot_rows(const int w, const Operands o, const int K, const int* rows, const int t0,
-                     float* sums) {
-    float acc[ROWS_PER_ITEM * VW];
+// This item's part of each row's dot products, in vectors of W (VW, or 1 where the rows are not
+// aligned to VW floats); the K % W elements at the end element by element. sums[b][i].
+inline void dot_rows(const int w, const Operands o, const int K, const int* rows, const int* x_of,
+                     const int t0, float* sums) {
+    float acc[MB * DOT_ACC];
 #pragma unroll
-    for (int i = 0; i < ROWS_PER_ITEM * VW; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < MB * DOT_ACC; ++i) acc[i] = 0.0f;
     const int whole = K - K % w;
     const int step = WG0 * w;
     int k = t0 * w;
     for (; k + (UNROLL - 1) * step < whole; k += UNROLL * step) {
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) dot_step(w, o, rows, k + u * step, acc);
+        for (int u = 0; u < UNROLL; ++u) dot_step(w, o, rows, x_of, k + u * step, acc);
     }
-    for (; k < whole; k += step) dot_step(w, o, rows, k, acc);
+    for (; k < whole; k += step) dot_step(w, o, rows, x_of, k, acc);
 #pragma unroll
-    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
-        float sum = 0.0f;
-        for (int e = 0; e < w; ++e) sum += acc[i * VW + e];
-        for (int kk = whole + t0; kk < K; kk += WG0) {
-            sum += o.mat[rows[i] * o.ldm + kk] * o.x[kk * o.incx];
+    for (int b = 0; b < MB; ++b) {
+#pragma unroll
+        for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+            float sum = 0.0f;
+            for (int e = 0; e < w; ++e) sum += acc[b * DOT_ACC + i * VW + e];
+            for (int kk = whole + t0; kk < K; kk += WG0) {
+                sum += o.mat[rows[i] * o.ldm + kk] * o.x[x_of[b] + kk * o.incx];
+            }
+            sums[b * ROWS_PER_ITEM + i] = sum;
         }
-        sums[i] = sum;
     }
 }
 
@@ -123,84 +153,104 @@ void gemv_dot(GEMM_ARGUMENTS) {
     const int t0 = get_local_id(0);
     const int t1 = get_local_id(1);
     const int r0 = get_group_id(0) * RT;
+#if WG0 > 1
+    __local float partial[RT * WG0];  // [row of the tile][t0]
+#endif
 
     // Rows past the last output repeat it (their sums are not stored): no branch in the loop.
     int rows[ROWS_PER_ITEM];
 #pragma unroll
     for (int i = 0; i < ROWS_PER_ITEM; ++i) rows[i] = min(r0 + t1 + i * WG1, o.outputs - 1);
-    float sums[ROWS_PER_ITEM];
-    const bool aligned = o.ldm % VW == 0 && o.incx == 1;
-    if (aligned) {
-        dot_rows(VW, o, K, rows, t0, sums);
-    } else {
-        dot_rows(1, o, K, rows, t0, sums);
-    }
-
-#if WG0 > 1
-    __local float partial[RT * WG0];  // [row of the tile][t0]
+    const bool aligned = o.ldm % VW == 0 && o.incx == 1 && (o.batch == 1 || o.ldx % VW == 0);
+    for (int b0 = 0; b0 < o.batch; b0 += MB) {
+        int x_of[MB];
+        batch_offsets(o, b0, x_of);
+        float sums[MB * ROWS_PER_ITEM];
+        if (aligned) {
+            dot_rows(VW, o, K, rows, x_of, t0, sums);
+        } else {
+            dot_rows(1, o, K, rows, x_of, t0, sums);
+        }
 #pragma unroll
-    for (int i = 0; i < ROWS_PER_ITEM; ++i) partial[(t1 + i * WG1) * WG0 + t0] = sums[i];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int span = WG0 / 2; span > 0; span /= 2) {
-        if (t0 < span) {
+        for (int b = 0; b < MB; ++b) {
+            if (b0 + b >= o.batch) break;  // the same for the whole work-group
+            __global float* y = C + (b0 + b) * o.ldy;
+#if WG0 > 1
 #pragma unroll
             for (int i = 0; i < ROWS_PER_ITEM; ++i) {
-                const int at = (t1 + i * WG1) * WG0 + t0;
-                partial[at] += partial[at + span];
+                partial[(t1 + i * WG1) * WG0 + t0] = sums[b * ROWS_PER_ITEM + i];
             }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    for (int i = t0; i < ROWS_PER_ITEM; i += WG0) {
-        const int row = r0 + t1 + i * WG1;
-        if (row < o.outputs) {
-            store_output(C, row * o.incy, partial[(t1 + i * WG1) * WG0], alpha, beta);
-        }
-    }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int span = WG0 / 2; span > 0; span /= 2) {
+                if (t0 < span) {
+#pragma unroll
+                    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+                        const int at = (t1 + i * WG1) * WG0 + t0;
+                        partial[at] += partial[at + span];
+                    }
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
+            for (int i = t0; i < ROWS_PER_ITEM; i += WG0) {
+                const int row = r0 + t1 + i * WG1;
+                if (row < o.outputs) {
+                    store_output(y, row * o.incy, partial[(t1 + i * WG1) * WG0], alpha, beta);
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);  // read before the next x vector's sums overwrite
 #else
 #pragma unroll
-    for (int i = 0; i < ROWS_PER_ITEM; ++i) {
-        const int row = r0 + t1 + i * WG1;
-        if (row < o.outputs) store_output(C, row * o.incy, sums[i], alpha, beta);
-    }
+            for (int i = 0; i < ROWS_PER_ITEM; ++i) {
+                const int row = r0 + t1 + i * WG1;
+                if (row < o.outputs) {
+                    store_output(y, row * o.incy, sums[b * ROWS_PER_ITEM + i], alpha, beta);
+                }
+            }
 #endif
+        }
+    }
 }
 
 // --- gemv_axpy ---------------------------------------------------------------------------------
 
 #define VECS_PER_ITEM (RT / (WG0 * VW))
+#define AXPY_ACC (VECS_PER_ITEM * VW)  // accumulators per x vector
 
-// One matrix row's contribution to the item's outputs: vectors when the whole work-group tile
-// lies inside the matrix and aligned, else element by element with the edge checked.
-inline void axpy_step(const bool edge, const Operands o, const int r0, const int t0, const int k,
-                      float* acc) {
-    const float xk = o.x[k * o.incx];
+// One matrix row's contribution to the item's outputs for each x vector of the pass: vectors
+// when the whole work-group tile lies inside the matrix and aligned, else element by element
+// with the edge checked.
+inline void axpy_step(const bool edge, const Operands o, const int* x_of, const int r0,
+                      const int t0, const int k, float* acc) {
+    float xk[MB];
+#pragma unroll
+    for (int b = 0; b < MB; ++b) xk[b] = o.x[x_of[b] + k * o.incx];
     const __global float* row = o.mat + k * o.ldm + r0;
 #pragma unroll
     for (int j = 0; j < VECS_PER_ITEM; ++j) {
         const int c = (j * WG0 + t0) * VW;
+        float a[VW];
         if (edge) {
 #pragma unroll
-            for (int e = 0; e < VW; ++e) {
-                if (r0 + c + e < o.outputs) acc[j * VW + e] += row[c + e] * xk;
-            }
+            for (int e = 0; e < VW; ++e) a[e] = r0 + c + e < o.outputs ? row[c + e] : 0.0f;
         } else {
-            float a[VW];
             load_vec(VW, row + c, a);
+        }
 #pragma unroll
-            for (int e = 0; e < VW; ++e) acc[j * VW + e] += a[e] * xk;
+        for (int b = 0; b < MB; ++b) {
+#pragma unroll
+            for (int e = 0; e < VW; ++e) acc[b * AXPY_ACC + j * VW + e] += a[e] * xk[b];
         }
     }
 }
 
-inline void axpy_rows(const bool edge, const Operands o, const int K, const int r0, const int t0,
-                      const int t1, float* acc) {
+inline void axpy_rows(const bool edge, const Operands o, const int* x_of, const int K,
+                      const int r0, const int t0, const int t1, float* acc) {
     int k = t1;
     for (; k + (UNROLL - 1) * WG1 < K; k += UNROLL * WG1) {
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u) axpy_step(edge, o, r0, t0, k + u * WG1, acc);
+        for (int u = 0; u < UNROLL; ++u) axpy_step(edge, o, x_of, r0, t0, k + u * WG1, acc);
     }
-    for (; k < K; k += WG1) axpy_step(edge, o, r0, t0, k, acc);
+    for (; k < K; k += WG1) axpy_step(edge, o, x_of, r0, t0, k, acc);
 }
 
 __kernel __attribute__((reqd_work_group_size(WG0, WG1, 1)))
@@ -209,49 +259,65 @@ void gemv_axpy(GEMM_ARGUMENTS) {
     const int t0 = get_local_id(0);
     const int t1 = get_local_id(1);
     const int r0 = get_group_id(0) * RT;
-
-    float acc[VECS_PER_ITEM * VW];
-#pragma unroll
-    for (int i = 0; i < VECS_PER_ITEM * VW; ++i) acc[i] = 0.0f;
-    const bool edge = r0 + RT > o.outputs || o.ldm % VW != 0;
-    if (edge) {
-        axpy_rows(true, o, K, r0, t0, t1, acc);
-    } else {
-        axpy_rows(false, o, K, r0, t0, t1, acc);
-    }
-
 #if WG1 > 1
     __local float partial[WG1 * RT];  // [t1][output of the tile]
+#endif
+    const bool edge = r0 + RT > o.outputs || o.ldm % VW != 0;
+
+    for (int b0 = 0; b0 < o.batch; b0 += MB) {
+        int x_of[MB];
+        batch_offsets(o, b0, x_of);
+        float acc[MB * AXPY_ACC];
 #pragma unroll
-    for (int j = 0; j < VECS_PER_ITEM; ++j) {
+        for (int i = 0; i < MB * AXPY_ACC; ++i) acc[i] = 0.0f;
+        if (edge) {
+            axpy_rows(true, o, x_of, K, r0, t0, t1, acc);
+        } else {
+            axpy_rows(false, o, x_of, K, r0, t0, t1, acc);
+        }
 #pragma unroll
-        for (int e = 0; e < VW; ++e) partial[t1 * RT + (j * WG0 + t0) * VW + e] = acc[j * VW + e];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int span = WG1 / 2; span > 0; span /= 2) {
-        if (t1 < span) {
+        for (int b = 0; b < MB; ++b) {
+            if (b0 + b >= o.batch) break;  // the same for the whole work-group
+            __global float* y = C + (b0 + b) * o.ldy;
+#if WG1 > 1
 #pragma unroll
             for (int j = 0; j < VECS_PER_ITEM; ++j) {
 #pragma unroll
                 for (int e = 0; e < VW; ++e) {
-                    const int at = t1 * RT + (j * WG0 + t0) * VW + e;
-                    partial[at] += partial[at + span * RT];
+                    partial[t1 * RT + (j * WG0 + t0) * VW + e] = acc[b * AXPY_ACC + j * VW + e];
                 }
             }
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    for (int c = t1 * WG0 + t0; c < RT; c += WG0 * WG1) {
-        if (r0 + c < o.outputs) store_output(C, (r0 + c) * o.incy, partial[c], alpha, beta);
-    }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int span = WG1 / 2; span > 0; span /= 2) {
+                if (t1 < span) {
+#pragma unroll
+                    for (int j = 0; j < VECS_PER_ITEM; ++j) {
+#pragma unroll
+                        for (int e = 0; e < VW; ++e) {
+                            const int at = t1 * RT + (j * WG0 + t0) * VW + e;
+                            partial[at] += partial[at + span * RT];
+                        }
+                    }
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
+            for (int c = t1 * WG0 + t0; c < RT; c += WG0 * WG1) {
+                if (r0 + c < o.outputs) store_output(y, (r0 + c) * o.incy, partial[c], alpha, beta);
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);  // read before the next x vector's sums overwrite
 #else
 #pragma unroll
-    for (int j = 0; j < VECS_PER_ITEM; ++j) {
+            for (int j = 0; j < VECS_PER_ITEM; ++j) {
 #pragma unroll
-        for (int e = 0; e < VW; ++e) {
-            const int c = (j * WG0 + t0) * VW + e;
-            if (r0 + c < o.outputs) store_output(C, (r0 + c) * o.incy, acc[j * VW + e], alpha, beta);
+                for (int e = 0; e < VW; ++e) {
+                    const int c = (j * WG0 + t0) * VW + e;
+                    if (r0 + c < o.outputs) {
+                        store_output(y, (r0 + c) * o.incy, acc[b * AXPY_ACC + j * VW + e], alpha,
+                                     beta);
+                    }
+                }
+            }
+#endif
         }
     }
-#endif
 }

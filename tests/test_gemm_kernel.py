@@ -145,11 +145,15 @@ def test_prefetch_double_buffers_across_many_k_tiles(
         assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
 
 
-# Matrix-vector shapes (M == 1 or N == 1) in every layout, for gemm.cl's two GEMV siblings:
-# rows and K that no tile or vector divides, a single output, K below one vector, and wide
-# leading dimensions (pad) that force the element-by-element path and strided x and y.
-GEMV_SHAPES = [(1, 77, 130), (129, 1, 67), (1, 1, 1), (1, 300, 3), (33, 1, 256), (1, 1030, 40)]
-GEMV_KERNELS = ("gemv_dot", "gemv_axpy")
+# Matrix-vector shapes (M == 1 or N == 1) and small batches of rows (1 < M <= 16) in every
+# layout, for gemm.cl's GEMV siblings: rows and K that no tile or vector divides, a single
+# output, K below one vector, a batch that no MB divides, and wide leading dimensions (pad) that
+# force the element-by-element path and strided x and y.
+GEMV_SHAPES = [
+    (1, 77, 130), (129, 1, 67), (1, 1, 1), (1, 300, 3), (33, 1, 256), (1, 1030, 40),
+    (3, 77, 130), (16, 300, 9), (2, 1030, 40), (7, 2, 33),
+]  # fmt: skip
+GEMV_KERNELS = ("gemv_dot", "gemv_axpy", "gemv_dot_batch", "gemv_axpy_batch")
 
 
 def gemv_cases() -> list[tuple[str, int, int, int, bool, bool]]:
@@ -168,7 +172,9 @@ def test_every_matrix_vector_layout_has_exactly_one_gemv_kernel() -> None:
             workload = gemm_workload(m, n, k, transa, transb)
             takers = [name for name in GEMV_KERNELS if load_kernel(name).takes(workload) is None]
             assert len(takers) == 1, (workload, takers)
-    assert load_kernel("gemv_dot").takes(gemm_workload(2, 2, 8)) is not None
+    for transb in (False, True):
+        beyond_a_batch = gemm_workload(17, 2, 8, transb=transb)
+        assert all(load_kernel(name).takes(beyond_a_batch) is not None for name in GEMV_KERNELS)
 
 
 @pytest.mark.parametrize(("name", "m", "n", "k", "transa", "transb"), gemv_cases())
@@ -231,5 +237,7 @@ def test_split_k_configs_match_float64_reference(
 def test_split_k_is_offered_only_where_c_has_few_tiles_for_its_depth() -> None:
     kernel = load_kernel("gemm_splitk")
     assert kernel.takes(gemm_workload(256, 256, 8192)) is None
+    assert kernel.takes(gemm_workload(128, 3072, 768)) is None  # 96 tiles of 64 x 64
     assert kernel.takes(gemm_workload(4096, 4096, 4096)) is not None
-    assert kernel.takes(gemm_workload(3136, 64, 576)) is not None
+    assert kernel.takes(gemm_workload(1000, 999, 997)) is not None  # 256 tiles
+    assert kernel.takes(gemm_workload(4096, 4096, 200)) is not None  # too short to split
