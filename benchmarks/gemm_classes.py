@@ -96,8 +96,11 @@ def launch_floor(device: cl.Device, runs: int = 50, stream: int = 20) -> dict[st
         events[-1].wait()
     single = statistics.median((e.profile.end - e.profile.start) * 1e-3 for e in events[1:])
     periods = []
-    for _ in range(5):
+    for _ in range(5):  # each burst held until enqueued whole, as DeviceRunner's back_to_back
+        gate = cl.UserEvent(context)
+        cl.enqueue_marker(queue, wait_for=[gate])
         burst = [kernel(queue, (64,), (64,)) for _ in range(stream)]
+        gate.set_status(cl.command_execution_status.COMPLETE)
         burst[-1].wait()
         periods.append((burst[-1].profile.end - burst[0].profile.start) * 1e-3 / stream)
     return {"empty_kernel_event_us": single, "empty_kernel_stream_us": statistics.median(periods)}

@@ -8,7 +8,9 @@ writes that depend on them happen in one transaction that serialises with every 
 operation: PostgreSQL locks the job rows it reads (``FOR UPDATE``; a lease skips the rows
 another transaction holds, ``SKIP LOCKED``), SQLite takes its one write lock at ``BEGIN
 IMMEDIATE``. A job's measurements are stored in the transaction that checks the lease, so a
-job changes hands only between two uploads, never during one.
+job changes hands only between two uploads, never during one. A lease's tuning sessions end
+with it: when the job is taken over, cancelled or finished, those still "running" (their agent
+was killed, or dropped the job) become "interrupted" in that transaction.
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ class JobQueue(Store):
             job = session.scalar(select(Job).where(Job.id == job_id).with_for_update())
             if job is None:
                 raise QueueError(404, f"no job {job_id}: see `octune jobs list`")
-            _cancel(job)
+            _cancel(session, job)
         return self._view(job_id)
 
     def cancel_submission(self, submission_id: int) -> list[int]:
@@ -223,7 +225,7 @@ class JobQueue(Store):
                 select(Job).where(Job.submission_id == submission_id).with_for_update()
             ).all()
             for job in jobs:
-                _cancel(job)
+                _cancel(session, job)
             return [job.id for job in jobs]
 
     # -- agents -----------------------------------------------------------------------------
@@ -310,9 +312,10 @@ class JobQueue(Store):
                     )
                     submission = session.get(JobSubmission, job.submission_id)
                     if submission is not None and job.failures >= submission.max_attempts:
-                        _end(job, "failed")
+                        _end(session, job, "failed")
                         job = None
                         continue
+                    _end_sessions(session, job)  # the expired lease's: it sends no more
                 job.status = "running"
                 job.lease_epoch += 1
                 job.lease_agent_id = agent_id
@@ -360,14 +363,15 @@ class JobQueue(Store):
             job = self._held(session, job_id, agent_id, token_id, epoch)
             job.tried_s = max(job.tried_s, tried_s)
             if error is None:
-                _end(job, "completed")
+                _end(session, job, "completed")
             else:
                 job.failures += 1
                 job.reason = error
                 submission = session.get(JobSubmission, job.submission_id)
                 if submission is not None and job.failures >= submission.max_attempts:
-                    _end(job, "failed")
+                    _end(session, job, "failed")
                 else:
+                    _end_sessions(session, job)
                     job.status, job.lease_agent_id, job.lease_expires_at = "queued", None, None
         return self._view(job_id)
 
@@ -598,11 +602,25 @@ class JobQueue(Store):
         ]
 
 
-def _cancel(job: Job) -> None:
+def _cancel(session: Session, job: Job) -> None:
     if job.status in ACTIVE:
-        _end(job, "cancelled")
+        _end(session, job, "cancelled")
 
 
-def _end(job: Job, status: str) -> None:
+def _end(session: Session, job: Job, status: str) -> None:
     """The last holder stays named, so that a holder's repeated "completed" is recognised."""
+    _end_sessions(session, job)
     job.status, job.finished_at, job.lease_expires_at = status, utcnow(), None
+
+
+def _end_sessions(session: Session, job: Job) -> None:
+    """Mark "interrupted" the job's sessions still "running", as its lease ends: no agent
+    will send their last status (the holder was killed, or drops the job at its next call
+    and is refused from then on), and without this they would look "running" for ever.
+    """
+    uploaded = select(JobSession.session_id).where(JobSession.job_id == job.id)
+    session.execute(
+        update(TuningSession)
+        .where(TuningSession.id.in_(uploaded), TuningSession.status == "running")
+        .values(status="interrupted", finished_at=utcnow())
+    )

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,17 +29,15 @@ from octune.db.store import Store
 from octune.farm.spec import spec_label, spec_tasks
 from octune.server.client import ClientError, OctuneClient, session_body
 from octune.server.schemas import DoneSessionOut, JobOut, LeaseOut, MeasurementIn
-from octune.tuner.campaign import Task, share
+from octune.tuner.campaign import Task, tune_in_turn, unverified
 from octune.tuner.device import DeviceInfo, require_compiling
 from octune.tuner.errors import OctuneError
 from octune.tuner.results import Measurement
-from octune.tuner.session import Budget, SessionReport, Settings, SystematicFailure, open_workers
+from octune.tuner.session import Budget, Settings
 from octune.tuner.workers import default_jobs
 
 #: Seconds between retries of a call that could not reach the server.
 RETRY_S = 1.0
-#: Candidates per workload when a job sets no budget: what `octune tune` gives.
-DEFAULT_CANDIDATES = 100
 
 
 class JobDropped(OctuneError):
@@ -178,41 +176,31 @@ def tune_job(held: Held, device: cl.Device, info: DeviceInfo, tasks: list[Task])
     `octune tune --resume` shares it; raises OctuneError when no workload got a verified
     config (the device cannot run them).
     """
-    from octune.tuner.cli import _tune_one, _unverified  # the CLI's own code paths
+    from octune.tuner.cli import tune_one  # the CLI's display of a session (imports the CLI)
 
     job = held.job
     seconds = None
     if job.budget_seconds is not None:
         seconds = max(job.budget_seconds - job.tried_s, 0.0)
-    total = Budget(candidates=job.budget_candidates)
-    if job.budget_candidates is None and seconds is None:
-        total = Budget(candidates=DEFAULT_CANDIDATES * len(tasks))
-    if seconds is not None and seconds <= 0:
-        return  # spent by earlier leases
-    total = replace(total, seconds=seconds)
+        if seconds <= 0:
+            return  # spent by earlier leases
     settings = Settings(jobs=default_jobs(device), resume=True)
-    used_candidates, started = 0, time.monotonic()
-    with open_workers(info, settings) as workers:
-        for index, task in enumerate(tasks):
-            weights = [later.weight for later in tasks[index:]]
-            part = share(total, weights, used_candidates, time.monotonic() - started)
-            if part is None:
-                break
-            report: SessionReport
-            try:
-                report = _tune_one(
-                    held.store, info, task, job.strategy, part, settings, None, workers,
-                    on_measurement=held.on_measurement,
-                )  # fmt: skip
-            except SystematicFailure as failure:
-                if len(tasks) == 1:
-                    raise
-                log(f"job {job.id}: {failure}; going on with the rest")
-                report = failure.report
-            used_candidates += report.progress.tried + report.progress.already_measured
-    unverified, tuned = _unverified(held.store, info, tasks)
-    if tuned and len(unverified) == tuned:
-        label, why = unverified[0]
+    turns = tune_in_turn(
+        tasks,
+        Budget(candidates=job.budget_candidates, seconds=seconds),
+        lambda task, part, workers: tune_one(
+            held.store, info, task, job.strategy, part, settings, None, workers, held.on_measurement
+        ),
+        device=info,
+        settings=settings,
+        count_earlier_time=False,  # earlier leases' time is off the budget already (tried_s)
+    )
+    for turn in turns:
+        if turn.failure is not None:
+            log(f"job {job.id}: {turn.failure}; going on with the rest")
+    missing, tuned = unverified(held.store, info, tasks)
+    if tuned and len(missing) == tuned:
+        label, why = missing[0]
         raise OctuneError(f"no workload got a verified config on {info.name} ({label}: {why})")
 
 

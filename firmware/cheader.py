@@ -589,7 +589,9 @@ struct octune_config {{
     int nkeys;
     int64_t source_shape[OCTUNE_MAX_KEYS];  /* that entry's shape, in the family's key order */
     /* Launches after the entry's, in order, with the same arguments (split-K's sum), and a
-       scratch buffer they share, passed as each launch's last argument (0: none). */
+       scratch buffer they share, passed as each launch's last argument (0: none): zero-fill
+       it once when allocating it (a kernel's counters there start at zero; runs leave them
+       so). */
     unsigned then_count;
     const char *then_entry[OCTUNE_MAX_THEN];
     unsigned then_work_dim[OCTUNE_MAX_THEN];

@@ -20,13 +20,21 @@ the fastest of those that take the layer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from octune.kernels.gemm import gemm_arguments
-from octune.tuner.family import Bound, Family, ShapeParam, Workload, random_normal, tolerance
+from octune.tuner.family import (
+    Arguments,
+    Bound,
+    Family,
+    ShapeParam,
+    Workload,
+    random_normal,
+    tolerance,
+)
 
 if TYPE_CHECKING:
     import pyopencl as cl
@@ -96,10 +104,16 @@ class Conv2d(Family):
         arguments = conv2d_arguments(workload, load_kernel(kernel).space.entry)
         return Bound(context, queue, inputs, reference, arguments)
 
+    def launch_arguments(self, workload: Workload, entry: str, alpha: float = 1.0) -> Arguments:
+        """``conv2d_arguments``: a model's conv runs as its tuning measured it. No conv
+        kernel scales its output, so ``alpha`` must be 1 (as an ONNX Conv's is).
+        """
+        if alpha != 1.0:
+            raise ValueError(f"conv2d kernels take no alpha, and {alpha} was asked")
+        return conv2d_arguments(workload, entry)
 
-def conv2d_arguments(
-    workload: Workload, entry: str
-) -> Callable[[Sequence[cl.Buffer], cl.Buffer], tuple[object, ...]]:
+
+def conv2d_arguments(workload: Workload, entry: str) -> Arguments:
     """A conv2d kernel's arguments for (x, w) and y, by its entry function: shared by tuning
     and by runtimes (``octune.runtime``), so both launch a kernel the same way.
     """

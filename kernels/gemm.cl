@@ -19,9 +19,10 @@
 //   PF              1: prefetch the next K tile into registers while computing on the current
 //                   one, with two local buffers (one barrier per K tile); 0: load, then compute
 // Derived: each work-item computes an MWI x NWI register tile, MWI = MWG/MDIMC, NWI = NWG/NDIMC.
-// Split-K entries (search_spaces/gemm_splitk.yaml), built with:
+// Split-K entries (search_spaces/gemm_splitk.yaml, gemm_splitk_serial.yaml), built with:
 //   KSPLIT          slices of K multiplied by separate work-groups into a workspace
-//   RWG             work-group size of gemm_splitk_sum, which adds the slices into C
+//   RWG             work-group size of gemm_splitk_sum, which adds the slices into C (the
+//                   two-launch variant; gemm_splitk_serial adds them in the same launch)
 
 #if !defined(MWG) || !defined(NWG) || !defined(KWG) || !defined(MDIMC) || !defined(NDIMC)
 #error "tuning parameters missing: build with -D MWG=.. -D NWG=.. -D KWG=.. -D MDIMC=.. -D NDIMC=.."
@@ -342,12 +343,13 @@ void gemm(GEMM_ARGUMENTS) {
 
 #ifdef KSPLIT
 // Split-K, for products with too few tiles of C to fill the device: K is cut into KSPLIT
-// slices of whole K tiles, work-group z of the third launch dimension multiplies slice z into
-// workspace[z] (M x N, row stride N), and gemm_splitk_sum adds the slices into C with alpha and
-// beta. The slices are summed in a fixed order, so results do not depend on scheduling.
-__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
-void gemm_splitk(GEMM_ARGUMENTS, __global float* restrict workspace) {
-    LOCAL_TILES;
+// slices of whole K tiles and work-group z of the third launch dimension multiplies slice z
+// into a partial product (M x N, row stride N) in the workspace. The slices are always summed
+// in the same order, so results do not depend on scheduling.
+
+// Slice z of K for this work-group, multiplied into partials + z * M * N.
+inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* Als,
+                       __local float* Bls) {
     const int slice = (((K + KSPLIT - 1) / KSPLIT + KWG - 1) / KWG) * KWG;
     const int kb = get_group_id(2) * slice;
     const int depth = max(0, min(slice, K - kb));  // a trailing slice may be empty: zeros
@@ -361,18 +363,67 @@ void gemm_splitk(GEMM_ARGUMENTS, __global float* restrict workspace) {
 #else
     const __global float* b = B + (size_t)kb * ldb;
 #endif
-    __global float* partial = workspace + (size_t)get_group_id(2) * M * N;
+    __global float* partial = partials + (size_t)get_group_id(2) * M * N;
     gemm_tile(M, N, depth, 1.0f, 0.0f, a, lda, b, ldb, partial, N, Als, Bls);
+}
+
+// C at (m, n) from the KSPLIT partial products at index i = m * N + n, with alpha and beta.
+inline void add_slices(const volatile __global float* partials, const int M, const int N,
+                       const int i, const float alpha, const float beta, __global float* c) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int z = 0; z < KSPLIT; ++z) sum += partials[(size_t)z * M * N + i];
+    *c = beta != 0.0f ? mad(beta, *c, alpha * sum) : alpha * sum;
+}
+
+#ifdef RWG
+// Two launches: every slice into the workspace, then gemm_splitk_sum adds them into C.
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+void gemm_splitk(GEMM_ARGUMENTS, __global float* restrict workspace) {
+    LOCAL_TILES;
+    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, workspace, Als, Bls);
 }
 
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
 void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace) {
     const int i = get_global_id(0);
     if (i >= M * N) return;
-    float sum = 0.0f;
-#pragma unroll
-    for (int z = 0; z < KSPLIT; ++z) sum += workspace[(size_t)z * M * N + i];
-    __global float* c = C + (i / N) * ldc + i % N;
-    *c = beta != 0.0f ? mad(beta, *c, alpha * sum) : alpha * sum;
+    add_slices(workspace, M, N, i, alpha, beta, C + (i / N) * ldc + i % N);
 }
+#else
+// One launch (a second costs a whole launch on some drivers: 5 us and more on NVIDIA's
+// OpenCL): the workspace starts with one counter per tile of C (zero when the launch starts,
+// see gemm_splitk_serial.yaml's `zeroed`), then the partial products. Each work-group counts
+// its slice done; the last of a tile adds the slices into C and sets the counter back to zero.
+#define COUNTERS(M, N) ((((M + MWG - 1) / MWG) * ((N + NWG - 1) / NWG) + 63) / 64 * 64)
+
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
+    LOCAL_TILES;
+    __local int last;
+    __global float* partials = workspace + COUNTERS(M, N);
+    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, Als, Bls);
+
+    // Every work-item's stores reach the device-wide level before the slice is counted.
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    const int tid = get_local_id(1) * NDIMC + get_local_id(0);
+    volatile __global int* counter =
+        (volatile __global int*)workspace + get_group_id(1) * get_num_groups(0) + get_group_id(0);
+    if (tid == 0) last = atomic_inc(counter) == KSPLIT - 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!last) return;  // the same for the whole work-group
+
+    // The other slices' stores are in; volatile loads read them past any per-unit cache.
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    const int m0 = get_group_id(1) * MWG;
+    const int n0 = get_group_id(0) * NWG;
+    for (int e = tid; e < MWG * NWG; e += WGS) {
+        const int m = m0 + e / NWG;
+        const int n = n0 + e % NWG;
+        if (m < M && n < N) add_slices(partials, M, N, m * N + n, alpha, beta, C + m * ldc + n);
+    }
+    if (tid == 0) atomic_xchg(counter, 0);
+}
+#endif
 #endif

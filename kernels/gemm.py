@@ -76,6 +76,15 @@ class Gemm(Family):
         arguments = gemm_arguments(m, n, k, shape_a[1], shape_b[1])
         return Bound(context, queue, inputs, reference, arguments)
 
+    def launch_arguments(
+        self, workload: Workload, entry: str, alpha: float = 1.0
+    ) -> Callable[[Sequence[cl.Buffer], cl.Buffer], tuple[object, ...]]:
+        """``gemm_arguments`` for a model's A, B and C as the shape lays them out."""
+        s = workload.shape
+        m, n, k = s["m"], s["n"], s["k"]
+        lda, ldb = m if s["transa"] else k, k if s["transb"] else n
+        return gemm_arguments(m, n, k, lda, ldb, alpha=alpha)
+
 
 FAMILY = Gemm()
 

@@ -388,6 +388,10 @@ class ShapeRules:
     def flops(self, values: Sequence[int]) -> int:
         return self._flops.evaluate(values)
 
+    def extents(self, values: Sequence[int]) -> list[int]:
+        """Each operand's element count, in ``Problem.extents`` order."""
+        return [expression.evaluate(values) for expression in self._extents]
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -528,7 +532,7 @@ class Answer:
     source: dict[str, Any] | None = field(default=None)  # the tuned workload the config is from
     # Launches after the entry's, with the same arguments plus the workspace, if any.
     then: tuple[FollowUpSizes, ...] = ()
-    workspace_bytes: int = 0  # scratch the launches share, passed last to each
+    workspace_bytes: int = 0  # scratch the launches share, passed last to each; zero-filled once
 
     def to_dict(self) -> dict[str, Any]:
         return {

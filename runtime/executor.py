@@ -19,8 +19,6 @@ import numpy as np
 import onnx
 import pyopencl as cl
 
-from octune.kernels.conv2d import conv2d_arguments
-from octune.kernels.gemm import gemm_arguments
 from octune.runtime.graph import (
     Alias,
     Concat,
@@ -259,20 +257,16 @@ class Runtime:
         shape, limits = workload.shape_vars(), self.info.limits
         sizes = spec.space.launches(config, shape, limits)
         elements = spec.space.workspace_elements(config, shape, limits)
-        # The batches run one after another: they share the workspace.
-        workspace = (
-            [cl.Buffer(self.context, cl.mem_flags.READ_WRITE, 4 * elements)] if elements else []
-        )
-        a, b, y = (self.buffers[name] for name in (*step.inputs, step.output))
-        if step.layer.family == "conv2d":
-            operands = [((a, b), y)]
-            arguments = conv2d_arguments(workload, entry)
-        else:
-            s = workload.shape
-            m, n, k = s["m"], s["n"], s["k"]
-            lda, ldb = m if s["transa"] else k, k if s["transb"] else n
-            arguments = gemm_arguments(m, n, k, lda, ldb, alpha=step.alpha)
-            operands = self._batches(step, (a, b, y), (m * k, k * n, m * n))
+        # The batches run one after another: they share the workspace. Zero-filled once: a
+        # kernel's counters there start at zero and every run leaves them so.
+        workspace = []
+        if elements:
+            workspace.append(cl.Buffer(self.context, cl.mem_flags.READ_WRITE, 4 * elements))
+            cl.enqueue_fill_buffer(self.queue, workspace[0], np.int32(0), 0, 4 * elements)
+        buffers = tuple(self.buffers[name] for name in (*step.inputs, step.output))
+        # The family (a plug-in) says how its kernels take the buffers: none is named here.
+        arguments = workload.family.launch_arguments(workload, entry, alpha=step.alpha)
+        operands = self._batches(step, buffers, workload.extents)
         launches = []
         for inputs, output in operands:
             for size in sizes:
@@ -295,7 +289,9 @@ class Runtime:
     def _batches(
         self, step: Tuned, buffers: tuple[cl.Buffer, ...], sizes: tuple[int, ...]
     ) -> list[tuple[tuple[cl.Buffer, cl.Buffer], cl.Buffer]]:
-        """A batched MatMul's operands, one GEMM per matrix: sub-buffers of A, B and C."""
+        """A layer's operands, one launch per matrix of a batched layer (a batched MatMul):
+        sub-buffers of each operand, ``sizes`` elements apart.
+        """
         a, b, y = buffers
         count = step.layer.count
         if count == 1:

@@ -114,7 +114,9 @@ class LookupAnswer(BaseModel):
         "sum of split-K partial products)",
     )
     workspace_bytes: int = Field(
-        0, description="scratch buffer the launches share, passed as each one's last argument"
+        0,
+        description="scratch buffer the launches share, passed as each one's last argument; "
+        "zero-fill it once when allocating it",
     )
 
 

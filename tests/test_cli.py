@@ -88,7 +88,7 @@ def test_best_when_every_measurement_failed_says_why(
     """Not "run tune first" after a tune that ran: the count, the status and the reason."""
     db = tmp_path / "failed.db"
     store = Store(f"sqlite:///{db}")
-    workload = gemm_workload(8, 8, 8)
+    workload = gemm_workload(17, 8, 8)
     session = store.start_session(
         store.device_id(device_info),
         store.kernel_version_id(
@@ -107,7 +107,7 @@ def test_best_when_every_measurement_failed_says_why(
         )
     store.finish_session(session, "completed")
 
-    result = octune("best", "gemm", "--m", "8", "--n", "8", "--k", "8", db=db)
+    result = octune("best", "gemm", "--m", "17", "--n", "8", "--k", "8", db=db)
     assert_one_line_error(
         result,
         "all 3 measured configs failed: build_error: error: unknown target CPU 'generic'",
@@ -251,8 +251,8 @@ def test_workloads_file_shares_the_budget_and_its_summary_matches_the_database(
     workloads = tmp_path / "layers.yaml"
     workloads.write_text(
         "workloads:\n"
-        "  - {kernel: gemm, m: 16, n: 12, k: 5}\n"
-        "  - {kernel: gemm, m: 9, n: 20, k: 7, transa: true}\n"
+        "  - {kernel: gemm, m: 17, n: 12, k: 5}\n"
+        "  - {kernel: gemm, m: 19, n: 20, k: 7, transa: true}\n"
     )
     db = tmp_path / "many.db"
     summary = tmp_path / "summary.json"
@@ -260,14 +260,14 @@ def test_workloads_file_shares_the_budget_and_its_summary_matches_the_database(
                     "--strategy", "exhaustive", "--jobs", "0",
                     "--summary", str(summary), db=db)  # fmt: skip
     assert result.returncode == 0, result.stderr + result.stdout
-    assert "GEMM TN 9x20x7" in result.stdout  # the summary table
+    assert "GEMM TN 19x20x7" in result.stdout  # the summary table
     rows = json.loads(summary.read_text())
     assert [row["tried_now"] for row in rows] == [2, 2]
     keys, _ = stored_candidates(db)
     assert sum(row["stored_candidates"] for row in rows) == len(keys) == 4
     shapes = (
-        ["--m", "16", "--n", "12", "--k", "5"],
-        ["--m", "9", "--n", "20", "--k", "7", "--transa"],
+        ["--m", "17", "--n", "12", "--k", "5"],
+        ["--m", "19", "--n", "20", "--k", "7", "--transa"],
     )
     for row, shape in zip(rows, shapes, strict=True):
         best = octune("best", "gemm", *shape, "--json", db=db)

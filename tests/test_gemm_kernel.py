@@ -50,9 +50,12 @@ def run_gemm(
     space, shape = kernel_spec.space, workload.shape_vars()
     limits = DeviceInfo.from_cl(context.devices[0]).limits
     elements = space.workspace_elements(config, shape, limits)
-    # Scratch starts as NaN: a partial product the first launch fails to write shows.
-    nan = np.full(elements, np.nan, np.float32)
-    workspace = [cl.Buffer(context, flags, hostbuf=nan)] if elements else []
+    zeroed = space.zeroed_elements(config, shape, limits)
+    # Scratch starts as NaN: a partial product the first launch fails to write shows. Its
+    # counters (the leading `zeroed` elements) start at zero.
+    scratch = np.full(elements, np.nan, np.float32)
+    scratch.view(np.int32)[:zeroed] = 0
+    workspace = [cl.Buffer(context, flags, hostbuf=scratch)] if elements else []
     for launch in space.launches(config, shape, limits):
         getattr(program, launch.entry)(
             queue, launch.global_size, launch.local_size,
@@ -65,6 +68,9 @@ def run_gemm(
         )  # fmt: skip
     out = np.empty_like(c_wide)
     cl.enqueue_copy(queue, out, buffers[2])
+    if zeroed:
+        cl.enqueue_copy(queue, scratch, workspace[0])
+        assert not scratch.view(np.int32)[:zeroed].any(), "counters left non-zero"
     assert np.all(out[:, workload.shape["n"] :] == np.float32(7.0)), "kernel wrote outside C"
     op_a = (a.T if s["transa"] else a).astype(np.float64)
     op_b = (b.T if s["transb"] else b).astype(np.float64)
@@ -211,13 +217,14 @@ def test_gemv_configs_match_float64_reference(
 SPLITK_SHAPES = [(37, 45, 1003), (5, 130, 2900), (64, 1, 777), (1, 9, 1500)]
 
 
+@pytest.mark.parametrize("name", ["gemm_splitk", "gemm_splitk_serial"])
 @pytest.mark.parametrize(("transa", "transb"), LAYOUTS)
 def test_split_k_configs_match_float64_reference(
-    cl_device: cl.Device, device_info: DeviceInfo, transa: bool, transb: bool
+    cl_device: cl.Device, device_info: DeviceInfo, name: str, transa: bool, transb: bool
 ) -> None:
-    kernel = load_kernel("gemm_splitk")
+    kernel = load_kernel(name)
     table = kernel.space.enumerate(device_info.limits)
-    seed = 31 + 2 * transa + transb
+    seed = 31 + 2 * transa + transb + len(name)
     splits = table.column("KSPLIT")
     most = np.random.default_rng(seed).choice(np.flatnonzero(splits == splits.max()))
     configs = [table.config(int(most)), *sample_configs(table, 3, seed)]
@@ -234,8 +241,9 @@ def test_split_k_configs_match_float64_reference(
         assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
 
 
-def test_split_k_is_offered_only_where_c_has_few_tiles_for_its_depth() -> None:
-    kernel = load_kernel("gemm_splitk")
+@pytest.mark.parametrize("name", ["gemm_splitk", "gemm_splitk_serial"])
+def test_split_k_is_offered_only_where_c_has_few_tiles_for_its_depth(name: str) -> None:
+    kernel = load_kernel(name)
     assert kernel.takes(gemm_workload(256, 256, 8192)) is None
     assert kernel.takes(gemm_workload(128, 3072, 768)) is None  # 96 tiles of 64 x 64
     assert kernel.takes(gemm_workload(4096, 4096, 4096)) is not None

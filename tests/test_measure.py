@@ -8,7 +8,8 @@ import pyopencl as cl
 import pytest
 
 from octune.kernels.gemm import gemm_workload
-from octune.tuner.kernels import KernelSpec
+from octune.tuner.device import DeviceInfo
+from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.results import Status
 from octune.tuner.space import ConfigTable
@@ -92,3 +93,16 @@ def test_same_config_is_built_once(
     config = small_config(gemm_table, MWG=16, NWG=16)
     options = gemm_kernel.build_options(config, WORKLOAD)
     assert runner.build(options) is runner.build(options)
+
+
+def test_kernel_that_leaves_its_counters_dirty_is_rejected(cl_device: cl.Device) -> None:
+    """One-launch split-K must leave its zeroed counters at zero: the next run relies on it."""
+    serial = load_kernel("gemm_splitk_serial")
+    workload = gemm_workload(37, 45, 1003)
+    config = small_config(serial.space.enumerate(DeviceInfo.from_cl(cl_device).limits),
+                          MWG=16, NWG=16, KSPLIT=3)  # fmt: skip
+    assert DeviceRunner(cl_device, serial, workload, seed=4).measure(config).status is Status.OK
+    forgetful = variant(serial, "if (tid == 0) atomic_xchg(counter, 0);", "")
+    result = DeviceRunner(cl_device, forgetful, workload, seed=4).measure(config)
+    assert result.status is Status.WRONG_RESULT
+    assert "zeroed workspace elements non-zero" in result.message

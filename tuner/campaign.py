@@ -4,12 +4,15 @@ The budget is shared by giving each workload its part of what is left when its t
 (``share``): an even part of ``EVEN_SHARE`` of it, plus its weight's part (equal unless an entry
 says ``weight:``, e.g. a network layer's share of the network's time) of the rest. A workload
 that stops early (patience, an exhausted space) leaves its unused part to the ones after it,
-and no workload can starve the others.
+and no workload can starve the others. ``tune_in_turn`` is that loop, for `octune tune` and for
+a farm agent's job alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -24,10 +27,13 @@ from pydantic import (
     ValidationError,
 )
 
+from octune.db.store import Store
+from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, resolve_kernels
-from octune.tuner.session import Budget
+from octune.tuner.session import Budget, SessionReport, Settings, SystematicFailure, open_workers
+from octune.tuner.workers import Workers
 
 EXAMPLE = (
     "workloads: [{kernel: gemm, m: 1024, n: 1024, k: 1024, transb: true}, "
@@ -40,6 +46,8 @@ EXAMPLE = (
 #: halved between its two kernels) got about one candidate, which failed, and it then ran on
 #: the untuned default at 17 % of the network's time.
 EVEN_SHARE = 0.25
+#: Candidates per workload when a run sets neither a candidate nor a time budget.
+DEFAULT_CANDIDATES = 100
 
 
 class _WorkloadEntry(BaseModel):
@@ -153,3 +161,101 @@ def share(
         if seconds <= 0:
             return None
     return replace(total, candidates=candidates, seconds=seconds)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One workload's session in a run that tunes many in turn."""
+
+    task: Task
+    report: SessionReport
+    # The device could not run the task's kernel; the run went on with the other tasks.
+    failure: SystematicFailure | None = None
+
+
+def tune_in_turn(
+    tasks: Sequence[Task],
+    total: Budget,
+    tune: Callable[[Task, Budget, Workers], SessionReport],
+    *,
+    device: DeviceInfo,
+    settings: Settings,
+    count_earlier_time: bool = True,
+) -> Iterator[Turn]:
+    """Tune ``tasks`` one after another, each with its ``share`` of what is left of ``total``
+    (``DEFAULT_CANDIDATES`` a task when it sets no limit), through one set of workers: the run
+    of `octune tune` and of a farm agent's job, so both share a budget alike. ``tune`` runs
+    one task's session. The turns stop when the budget is spent (fewer turns than tasks) or
+    after an interrupted session. A systematic failure is raised when there is one task;
+    with more, its turn carries it and the others still get their chance.
+
+    With ``settings.resume`` the configs earlier runs measured count against the candidates;
+    ``count_earlier_time`` counts their time too. A farm agent passes False: it has taken
+    its earlier leases' time (the job's ``tried_s``) off ``total`` already.
+
+    A generator: close it (``contextlib.closing``) when not iterating it to the end, so the
+    workers stop at once.
+    """
+    if total.candidates is None and total.seconds is None:
+        total = replace(total, candidates=DEFAULT_CANDIDATES * len(tasks))
+    used_candidates, used_earlier, started = 0, 0.0, time.monotonic()
+    with open_workers(device, settings) as workers:
+        for index, task in enumerate(tasks):
+            weights = [later.weight for later in tasks[index:]]
+            used_seconds = used_earlier + time.monotonic() - started
+            part = share(total, weights, used_candidates, used_seconds)
+            if part is None:
+                return
+            failure: SystematicFailure | None = None
+            try:
+                report = tune(task, part, workers)
+            except SystematicFailure as error:
+                if len(tasks) == 1:
+                    raise
+                failure, report = error, error.report
+            progress = report.progress
+            # On a resume, what earlier runs spent on this workload is part of what it used.
+            used_candidates += progress.tried + (
+                progress.already_measured if settings.resume else 0
+            )
+            if count_earlier_time:
+                used_earlier += progress.earlier_s
+            yield Turn(task, report, failure)
+            if report.interrupted:
+                return
+
+
+def unverified(
+    store: Store, device: DeviceInfo, tasks: Sequence[Task]
+) -> tuple[list[tuple[str, str]], int]:
+    """The workloads none of whose kernels has a verified config, each with how many
+    candidates failed and the most common reason; and how many workloads there were. A
+    workload, not a kernel: a lookup answers a family's workload with its fastest kernel.
+    """
+    groups: dict[str, list[Task]] = {}
+    for task in tasks:
+        groups.setdefault(task.workload.key, []).append(task)
+    found_none = []
+    for group in groups.values():
+        found = [
+            store.best(device.fingerprint, t.kernel.name, t.workload.key, t.kernel.sha256)
+            for t in group
+        ]
+        if any(found):
+            continue
+        failed = 0
+        reasons: Counter[str] = Counter()
+        for t in group:
+            failures = store.failures(
+                device.fingerprint, t.kernel.name, t.workload.key, t.kernel.sha256
+            )
+            if failures is not None:
+                failed += failures.measured
+                reasons.update(failures.reasons)
+        why = (
+            f"{failed} candidates failed ({reasons.most_common(1)[0][0]})"
+            if reasons
+            else "no candidate was measured"
+        )
+        found_none.append((group[0].label, why))
+    return found_none, len(groups)

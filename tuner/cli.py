@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +22,7 @@ from octune.networks.cli import report
 from octune.networks.options import BatchOption, DimOption
 from octune.runtime.cli import run
 from octune.server.cli import serve, token_app
-from octune.tuner.campaign import Task, load_tasks, share, tasks_for
+from octune.tuner.campaign import Task, load_tasks, tasks_for, tune_in_turn, unverified
 from octune.tuner.cli_devices import devices, setup
 from octune.tuner.device import DeviceInfo, require_compiling, select_device
 from octune.tuner.energy import sensor_for
@@ -36,9 +34,7 @@ from octune.tuner.session import (
     Budget,
     SessionReport,
     Settings,
-    SystematicFailure,
     check_seed,
-    open_workers,
     parse_duration,
     run_session,
 )
@@ -189,8 +185,6 @@ def tune(
         seconds=parse_duration(time_budget) if time_budget else None,
         patience=patience,
     )
-    if total.candidates is None and total.seconds is None:
-        total = replace(total, candidates=100 * len(tasks))
     cl_device = select_device(device)
     require_compiling(cl_device)
     info = DeviceInfo.from_cl(cl_device)
@@ -215,44 +209,37 @@ def tune(
         f"{settings.jobs} build process(es), database {store.url}"
     )
     rows: list[dict[str, object]] = []
-    used_candidates, used_earlier, started = 0, 0.0, time.monotonic()
     interrupted = False
-    workers = open_workers(info, settings)
-    try:
-        for index, task in enumerate(tasks):
-            used_seconds = used_earlier + time.monotonic() - started
-            weights = [later.weight for later in tasks[index:]]
-            part = share(total, weights, used_candidates, used_seconds)
-            if part is None:
-                console.print(f"Budget spent: {task.workload} and those after it were not tuned.")
-                break
-            try:
-                report = _tune_one(store, info, task, strategy, part, settings, seed, workers)
-            except SystematicFailure as failure:
-                if len(tasks) == 1:
-                    raise
-                message = f"[yellow]{escape(str(failure))}[/] Going on with the rest of the run."
+    turns = tune_in_turn(
+        tasks,
+        total,
+        lambda task, part, workers: tune_one(
+            store, info, task, strategy, part, settings, seed, workers
+        ),
+        device=info,
+        settings=settings,
+    )
+    with closing(turns):
+        for turn in turns:
+            if turn.failure is not None:
+                message = (
+                    f"[yellow]{escape(str(turn.failure))}[/] Going on with the rest of the run."
+                )
                 console.print(message, soft_wrap=True)
-                report = failure.report
             if upload is not None and token is not None:
-                _upload(store, report, upload, token)
-            # With --resume, what earlier runs spent on this workload is part of what it used.
-            used_candidates += report.progress.tried + (
-                report.progress.already_measured if resume else 0
-            )
-            used_earlier += report.progress.earlier_s
-            rows.append(_summary_row(store, info, task, report, objective))
-            if report.interrupted:
-                interrupted = True
-                break
-    finally:
-        workers.close()
+                _upload(store, turn.report, upload, token)
+            rows.append(_summary_row(store, info, turn.task, turn.report, objective))
+            interrupted = turn.report.interrupted
+    if len(rows) < len(tasks) and not interrupted:  # the turns stopped: the budget ran out
+        console.print(
+            f"Budget spent: {tasks[len(rows)].workload} and those after it were not tuned."
+        )
     _print_summary(rows, objective)
     if summary is not None:
         summary.write_text(json.dumps(rows, indent=2))
-    unverified, workloads_tuned = _unverified(store, info, tasks[: len(rows)])
+    missing, workloads_tuned = unverified(store, info, tasks[: len(rows)])
     if workloads_tuned > 1:
-        for label, why in unverified:
+        for label, why in missing:
             console.print(
                 f"no verified config for {label}: {why}; lookups answer it from the nearest "
                 "tuned shape or the default",
@@ -265,8 +252,8 @@ def tune(
             "command and --resume."
         )
         raise typer.Exit(130)
-    if workloads_tuned and len(unverified) == workloads_tuned:
-        label, why = unverified[0]
+    if workloads_tuned and len(missing) == workloads_tuned:
+        label, why = missing[0]
         problem = (
             f"no verified config for {label}: {why}"
             if workloads_tuned == 1
@@ -296,7 +283,7 @@ def _model_tasks(source: str, batch: int | None, dims: list[str] | None) -> list
     return network_tasks(layers)
 
 
-def _tune_one(
+def tune_one(
     store: Store,
     info: DeviceInfo,
     task: Task,
@@ -307,6 +294,9 @@ def _tune_one(
     workers: Workers,
     on_measurement: Callable[[int, Measurement], None] | None = None,
 ) -> SessionReport:
+    """One task's session with a progress bar and a closing line: `octune tune` shows each
+    workload this way, and a farm agent shows its jobs' workloads alike in its log.
+    """
     table = task.kernel.space.enumerate(info.limits)
     console.print(f"[bold]{task.workload}[/] with {task.kernel.name}: {len(table):,} legal configs")
     with Progress(
@@ -347,42 +337,6 @@ def _tune_one(
     if report.within_noise:
         console.print("The top candidates are within noise of each other: either will do.")
     return report
-
-
-def _unverified(
-    store: Store, info: DeviceInfo, tasks: Sequence[Task]
-) -> tuple[list[tuple[str, str]], int]:
-    """The workloads none of whose kernels has a verified config, each with how many
-    candidates failed and the most common reason; and how many workloads there were. A
-    workload, not a kernel: a lookup answers a family's workload with its fastest kernel.
-    """
-    groups: dict[str, list[Task]] = {}
-    for task in tasks:
-        groups.setdefault(task.workload.key, []).append(task)
-    unverified = []
-    for group in groups.values():
-        found = [
-            store.best(info.fingerprint, t.kernel.name, t.workload.key, t.kernel.sha256)
-            for t in group
-        ]
-        if any(found):
-            continue
-        failed = 0
-        reasons: Counter[str] = Counter()
-        for t in group:
-            failures = store.failures(
-                info.fingerprint, t.kernel.name, t.workload.key, t.kernel.sha256
-            )
-            if failures is not None:
-                failed += failures.measured
-                reasons.update(failures.reasons)
-        why = (
-            f"{failed} candidates failed ({reasons.most_common(1)[0][0]})"
-            if reasons
-            else "no candidate was measured"
-        )
-        unverified.append((group[0].label, why))
-    return unverified, len(groups)
 
 
 def _upload(store: Store, report: SessionReport, url: str, token: str) -> None:

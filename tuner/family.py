@@ -4,9 +4,10 @@ and the pipeline.
 A family is one Python module beside its OpenCL templates and search spaces. It declares its
 shape once (``ShapeParam``s, derived variables, the rules a possible shape obeys, the flops and
 each operand's extent, all as lookup expressions) and knows how to put a workload on a device
-(``Family.bind``: random inputs, kernel arguments, float64 reference). Everything else reads
-that declaration: the CLI's options, workloads files, REST queries, the lookup's validation
-and distances, bundles and the C header. So adding a family adds files and edits none here.
+(``Family.bind``: random inputs, kernel arguments, float64 reference; a runtime's arguments:
+``Family.launch_arguments``). Everything else reads that declaration: the CLI's options,
+workloads files, REST queries, the lookup's validation and distances, bundles, the C header
+and the runtime. So adding a family adds files and edits none here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeAlias
 
 import numpy as np
 
@@ -34,6 +35,9 @@ MAX_ELEMENTS = (1 << 31) - 1
 # data; the factor leaves room for any summation order while one wrong term is still caught.
 TOLERANCE_FACTOR = 16.0
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
+
+#: A kernel's arguments for its input buffers and its output buffer (a workspace follows).
+Arguments: TypeAlias = "Callable[[Sequence[cl.Buffer], cl.Buffer], tuple[object, ...]]"
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,14 @@ class Family(ABC):
         rng: np.random.Generator,
     ) -> BoundWorkload:
         """Random inputs (never all zero), the float64 reference, and ``kernel``'s arguments."""
+
+    def launch_arguments(self, workload: Workload, entry: str, alpha: float = 1.0) -> Arguments:
+        """``entry``'s arguments for a model's buffers (``octune.runtime``), ``alpha`` scaling
+        the product where the model asks (ONNX Gemm): the runtime asks the family, so it runs
+        any family's kernels as tuning does without naming one. A family whose kernels no
+        model runs leaves this out.
+        """
+        raise NotImplementedError(f"{self.name} gives no launch arguments: no model runs it")
 
     def describe(self, shape: Mapping[str, int]) -> str:
         """How a workload reads in tables and messages."""
@@ -209,6 +221,13 @@ class Workload:
     def flops(self) -> int:
         rules = self.family.shape_rules
         return rules.flops(list(self.shape_vars().values()))
+
+    @property
+    def extents(self) -> tuple[int, ...]:
+        """Each operand's element count (inputs, then the output): a batched layer's
+        operands are cut into matrices of these sizes.
+        """
+        return tuple(self.family.shape_rules.extents(list(self.shape_vars().values())))
 
     def defines(self) -> dict[str, int]:
         """The shape keys the template takes at compile time."""

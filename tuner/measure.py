@@ -126,6 +126,7 @@ class DeviceRunner:
                 )
         try:
             workspace = self._workspace(space.workspace_elements(config, shape, self.info.limits))
+            zeroed = space.zeroed_elements(config, shape, self.info.limits)
         except cl.Error as error:
             self._open()
             return failed(Status.LAUNCH_ERROR, f"workspace: {error}")
@@ -158,11 +159,22 @@ class DeviceRunner:
             self.data.poison_output()
             for buffer in workspace:  # a slice the launches forget to write shows as NaN
                 cl.enqueue_fill_buffer(self.queue, buffer, np.float32(np.nan), 0, buffer.size)
+                if zeroed:  # ... but counters start at zero, as a runtime allocates them
+                    cl.enqueue_fill_buffer(self.queue, buffer, np.int32(0), 0, 4 * zeroed)
             run(0)
             error_ratio = self.data.error_ratio()
+            dirty = self._dirty_counters(workspace, zeroed)
         except cl.Error as error:
             self._open()
             return failed(Status.LAUNCH_ERROR, str(error))
+        if dirty:
+            return Measurement(
+                config,
+                Status.WRONG_RESULT,
+                flops=flops,
+                message=f"left {dirty} of its {zeroed} zeroed workspace elements non-zero; the "
+                "launches must leave them at zero for the next run",
+            )
         if not error_ratio < 1.0:
             return Measurement(
                 config,
@@ -201,19 +213,32 @@ class DeviceRunner:
             self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=4 * elements)
         return (self._scratch.get_sub_region(0, 4 * elements),)
 
+    def _dirty_counters(self, workspace: tuple[cl.Buffer, ...], zeroed: int) -> int:
+        """How many of the workspace's leading ``zeroed`` elements are not zero now."""
+        if not zeroed:
+            return 0
+        counters = np.empty(zeroed, np.int32)
+        cl.enqueue_copy(self.queue, counters, workspace[0])
+        return int(np.count_nonzero(counters))
+
     def _back_to_back(
         self,
         enqueue: Callable[[int], list[cl.Event]],
         launch: Callable[[], list[cl.Event]],
         bursts: int = 5,
     ) -> float:
-        """Median over bursts of the first launch's start to the last one's end, per run;
-        arguments are set once per burst, so that the host keeps ahead of the device.
+        """Median over bursts of the first launch's start to the last one's end, per run.
+        Each burst is held behind a user event until all of it is enqueued: enqueueing from
+        Python takes longer than a short kernel runs, so the device would otherwise wait on the
+        host between launches.
         """
         periods = []
         for _ in range(bursts):
+            gate = cl.UserEvent(self.context)
+            cl.enqueue_marker(self.queue, wait_for=[gate])
             events = [enqueue(1 % self.data.input_sets)]
             events += [launch() for _ in range(self.back_to_back - 1)]
+            gate.set_status(cl.command_execution_status.COMPLETE)
             events[-1][-1].wait()
             span = events[-1][-1].profile.end - events[0][0].profile.start
             periods.append(span * 1e-9 / self.back_to_back)

@@ -118,6 +118,7 @@ class _SpaceModel(BaseModel):
     requires: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)
     launch: _LaunchModel
     workspace: _ExpressionText | None = None
+    zeroed: _ExpressionText | None = None
     then: Annotated[list[_FollowUpModel], _none_to(list)] = Field(default_factory=list)
 
 
@@ -280,6 +281,14 @@ class SearchSpace:
             if model.workspace is None
             else self._expression(model.workspace, every_name, "workspace")
         )
+        # Leading workspace elements (counters, as int32) that must be zero when the launches
+        # start and that they leave at zero: the runtime zero-fills the workspace once, when
+        # it allocates it, and never again.
+        self.zeroed: Expression | None = (
+            None if model.zeroed is None else self._expression(model.zeroed, every_name, "zeroed")
+        )
+        if self.zeroed is not None and self.workspace is None:
+            raise self._error("zeroed names part of a workspace; declare the workspace too")
         self.follow_ups: tuple[FollowUp, ...] = tuple(
             FollowUp(step.entry, *self._launch(step, every_name, f"then[{i}]"))
             for i, step in enumerate(model.then)
@@ -428,6 +437,8 @@ class SearchSpace:
         yield from self.launch_local
         if self.workspace is not None:
             yield self.workspace
+        if self.zeroed is not None:
+            yield self.zeroed
         for step in self.follow_ups:
             yield from step.global_
             yield from step.local
@@ -725,6 +736,14 @@ class SearchSpace:
             return 0
         env = self._shape_env(config, shape, limits)
         return self._size(self.workspace, env)
+
+    def zeroed_elements(
+        self, config: Mapping[str, int], shape: Mapping[str, int], limits: Mapping[str, int]
+    ) -> int:
+        """Leading workspace elements that start at zero and that the launches leave at zero."""
+        if self.zeroed is None:
+            return 0
+        return self._size(self.zeroed, self._shape_env(config, shape, limits))
 
     def _shape_env(
         self, config: Mapping[str, int], shape: Mapping[str, int], limits: Mapping[str, int]

@@ -88,6 +88,18 @@ def job_measurements(store: ServerStore, job_id: int) -> list[tuple[int, int, st
         return [tuple(row) for row in session.execute(query)]
 
 
+def session_statuses(store: ServerStore, job_id: int) -> list[str]:
+    """The status of each tuning session uploaded for the job, oldest first."""
+    query = (
+        select(TuningSession.status)
+        .join(JobSession, JobSession.session_id == TuningSession.id)
+        .where(JobSession.job_id == job_id)
+        .order_by(TuningSession.id)
+    )
+    with store._session() as session:
+        return list(session.scalars(query))
+
+
 def duplicates(measured: list[tuple[int, int, str, str]]) -> list[tuple]:
     """Configs that a job's search sessions measured more than once: a resumed job must
     never measure again what an earlier lease uploaded.

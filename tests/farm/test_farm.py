@@ -15,6 +15,7 @@ from farm_testing import (
     duplicates,
     job,
     job_measurements,
+    session_statuses,
     wait_for,
 )
 from server_testing import LiveServer, octune
@@ -83,6 +84,7 @@ def test_a_killed_agent_is_replaced_and_nothing_is_measured_twice(farm, tmp_path
     assert duplicates(after) == []
     assert len([m for m in after if m[2] != "confirm"]) <= 12
     assert "resuming after" in (tmp_path / "second.log").read_text()
+    assert "running" not in session_statuses(store, job_id)  # the killed agent's ended too
 
 
 def test_a_server_restart_loses_nothing(farm, db_url, tmp_path):
@@ -129,4 +131,5 @@ def test_a_cancelled_job_stops_and_the_agent_takes_the_next(farm, tmp_path):
     assert next_job["failures"] == 0
     assert job(server.url, job_id)["status"] == "cancelled"
     assert len(job_measurements(store, job_id)) == stored  # nothing stored after the cancel
+    assert "running" not in session_statuses(store, job_id)
     assert f"job {job_id}: dropped" in (tmp_path / "agent.log").read_text()

@@ -8,7 +8,7 @@ import threading
 from dataclasses import replace
 
 import pytest
-from farm_testing import WORKLOADS, device_in
+from farm_testing import WORKLOADS, device_in, session_statuses
 from fastapi.testclient import TestClient
 from server_testing import bearer, octune
 
@@ -179,12 +179,8 @@ def test_cancelled_job_is_dropped_by_its_agent(client, write, device_info):
     assert lease(client, write, agent, device_info)["job"] is None
 
 
-def test_uploads_are_idempotent_and_only_from_the_holder(
-    client, write, store, device_info, gemm_kernel
-):
-    agent, intruder = register(client, write, device_info), register(client, write, device_info)
-    job_id = submit(client, write)["jobs"][0]["id"]
-    lease(client, write, agent, device_info)
+def upload_body(device_info, gemm_kernel, agent: int, epoch: int) -> dict:
+    """One failed candidate of a still running session, as the holder of a lease sends it."""
     record = {
         "device": device_in(device_info),
         "kernel": {"name": gemm_kernel.name, "sha256": gemm_kernel.sha256,
@@ -198,8 +194,17 @@ def test_uploads_are_idempotent_and_only_from_the_holder(
     config = gemm_kernel.space.enumerate(device_info.limits).config(0)
     failed = {"config": config, "status": "build_error", "times_s": [], "flops": 8192,
               "max_error": None, "message": "error: no", "extra": {}}  # fmt: skip
-    body = {**session_body(record, [failed], "running"), "agent_id": agent, "epoch": 1,
+    return {**session_body(record, [failed], "running"), "agent_id": agent, "epoch": epoch,
             "session_key": 1}  # fmt: skip
+
+
+def test_uploads_are_idempotent_and_only_from_the_holder(
+    client, write, store, device_info, gemm_kernel
+):
+    agent, intruder = register(client, write, device_info), register(client, write, device_info)
+    job_id = submit(client, write)["jobs"][0]["id"]
+    lease(client, write, agent, device_info)
+    body = upload_body(device_info, gemm_kernel, agent, 1)
     url = f"/v1/jobs/{job_id}/measurements"
     first = client.post(url, json=body, headers=write).json()
     repeat = client.post(url, json=body, headers=write).json()
@@ -210,6 +215,29 @@ def test_uploads_are_idempotent_and_only_from_the_holder(
     granted = lease(client, write, agent, device_info)  # what a resumed lease starts from
     assert [len(s["measurements"]) for s in granted["done"]] == [1]
     assert store.job(job_id).candidates == 1
+
+
+def test_a_dropped_lease_ends_its_sessions(client, write, store, device_info, gemm_kernel):
+    """A session whose agent lost the job (killed, its lease taken over; or the job
+    cancelled) ends "interrupted": that agent never sends its last status.
+    """
+    first, second = register(client, write, device_info), register(client, write, device_info)
+    job_id = submit(client, write, max_attempts=3)["jobs"][0]["id"]
+    writer = token_id(store, write)
+    url = f"/v1/jobs/{job_id}/measurements"
+    lease(client, write, first, device_info)
+    body = upload_body(device_info, gemm_kernel, first, 1)
+    assert client.post(url, json=body, headers=write).is_success
+    store.heartbeat(job_id, first, writer, 1, 1.0, 0.0)  # then SIGKILLed: the lease expires
+    assert session_statuses(store, job_id) == ["running"]
+    taken = store.lease(second, writer, device_info.fingerprint, 60)
+    assert taken is not None and taken.job.lease_epoch == 2
+    assert session_statuses(store, job_id) == ["interrupted"]
+    body = upload_body(device_info, gemm_kernel, second, 2)
+    assert client.post(url, json=body, headers=write).is_success
+    assert session_statuses(store, job_id) == ["interrupted", "running"]
+    assert client.post(f"/v1/jobs/{job_id}/cancel", headers=write).is_success
+    assert session_statuses(store, job_id) == ["interrupted", "interrupted"]
 
 
 def test_bad_input_is_one_line(client, write, store, tmp_path, device_info):

@@ -107,7 +107,7 @@ def test_two_tuners_starting_on_a_new_database_both_finish(db_url: str) -> None:
     results = all_at_once(
         2,
         lambda i: octune(
-            "tune", "gemm", "--m", "8", "--n", str(8 + i), "--k", "8", "--budget", "2",
+            "tune", "gemm", "--m", "17", "--n", str(8 + i), "--k", "8", "--budget", "2",
             "--strategy", "random", "--confirm", "0", "--db", db,
         ),
     )  # fmt: skip
@@ -129,7 +129,7 @@ def test_a_writer_holding_the_lock_for_20_s_does_not_end_a_tune(tmp_path: Path) 
     try:
         started = time.monotonic()
         result = octune(
-            "tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--budget", "2",
+            "tune", "gemm", "--m", "17", "--n", "8", "--k", "8", "--budget", "2",
             "--strategy", "random", "--confirm", "0", "--db", f"sqlite:///{path}",
         )  # fmt: skip
         waited = time.monotonic() - started
@@ -158,7 +158,7 @@ def test_two_tuners_of_one_workload_never_measure_a_config_twice(tmp_path: Path)
     """
     db = f"sqlite:///{tmp_path / 'shared.db'}"
     Store(db).close()
-    args = ["tune", "gemm", "--m", "16", "--n", "16", "--k", "16", "--strategy", "random",
+    args = ["tune", "gemm", "--m", "17", "--n", "16", "--k", "16", "--strategy", "random",
             "--seed", "3", "--confirm", "0", "--db", db]  # fmt: skip
     results = all_at_once(2, lambda _: octune(*args, "--budget", "8"))
     assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]

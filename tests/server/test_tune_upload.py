@@ -16,7 +16,7 @@ def test_tune_uploads_its_sessions_and_the_server_answers_with_them(tmp_path, de
     token = created.stdout.strip()
     server = LiveServer(server_url, tmp_path / "server.log")
     try:
-        shape = ["--m", "16", "--n", "12", "--k", "8"]
+        shape = ["--m", "17", "--n", "12", "--k", "8"]
         tuned = octune("tune", "gemm", *shape, "--budget", "2", "--strategy", "exhaustive",
                        "--confirm", "1", "--db", f"sqlite:///{tmp_path / 'l.db'}",
                        "--upload", server.url, "--token", token)  # fmt: skip
@@ -26,7 +26,7 @@ def test_tune_uploads_its_sessions_and_the_server_answers_with_them(tmp_path, de
                             "--db", f"sqlite:///{tmp_path / 'l.db'}")  # fmt: skip
         assert local_best.returncode == 0, local_best.stderr
         with OctuneClient(server.url) as client:
-            answer = client.lookup(device_info.fingerprint, m=16, n=12, k=8)
+            answer = client.lookup(device_info.fingerprint, m=17, n=12, k=8)
         assert answer.match == "exact"
         assert answer.config == json.loads(local_best.stdout)["config"]
         assert token not in tuned.stdout + tuned.stderr
