@@ -5,9 +5,18 @@ compile). No device that compiles fails every test that uses one, loudly: never 
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
 import pyopencl as cl
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "server"))
+
+from server_testing import postgres_database
+
+from octune.db.server_store import ServerStore
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.space import ConfigTable
@@ -31,3 +40,20 @@ def gemm_kernel() -> KernelSpec:
 @pytest.fixture(scope="session")
 def gemm_table(gemm_kernel: KernelSpec, device_info: DeviceInfo) -> ConfigTable:
     return gemm_kernel.space.enumerate(device_info.limits)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A server database per backend: the server's and the farm's tests run on both
+    (PostgreSQL when OCTUNE_TEST_POSTGRES_URL names a server, as .ci/run arranges).
+    """
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'octune.db'}"
+    else:
+        yield from postgres_database()
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[ServerStore]:
+    with ServerStore(db_url) as store:
+        yield store

@@ -7,32 +7,15 @@ from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
-from server_testing import Seeder, make_client, postgres_database
+from server_testing import Seeder, make_client
 
-from octune.db.server_store import ServerStore
 from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo
-
-BACKENDS = ["sqlite", "postgresql"]
-
-
-@pytest.fixture(params=BACKENDS)
-def db_url(request, tmp_path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'octune.db'}"
-    else:
-        yield from postgres_database()
 
 
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'octune.db'}"
-
-
-@pytest.fixture
-def store(db_url) -> Iterator[ServerStore]:
-    with ServerStore(db_url) as store:
-        yield store
 
 
 @pytest.fixture
