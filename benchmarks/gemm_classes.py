@@ -34,6 +34,7 @@ from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
+from octune.tuner.measure import back_to_back_seconds
 from octune.tuner.session import Settings, open_workers
 from octune.tuner.workers import default_jobs
 
@@ -95,15 +96,8 @@ def launch_floor(device: cl.Device, runs: int = 50, stream: int = 20) -> dict[st
         events.append(kernel(queue, (64,), (64,)))
         events[-1].wait()
     single = statistics.median((e.profile.end - e.profile.start) * 1e-3 for e in events[1:])
-    periods = []
-    for _ in range(5):  # each burst held until enqueued whole, as DeviceRunner's back_to_back
-        gate = cl.UserEvent(context)
-        cl.enqueue_marker(queue, wait_for=[gate])
-        burst = [kernel(queue, (64,), (64,)) for _ in range(stream)]
-        gate.set_status(cl.command_execution_status.COMPLETE)
-        burst[-1].wait()
-        periods.append((burst[-1].profile.end - burst[0].profile.start) * 1e-3 / stream)
-    return {"empty_kernel_event_us": single, "empty_kernel_stream_us": statistics.median(periods)}
+    stream_s = back_to_back_seconds(queue, lambda: [kernel(queue, (64,), (64,))], stream)
+    return {"empty_kernel_event_us": single, "empty_kernel_stream_us": stream_s * 1e6}
 
 
 def torch_copy_gbs() -> float:

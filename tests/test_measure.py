@@ -42,6 +42,17 @@ def test_correct_config_is_ok_with_timings(
     assert result.max_error is not None and result.max_error < 1
 
 
+def test_back_to_back_bursts_give_seconds_per_run(
+    cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    runner = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=1, repeats=3, back_to_back=4)
+    result = runner.measure(small_config(gemm_table, MWG=16, NWG=16, SA=1, SB=1))
+    assert result.status is Status.OK, result.message
+    stream_s = result.extra["back_to_back_s"]
+    # Four runs per burst: per run, not per burst, and not faster than the device can go.
+    assert 0 < stream_s < 4 * max(result.times_s)
+
+
 def test_config_that_cannot_build_is_a_build_error(
     cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
 ) -> None:

@@ -131,13 +131,16 @@ class DeviceRunner:
             self._open()
             return failed(Status.LAUNCH_ERROR, f"workspace: {error}")
 
+        def set_args(input_set: int) -> None:
+            args = (*self.data.args(input_set), *workspace)
+            for kernel in kernels:
+                kernel.set_args(*args)
+
         def enqueue(input_set: int) -> list[cl.Event]:
             """All launches back to back: arguments are set first, so that no host work
             separates them (a runtime enqueues prepared kernels the same way).
             """
-            args = (*self.data.args(input_set), *workspace)
-            for kernel in kernels:
-                kernel.set_args(*args)
+            set_args(input_set)
             return launch()
 
         def launch() -> list[cl.Event]:
@@ -194,7 +197,10 @@ class DeviceRunner:
             if self.energy is not None:
                 extra = self._energy_burst(enqueue, sorted(times))
             if self.back_to_back:
-                extra["back_to_back_s"] = self._back_to_back(enqueue, launch)
+                set_args(1 % self.data.input_sets)
+                extra["back_to_back_s"] = back_to_back_seconds(
+                    self.queue, launch, self.back_to_back
+                )
         except cl.Error as error:
             self._open()
             return failed(Status.LAUNCH_ERROR, str(error))
@@ -221,29 +227,6 @@ class DeviceRunner:
         cl.enqueue_copy(self.queue, counters, workspace[0])
         return int(np.count_nonzero(counters))
 
-    def _back_to_back(
-        self,
-        enqueue: Callable[[int], list[cl.Event]],
-        launch: Callable[[], list[cl.Event]],
-        bursts: int = 5,
-    ) -> float:
-        """Median over bursts of the first launch's start to the last one's end, per run.
-        Each burst is held behind a user event until all of it is enqueued: enqueueing from
-        Python takes longer than a short kernel runs, so the device would otherwise wait on the
-        host between launches.
-        """
-        periods = []
-        for _ in range(bursts):
-            gate = cl.UserEvent(self.context)
-            cl.enqueue_marker(self.queue, wait_for=[gate])
-            events = [enqueue(1 % self.data.input_sets)]
-            events += [launch() for _ in range(self.back_to_back - 1)]
-            gate.set_status(cl.command_execution_status.COMPLETE)
-            events[-1][-1].wait()
-            span = events[-1][-1].profile.end - events[0][0].profile.start
-            periods.append(span * 1e-9 / self.back_to_back)
-        return statistics.median(periods)
-
     def _energy_burst(
         self, enqueue: Callable[[int], list[cl.Event]], times: list[float]
     ) -> dict[str, float]:
@@ -260,3 +243,22 @@ class DeviceRunner:
         self.queue.finish()
         spent, elapsed = self.energy.joules() - joules, time.perf_counter() - started
         return {"energy_j": spent / runs, "power_w": spent / elapsed, "energy_runs": runs}
+
+
+def back_to_back_seconds(
+    queue: cl.CommandQueue, launch: Callable[[], list[cl.Event]], runs: int, bursts: int = 5
+) -> float:
+    """Seconds per run of ``launch`` (one or more kernels) in bursts of ``runs`` enqueued back
+    to back: the median over bursts of the first launch's start to the last one's end. Each
+    burst is held behind a user event until all of it is enqueued: enqueueing from Python takes
+    longer than a short kernel runs, so the device would otherwise wait on the host.
+    """
+    periods = []
+    for _ in range(bursts):
+        gate = cl.UserEvent(queue.context)
+        cl.enqueue_marker(queue, wait_for=[gate])
+        events = [launch() for _ in range(runs)]
+        gate.set_status(cl.command_execution_status.COMPLETE)
+        events[-1][-1].wait()
+        periods.append((events[-1][-1].profile.end - events[0][0].profile.start) * 1e-9 / runs)
+    return statistics.median(periods)
