@@ -139,6 +139,13 @@ def numpy_seconds(workload: Workload, min_seconds: float = 0.5) -> float:
     return statistics.median(times)
 
 
+def vendor_anchor(device: cl.Device) -> tuple[str, Callable[[Workload], float]]:
+    """What octune is compared with: cuBLAS on a GPU, NumPy's BLAS elsewhere."""
+    if device.type & cl.device_type.GPU:
+        return "cuBLAS", cublas_seconds
+    return "NumPy", numpy_seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--classes", nargs="+", choices=sorted(CLASSES), default=sorted(CLASSES))
@@ -155,7 +162,7 @@ def main() -> None:
     device = select_device(args.device)
     info = DeviceInfo.from_cl(device)
     gpu = bool(device.type & cl.device_type.GPU)
-    anchor_name, anchor = ("cuBLAS", cublas_seconds) if gpu else ("NumPy", numpy_seconds)
+    anchor_name, anchor = vendor_anchor(device)
     copy = {"opencl_copy_gbs": opencl_copy_gbs(device)}
     if gpu:
         copy["torch_copy_gbs"] = torch_copy_gbs()

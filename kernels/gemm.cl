@@ -18,6 +18,11 @@
 //   STRM, STRN      0: a work-item owns contiguous rows/columns; 1: strided by the work-group
 //   PF              1: prefetch the next K tile into registers while computing on the current
 //                   one, with two local buffers (one barrier per K tile); 0: load, then compute
+//   KDIMC           work-items along K (dimension 2): KDIMC groups of MDIMC x NDIMC work-items
+//                   take turns of K tiles of the same tile of C, each with its own local
+//                   buffers, and add their register tiles through local memory at the end.
+//                   Where C has few tiles, this multiplies the warps in flight and divides each
+//                   one's serial chain of K tiles, in one launch and without a workspace
 // Derived: each work-item computes an MWI x NWI register tile, MWI = MWG/MDIMC, NWI = NWG/NDIMC.
 // Split-K entries (search_spaces/gemm_splitk.yaml, gemm_splitk_serial.yaml), built with:
 //   KSPLIT          slices of K multiplied by separate work-groups into a workspace
@@ -28,7 +33,8 @@
 #error "tuning parameters missing: build with -D MWG=.. -D NWG=.. -D KWG=.. -D MDIMC=.. -D NDIMC=.."
 #endif
 #if !defined(VWM) || !defined(VWN) || !defined(VWA) || !defined(VWB) || !defined(SA) || \
-    !defined(SB) || !defined(KUNROLL) || !defined(STRM) || !defined(STRN) || !defined(PF)
+    !defined(SB) || !defined(KUNROLL) || !defined(STRM) || !defined(STRN) || !defined(PF) || \
+    !defined(KDIMC)
 #error "tuning parameters missing: see search_spaces/gemm.yaml for the full list"
 #endif
 #if !defined(TRANSA) || !defined(TRANSB)
@@ -37,7 +43,8 @@
 
 #define MWI (MWG / MDIMC)
 #define NWI (NWG / NDIMC)
-#define WGS (MDIMC * NDIMC)
+#define WGS (MDIMC * NDIMC)  // one K group: the work-items that load and compute a K tile
+#define WGT (WGS * KDIMC)    // the whole work-group
 
 #include "vector_io.clh"
 #include "gemm_arguments.clh"
@@ -152,22 +159,32 @@ inline void store_b(__local float* Bls, const float* regs, const int tid) {
 #endif
 }
 
-// Local buffers per operand: two with PF (compute on one while the other is filled). OpenCL
-// declares local arrays in the kernel, so the entries below pass them in; an operand that is
-// not staged gets a one-float placeholder.
+// Local buffers per operand and K group: two with PF (compute on one while the other is
+// filled). OpenCL declares local arrays in the kernel, so the entries below pass them in; an
+// operand that is not staged gets a one-float placeholder, and so does the sum of the K groups'
+// register tiles with one K group.
 #define NBUF (PF ? 2 : 1)
-#define A_LOCAL (SA ? NBUF * KWG * MWG : 1)  // [buffer][k][m]
-#define B_LOCAL (SB ? NBUF * KWG * NWG : 1)  // [buffer][k][n]
+#define A_LOCAL (SA ? KDIMC * NBUF * KWG * MWG : 1)  // [K group][buffer][k][m]
+#define B_LOCAL (SB ? KDIMC * NBUF * KWG * NWG : 1)  // [K group][buffer][k][n]
+#define SUM_LOCAL (KDIMC > 1 ? MWG * NWG : 1)        // [i * NWI + j][tid]
 
 // The work-group's tile of C over the K range A and B point at (K deep).
-inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls) {
+inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
+                      __local float* sums) {
     const int tn = get_local_id(0);
     const int tm = get_local_id(1);
+    const int tk = get_local_id(2);  // K group: takes K tiles tk, tk + KDIMC, ...
     const int tid = tm * NDIMC + tn;
     const int m0 = get_group_id(1) * MWG;
     const int n0 = get_group_id(0) * NWG;
     const int m_left = M - m0;
     const int n_left = N - n0;
+#if SA
+    Als += tk * (NBUF * KWG * MWG);
+#endif
+#if SB
+    Bls += tk * (NBUF * KWG * NWG);
+#endif
 
 #if SA
     float ra[A_VECS * VWA];
@@ -195,27 +212,31 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls) {
 #if PF && (SA || SB)
     // Prologue: the first tile goes straight to buffer 0.
 #if SA
-    load_a(ra, A, lda, m0, m_left, 0, K, a_aligned, tid);
+    load_a(ra, A, lda, m0, m_left, tk * KWG, K - tk * KWG, a_aligned, tid);
     store_a(Als, ra, tid);
 #endif
 #if SB
-    load_b(rb, B, ldb, n0, n_left, 0, K, b_aligned, tid);
+    load_b(rb, B, ldb, n0, n_left, tk * KWG, K - tk * KWG, b_aligned, tid);
     store_b(Bls, rb, tid);
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 
+    // Every K group runs the same turns, so that all reach each barrier; a tile past the end
+    // of K (k_left <= 0) reads as zeros.
     int buf = 0;  // local buffer the compute loop reads
-    for (int k0 = 0; k0 < K; k0 += KWG) {
+    for (int turn = 0; turn < K; turn += KDIMC * KWG) {
+        const int k0 = turn + tk * KWG;
         const int k_left = K - k0;
 #if PF
         // Issue the next tile's global loads now; they complete while this tile is computed.
-        const bool more = KWG < k_left;
+        const bool more = turn + KDIMC * KWG < K;
+        const int next = k0 + KDIMC * KWG;
 #if SA
-        if (more) load_a(ra, A, lda, m0, m_left, k0 + KWG, k_left - KWG, a_aligned, tid);
+        if (more) load_a(ra, A, lda, m0, m_left, next, K - next, a_aligned, tid);
 #endif
 #if SB
-        if (more) load_b(rb, B, ldb, n0, n_left, k0 + KWG, k_left - KWG, b_aligned, tid);
+        if (more) load_b(rb, B, ldb, n0, n_left, next, K - next, b_aligned, tid);
 #endif
 #else
 #if SA
@@ -297,6 +318,30 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls) {
 #endif
     }
 
+#if KDIMC > 1
+    // K groups KDIMC - 1 .. 1 add their tiles into sums in turn (a fixed order, so results do
+    // not depend on scheduling), then K group 0 adds sums to its own tile and stores C.
+    for (int g = KDIMC - 1; g > 0; --g) {
+        if (tk == g) {
+#pragma unroll
+            for (int i = 0; i < MWI; ++i) {
+#pragma unroll
+                for (int j = 0; j < NWI; ++j) {
+                    __local float* s = sums + (i * NWI + j) * WGS + tid;
+                    *s = g == KDIMC - 1 ? acc[i][j] : *s + acc[i][j];
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (tk != 0) return;  // back to the caller: every work-item still reaches its barriers
+#pragma unroll
+    for (int i = 0; i < MWI; ++i) {
+#pragma unroll
+        for (int j = 0; j < NWI; ++j) acc[i][j] += sums[(i * NWI + j) * WGS + tid];
+    }
+#endif
+
     // Interior tiles with aligned rows store whole vectors; edge tiles store element by element.
     const bool fast_store = m_left >= MWG && n_left >= NWG && (ldc % VWN) == 0;
 #pragma unroll
@@ -333,12 +378,13 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls) {
 // Aligned for the widest vector access: local arrays of float are only 4-byte aligned.
 #define LOCAL_TILES                                                     \
     __local float Als[A_LOCAL] __attribute__((aligned(32)));            \
-    __local float Bls[B_LOCAL] __attribute__((aligned(32)))
+    __local float Bls[B_LOCAL] __attribute__((aligned(32)));            \
+    __local float sums[SUM_LOCAL]
 
-__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm(GEMM_ARGUMENTS) {
     LOCAL_TILES;
-    gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, Als, Bls);
+    gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, Als, Bls, sums);
 }
 
 #ifdef KSPLIT
@@ -349,7 +395,7 @@ void gemm(GEMM_ARGUMENTS) {
 
 // Slice z of K for this work-group, multiplied into partials + z * M * N.
 inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* Als,
-                       __local float* Bls) {
+                       __local float* Bls, __local float* sums) {
     const int slice = (((K + KSPLIT - 1) / KSPLIT + KWG - 1) / KWG) * KWG;
     const int kb = get_group_id(2) * slice;
     const int depth = max(0, min(slice, K - kb));  // a trailing slice may be empty: zeros
@@ -364,7 +410,7 @@ inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* 
     const __global float* b = B + (size_t)kb * ldb;
 #endif
     __global float* partial = partials + (size_t)get_group_id(2) * M * N;
-    gemm_tile(M, N, depth, 1.0f, 0.0f, a, lda, b, ldb, partial, N, Als, Bls);
+    gemm_tile(M, N, depth, 1.0f, 0.0f, a, lda, b, ldb, partial, N, Als, Bls, sums);
 }
 
 // C at (m, n) from the KSPLIT partial products at index i = m * N + n, with alpha and beta.
@@ -378,10 +424,10 @@ inline void add_slices(const volatile __global float* partials, const int M, con
 
 #ifdef RWG
 // Two launches: every slice into the workspace, then gemm_splitk_sum adds them into C.
-__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm_splitk(GEMM_ARGUMENTS, __global float* restrict workspace) {
     LOCAL_TILES;
-    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, workspace, Als, Bls);
+    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, workspace, Als, Bls, sums);
 }
 
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
@@ -397,17 +443,17 @@ void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace) {
 // its slice done; the last of a tile adds the slices into C and sets the counter back to zero.
 #define COUNTERS(M, N) ((((M + MWG - 1) / MWG) * ((N + NWG - 1) / NWG) + 63) / 64 * 64)
 
-__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
     LOCAL_TILES;
     __local int last;
     __global float* partials = workspace + COUNTERS(M, N);
-    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, Als, Bls);
+    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, Als, Bls, sums);
 
     // Every work-item's stores reach the device-wide level before the slice is counted.
     mem_fence(CLK_GLOBAL_MEM_FENCE);
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    const int tid = get_local_id(1) * NDIMC + get_local_id(0);
+    const int tid = (get_local_id(2) * MDIMC + get_local_id(1)) * NDIMC + get_local_id(0);
     volatile __global int* counter =
         (volatile __global int*)workspace + get_group_id(1) * get_num_groups(0) + get_group_id(0);
     if (tid == 0) last = atomic_inc(counter) == KSPLIT - 1;
@@ -418,7 +464,7 @@ void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
     mem_fence(CLK_GLOBAL_MEM_FENCE);
     const int m0 = get_group_id(1) * MWG;
     const int n0 = get_group_id(0) * NWG;
-    for (int e = tid; e < MWG * NWG; e += WGS) {
+    for (int e = tid; e < MWG * NWG; e += WGT) {
         const int m = m0 + e / NWG;
         const int n = n0 + e % NWG;
         if (m < M && n < N) add_slices(partials, M, N, m * N + n, alpha, beta, C + m * ldc + n);

@@ -151,6 +151,34 @@ def test_prefetch_double_buffers_across_many_k_tiles(
         assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
 
 
+@pytest.mark.parametrize(("transa", "transb"), LAYOUTS)
+def test_k_groups_share_out_k_tiles_and_sum_their_tiles(
+    cl_device: cl.Device,
+    gemm_kernel: KernelSpec,
+    gemm_table: ConfigTable,
+    transa: bool,
+    transb: bool,
+) -> None:
+    """KDIMC > 1: K groups take turns of K tiles and add their register tiles at the end. K of
+    six tiles and a ragged one leaves K groups without a tile in the last turn, and K of a
+    fraction of one tile leaves all but one K group without any; with and without prefetch and
+    with either operand read straight from global memory.
+    """
+    context = cl.Context([cl_device])
+    rng = np.random.default_rng(11 + 2 * transa + transb)
+    cases = [(4, 1, 1, 1), (2, 0, 1, 1), (4, 1, 1, 0), (2, 1, 0, 1), (4, 0, 0, 1)]
+    for index, (kdimc, pf, sa, sb) in enumerate(cases):
+        config = first_config(gemm_table, MWG=16, NWG=32, KWG=8, KDIMC=kdimc, PF=pf, SA=sa, SB=sb)
+        for k in (8 * 6 + 3, 3):
+            workload = gemm_workload(37, 45, k, transa, transb)
+            beta = 0.5 if index % 2 else 0.0
+            out, expected, tolerance = run_gemm(
+                context, gemm_kernel, config, workload, rng, alpha=0.75, beta=beta, pad=1
+            )
+            error = np.abs(out - expected) - tolerance - 1e-6
+            assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
+
+
 # Matrix-vector shapes (M == 1 or N == 1) and small batches of rows (1 < M <= 16) in every
 # layout, for gemm.cl's GEMV siblings: rows and K that no tile or vector divides, a single
 # output, K below one vector, a batch that no MB divides, and wide leading dimensions (pad) that
@@ -225,9 +253,10 @@ def test_split_k_configs_match_float64_reference(
     kernel = load_kernel(name)
     table = kernel.space.enumerate(device_info.limits)
     seed = 31 + 2 * transa + transb + len(name)
-    splits = table.column("KSPLIT")
+    splits, groups = table.column("KSPLIT"), table.column("KDIMC")
     most = np.random.default_rng(seed).choice(np.flatnonzero(splits == splits.max()))
-    configs = [table.config(int(most)), *sample_configs(table, 3, seed)]
+    grouped = np.random.default_rng(seed).choice(np.flatnonzero(groups == groups.max()))
+    configs = [table.config(int(most)), table.config(int(grouped)), *sample_configs(table, 2, seed)]
     context = cl.Context([cl_device])
     rng = np.random.default_rng(seed)
     for index, config in enumerate(configs):
