@@ -56,8 +56,10 @@ def run(
     configs: Annotated[
         str,
         typer.Option(
-            help="tuned: each layer's answer; one-per-device: the largest tuned layer's config "
-            "for every layer its kernel takes; default: octune's untuned defaults"
+            help="tuned: each layer's answer; confirmed: tuned, then each layer not tuned at "
+            "its shape runs every kernel's answer once at load and keeps the fastest verified; "
+            "one-per-device: the largest tuned layer's config for every layer its kernel takes; "
+            "default: octune's untuned defaults"
         ),
     ] = "tuned",
     repeat: Annotated[

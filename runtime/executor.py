@@ -33,7 +33,14 @@ from octune.runtime.graph import (
     Tuned,
     load_graph,
 )
-from octune.runtime.sources import Choice, ConfigSource, Policy, choose, default_configs
+from octune.runtime.sources import (
+    Choice,
+    ConfigSource,
+    Policy,
+    choose,
+    confirm,
+    default_configs,
+)
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError
 from octune.tuner.programs import ProgramCache
@@ -123,6 +130,11 @@ class Runtime:
             answers = source.answers(family, [layer.shape for layer in layers])
             workloads = [layer.workload() for layer in layers]
             chosen = choose(source, workloads, answers, policy, self.info.limits)
+            if policy == "confirmed":
+                chosen = [
+                    confirm(source, family, workload, choice, self.device, self.cache)
+                    for workload, choice in zip(workloads, chosen, strict=True)
+                ]
             by_shape = dict(zip(distinct, chosen, strict=True))
             choices.update({s.name: by_shape[tuple(s.layer.shape.items())] for s in steps})
         return choices

@@ -14,14 +14,22 @@ The config policies compared in benchmarks:
     takes it; a layer no such kernel takes keeps its own answer.
 ``default``
     what octune answers where nothing is tuned: each family's default kernel and config.
+``confirmed``
+    ``tuned``, then a first-use confirmation for each layer whose answer was not measured at
+    its own shape (nearest, predicted or default): every kernel of the family that takes the
+    layer answers for it, each answer is run and verified on the device, and the fastest
+    correct one is kept. A lookup compares kernels by estimated times, which are least
+    reliable exactly where nothing was measured; a few milliseconds per layer at load settle it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal, Protocol
+
+import pyopencl as cl
 
 from octune.db.store import Store, StoredDevice
 from octune.firmware.bundle import load_bundle
@@ -31,10 +39,14 @@ from octune.server.client import OctuneClient
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError, SpaceError
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel
+from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel, resolve_kernels
+from octune.tuner.measure import DeviceRunner
+from octune.tuner.programs import ProgramCache
 
-Policy = Literal["tuned", "one-per-device", "default"]
-POLICIES: tuple[Policy, ...] = ("tuned", "one-per-device", "default")
+Policy = Literal["tuned", "one-per-device", "default", "confirmed"]
+POLICIES: tuple[Policy, ...] = ("tuned", "one-per-device", "default", "confirmed")
+#: Timed runs per candidate of a first-use confirmation, and the most kernel time they take.
+CONFIRM_REPEATS, CONFIRM_SECONDS = 5, 0.05
 #: Workloads per batch request: the server's limit.
 BATCH_LIMIT = 1024
 
@@ -170,7 +182,9 @@ class Choice:
 
     kernel: KernelSpec
     config: dict[str, int]
-    match: str  # the answer's match, or "device" (one-per-device: another layer's config)
+    # The answer's match, or "device" (one-per-device: another layer's config); ", timed" when
+    # a first-use confirmation chose it.
+    match: str
 
 
 def choose(
@@ -210,3 +224,41 @@ def _runs(choice: Choice, workload: Workload, limits: Mapping[str, int]) -> bool
     except SpaceError:
         return False
     return True
+
+
+def confirm(
+    source: ConfigSource,
+    family: str,
+    workload: Workload,
+    choice: Choice,
+    device: cl.Device,
+    cache: ProgramCache | None = None,
+) -> Choice:
+    """The ``confirmed`` policy for one layer: ``choice`` if it was measured at this shape
+    (exact), else the fastest verified of the answers of every kernel of ``family`` that takes
+    the layer, ``choice`` among them; ``choice`` itself when none verifies.
+    """
+    if choice.match == "exact":
+        return choice
+    candidates = [choice]
+    for kernel in resolve_kernels(family):
+        if kernel.name == choice.kernel.name or kernel.takes(workload) is not None:
+            continue
+        try:
+            (answer,) = source.answers(kernel.name, [workload.shape])
+        except OctuneError:
+            continue  # a source without that kernel: nothing to compare
+        candidates.append(Choice(source.kernel(answer), dict(answer.config), answer.match))
+    timed = []
+    for candidate in candidates:
+        runner = DeviceRunner(
+            device, candidate.kernel, workload, seed=0, repeats=CONFIRM_REPEATS,
+            min_repeats=CONFIRM_REPEATS, max_seconds=CONFIRM_SECONDS, cache=cache,
+        )  # fmt: skip
+        measurement = runner.measure(candidate.config)
+        if measurement.ok and measurement.median_s:
+            timed.append((measurement.median_s, candidate.kernel.name, candidate))
+    if not timed:
+        return choice
+    fastest = min(timed, key=lambda entry: entry[:2])[2]
+    return replace(fastest, match=f"{fastest.match}, timed")

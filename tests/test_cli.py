@@ -67,7 +67,8 @@ def test_tune_then_best_returns_a_verified_config(tmp_path: Path) -> None:
     assert payload["defines"]["TRANSB"] == 1 and payload["defines"]["TRANSA"] == 0
     assert f"-DMWG={payload['config']['MWG']}" in payload["build_options"]
     local = payload["local_size"]
-    assert local == [payload["config"]["NDIMC"], payload["config"]["MDIMC"]]
+    config = payload["config"]
+    assert local == [config["NDIMC"], config["MDIMC"], config["KDIMC"]]
     assert payload["global_size"][0] % local[0] == 0
 
     # Running the same command again measures new configs only.

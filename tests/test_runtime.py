@@ -215,16 +215,16 @@ def test_a_bundle_and_a_server_answer_a_network_as_the_database(
 # --- divergence and mistakes -------------------------------------------------------------------
 
 
-def test_a_wrong_kernel_is_named_as_the_first_layer_that_diverged(tmp_path: Path) -> None:
-    """A user's conv2d kernel that scales its output, taking only 8-channel layers: the
-    default policy picks it (first by name among defaults) for the second conv only.
+def _broken_kernel_model(tmp_path: Path, wrong_store: str) -> tuple[Path, Path]:
+    """A user's conv2d kernel that stores ``wrong_store`` instead of its sums, taking only
+    8-channel layers (its folder), and a model of two convs whose second has 8 channels.
     """
     folder = tmp_path / "kernels"
     folder.mkdir()
     direct = load_kernel("conv2d_direct")
     store = "= out[kk];"
     assert store in direct.source
-    (folder / "conv2d_broken.cl").write_text(direct.source.replace(store, "= 1.5f * out[kk];"))
+    (folder / "conv2d_broken.cl").write_text(direct.source.replace(store, wrong_store))
     space = yaml.safe_load(direct.space.source_text)
     space["kernel"] = "conv2d_broken"
     space["requires"] = [*space.get("requires", []), "K == 8"]
@@ -235,10 +235,34 @@ def test_a_wrong_kernel_is_named_as_the_first_layer_that_diverged(tmp_path: Path
     y = g.relu(g.conv(y, "conv2", 16, 8, 3), "relu2")
     y = g.node("Flatten", [g.node("GlobalAveragePool", [y], "pool")], "flat")
     onnx.save(g.model(y, [1, 8]), tmp_path / "two_convs.onnx")
-    result = octune("--kernel-dir", str(folder), "run", str(tmp_path / "two_convs.onnx"),
-                    "--configs", "default")  # fmt: skip
+    return folder, tmp_path / "two_convs.onnx"
+
+
+def test_a_wrong_kernel_is_named_as_the_first_layer_that_diverged(tmp_path: Path) -> None:
+    """The default policy picks the broken kernel (first by name among defaults) for the
+    second conv only.
+    """
+    folder, model = _broken_kernel_model(tmp_path, "= 1.5f * out[kk];")
+    result = octune("--kernel-dir", str(folder), "run", str(model), "--configs", "default")
     assert_one_line_error(result, "disagrees with onnxruntime", "layer 'conv2'",
                           "kernel conv2d_broken", "diverged first")  # fmt: skip
+
+
+def test_a_confirmed_run_times_every_kernel_and_drops_a_wrong_one(tmp_path: Path) -> None:
+    """With nothing tuned, every answer is a default: the confirmed policy runs and verifies
+    each kernel that takes a layer, so the broken kernel is dropped, though it would be the
+    fastest (storing zeros, it computes nothing).
+    """
+    folder, model = _broken_kernel_model(tmp_path, "= 0.0f;")
+    out = tmp_path / "run.json"
+    result = octune("--kernel-dir", str(folder), "run", str(model), "--configs", "confirmed",
+                    "--db", f"sqlite:///{tmp_path / 'empty.db'}", "--repeat", "1",
+                    "--json", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "Output agrees with onnxruntime" in result.stdout
+    layers = [layer for layer in json.loads(out.read_text())["layers"] if "Conv" in layer["op"]]
+    assert [layer["match"] for layer in layers] == ["default, timed", "default, timed"]
+    assert "conv2d_broken" not in {layer["kernel"] for layer in layers}
 
 
 def _unsupported(tmp_path: Path) -> Path:
