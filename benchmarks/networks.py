@@ -98,7 +98,9 @@ def measure(
     source = None if policy == "default" else StoreConfigs(store, info)
     where = "octune's defaults" if source is None else source.where
     try:
+        started = time.perf_counter()
         runtime = Runtime(network, device, source, policy)
+        load_s = time.perf_counter() - started
         inputs = random_inputs(runtime, seed)
         outputs = check(runtime, inputs)
         timing = runtime.time(repeat)
@@ -115,6 +117,7 @@ def measure(
         entry["bytes"] = step_bytes(runtime, step.step)
     tuned = [p.match for p in runtime.plan if isinstance(p.step, Tuned)]
     payload["matches"] = dict(Counter(tuned))
+    payload["load_s"] = load_s  # lookups, builds, and for ``confirmed`` its first-use runs
     return payload
 
 
@@ -560,7 +563,7 @@ def main() -> None:
             result["policies"][policy] = run
             shown = run.get("error") or (
                 f"wall {ms(run['wall_s'])} ms, kernels {ms(run['kernel_s'])} ms, "
-                f"{run['launches']} launches"
+                f"{run['launches']} launches, loaded in {run['load_s']:.1f} s, {run['matches']}"
             )
             print(f"{net} {policy}: {shown}", flush=True)
         result["onnxruntime_s"] = reference_s
