@@ -80,6 +80,25 @@ def run_gemm(
     return out[:, : workload.shape["n"]], expected, tolerance
 
 
+def assert_gemm_matches_reference(
+    context: cl.Context,
+    kernel_spec: KernelSpec,
+    config: dict[str, int],
+    workload: Workload,
+    rng: np.random.Generator,
+    *,
+    alpha: float,
+    beta: float,
+    pad: int,
+) -> None:
+    """``run_gemm``'s result is finite and within the family's tolerance of the reference."""
+    out, expected, tolerance = run_gemm(
+        context, kernel_spec, config, workload, rng, alpha=alpha, beta=beta, pad=pad
+    )
+    error = np.abs(out - expected) - tolerance - 1e-6 * max(1.0, abs(beta))
+    assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
+
+
 def sample_configs(table: ConfigTable, count: int, seed: int) -> list[dict[str, int]]:
     rows = np.random.default_rng(seed).choice(len(table), size=count, replace=False)
     return [table.config(int(row)) for row in rows]
@@ -99,11 +118,9 @@ def test_random_legal_configs_match_float64_reference(
         m, n, k = ODD_SHAPES[index % len(ODD_SHAPES)]
         workload = gemm_workload(m, n, k, transa, transb)
         beta = 0.0 if index % 2 else -0.5
-        out, expected, tolerance = run_gemm(
+        assert_gemm_matches_reference(
             context, gemm_kernel, config, workload, rng, alpha=1.5, beta=beta, pad=index % 3
         )
-        error = np.abs(out - expected) - tolerance - 1e-6 * np.abs(beta)
-        assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
 
 
 def test_large_aligned_shape_takes_the_fast_path_correctly(
@@ -114,10 +131,9 @@ def test_large_aligned_shape_takes_the_fast_path_correctly(
     rng = np.random.default_rng(5)
     workload = gemm_workload(256, 256, 128)
     for config in sample_configs(gemm_table, 4, seed=99):
-        out, expected, tolerance = run_gemm(
+        assert_gemm_matches_reference(
             context, gemm_kernel, config, workload, rng, alpha=1.0, beta=0.0, pad=0
         )
-        assert (np.abs(out - expected) <= tolerance).all(), config
 
 
 def first_config(table: ConfigTable, **fixed: int) -> dict[str, int]:
@@ -144,11 +160,9 @@ def test_prefetch_double_buffers_across_many_k_tiles(
     workload = gemm_workload(37, 45, 8 * 5 + 3, transa, transb)
     for sa, sb in ((1, 1), (1, 0), (0, 1)):
         config = first_config(gemm_table, MWG=16, NWG=32, KWG=8, PF=1, SA=sa, SB=sb)
-        out, expected, tolerance = run_gemm(
+        assert_gemm_matches_reference(
             context, gemm_kernel, config, workload, rng, alpha=0.75, beta=0.5, pad=1
         )
-        error = np.abs(out - expected) - tolerance - 1e-6
-        assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
 
 
 @pytest.mark.parametrize(("transa", "transb"), LAYOUTS)
@@ -172,11 +186,9 @@ def test_k_groups_share_out_k_tiles_and_sum_their_tiles(
         for k in (8 * 6 + 3, 3):
             workload = gemm_workload(37, 45, k, transa, transb)
             beta = 0.5 if index % 2 else 0.0
-            out, expected, tolerance = run_gemm(
+            assert_gemm_matches_reference(
                 context, gemm_kernel, config, workload, rng, alpha=0.75, beta=beta, pad=1
             )
-            error = np.abs(out - expected) - tolerance - 1e-6
-            assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
 
 
 # Matrix-vector shapes (M == 1 or N == 1) and small batches of rows (1 < M <= 16) in every
@@ -233,11 +245,9 @@ def test_gemv_configs_match_float64_reference(
     workload = gemm_workload(m, n, k, transa, transb)
     for index, config in enumerate(configs):
         beta = 0.0 if index % 2 else -0.5
-        out, expected, tolerance = run_gemm(
+        assert_gemm_matches_reference(
             context, kernel, config, workload, rng, alpha=1.5, beta=beta, pad=(0, 1, 3)[index]
         )
-        error = np.abs(out - expected) - tolerance - 1e-6 * np.abs(beta)
-        assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
 
 
 # Split-K: shapes with few tiles of C and a long K (the kernel's ``requires``), K that no
@@ -263,11 +273,9 @@ def test_split_k_configs_match_float64_reference(
         workload = gemm_workload(*SPLITK_SHAPES[index], transa, transb)
         assert kernel.takes(workload) is None
         beta = 0.0 if index % 2 else -0.5
-        out, expected, tolerance = run_gemm(
+        assert_gemm_matches_reference(
             context, kernel, config, workload, rng, alpha=1.5, beta=beta, pad=index % 3
         )
-        error = np.abs(out - expected) - tolerance - 1e-6 * np.abs(beta)
-        assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
 
 
 @pytest.mark.parametrize("name", ["gemm_splitk", "gemm_splitk_serial"])
