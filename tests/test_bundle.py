@@ -226,7 +226,7 @@ def test_c_header_answers_as_python(tuned_store, tmp_path):
         for i, (s, ta) in enumerate([(32, 0), (512, 0), (512, 1), (4096, 1)])
     )
     # Launch sizes that only some configs can meet for a given N and M, so legality decides.
-    strict = ("N", "M")
+    strict = ("N", "M", "KDIMC")
     variants = {
         "tuned": table,
         "predicted": replace(table, tuned=(), predictions=grid),
@@ -576,7 +576,7 @@ def test_split_k_answers_carry_the_second_launch_and_the_workspace(tmp_path):
             rwg = answer.config["RWG"]
             assert entry == "gemm_splitk_sum" and local_size == (rwg,)
             assert global_size == (-(-s["m"] * s["n"] // rwg) * rwg,)
-            assert answer.global_size[2] == answer.config["KSPLIT"]
+            assert answer.global_size[2] == answer.config["KSPLIT"] * answer.config["KDIMC"]
             sizes = "".join(f" {g}/{lo}" for g, lo in zip(global_size, local_size, strict=True))
             lines.append(f"{answer.match} {answer.workspace_bytes} | {entry}{sizes}")
 

@@ -94,14 +94,14 @@ def test_exact_nearest_and_answer_fields(store):
     assert exact.device_fingerprint == DEVICE.fingerprint
     assert exact.defines["TRANSA"] == 0 and exact.defines["MWG"] == 32
     assert exact.build_options.startswith("-DTRANSA=0 -DTRANSB=0 -DMWG=32 ")
-    assert exact.local_size == (4, 4)
-    assert exact.global_size == (256 // 16 * 4, 256 // 32 * 4)
+    assert exact.local_size == (4, 4, exact.config["KDIMC"])
+    assert exact.global_size == (256 // 16 * 4, 256 // 32 * 4, exact.config["KDIMC"])
 
     # 300x250x200 is nearest to 256^3 with the same transposes.
     near = lookup.lookup(device, gemm_query(300, 250, 200))
     assert near.match == "nearest" and near.config["MWG"] == 32
     assert near.source["shape"] == {"m": 256, "n": 256, "k": 256, "transa": 0, "transb": 0}
-    assert near.global_size == (-(-250 // 16) * 4, -(-300 // 32) * 4)
+    assert near.global_size == (-(-250 // 16) * 4, -(-300 // 32) * 4, near.config["KDIMC"])
     assert near.time_s == pytest.approx(2 * 300 * 250 * 200 / (near.gflops * 1e9))
 
     # TN answers from the TN workload; TT is one transpose from TN and two from NN.
