@@ -5,13 +5,21 @@ Templates: ``gemm.cl`` (search space ``search_spaces/gemm.yaml``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from octune.lookup.semantics import Query
-from octune.tuner.family import Bound, Family, ShapeParam, Workload, random_normal, tolerance
+from octune.tuner.family import (
+    Arguments,
+    Bound,
+    Family,
+    ShapeParam,
+    Workload,
+    random_normal,
+    tolerance,
+)
 
 if TYPE_CHECKING:
     import pyopencl as cl
@@ -19,9 +27,7 @@ if TYPE_CHECKING:
 ALPHA = 1.25  # not 1, so a kernel that ignores alpha is caught
 
 
-def gemm_arguments(
-    m: int, n: int, k: int, lda: int, ldb: int, alpha: float = ALPHA
-) -> Callable[[Sequence[cl.Buffer], cl.Buffer], tuple[object, ...]]:
+def gemm_arguments(m: int, n: int, k: int, lda: int, ldb: int, alpha: float = ALPHA) -> Arguments:
     """gemm.cl's arguments for A (lda), B (ldb) and C (row stride n), beta = 0."""
 
     def arguments(inputs: Sequence[cl.Buffer], output: cl.Buffer) -> tuple[object, ...]:
@@ -76,9 +82,7 @@ class Gemm(Family):
         arguments = gemm_arguments(m, n, k, shape_a[1], shape_b[1])
         return Bound(context, queue, inputs, reference, arguments)
 
-    def launch_arguments(
-        self, workload: Workload, entry: str, alpha: float = 1.0
-    ) -> Callable[[Sequence[cl.Buffer], cl.Buffer], tuple[object, ...]]:
+    def launch_arguments(self, workload: Workload, entry: str, alpha: float = 1.0) -> Arguments:
         """``gemm_arguments`` for a model's A, B and C as the shape lays them out."""
         s = workload.shape
         m, n, k = s["m"], s["n"], s["k"]
