@@ -443,6 +443,16 @@ void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace) {
 // its slice done; the last of a tile adds the slices into C and sets the counter back to zero.
 #define COUNTERS(M, N) ((((M + MWG - 1) / MWG) * ((N + NWG - 1) / NWG) + 63) / 64 * 64)
 
+// The hand-off between work-groups needs a fence at device scope, which OpenCL C 1.2 lacks:
+// its mem_fence orders memory for the work-group only. NVIDIA's compiler emits membar.cta for
+// it, and on an H100 the last work-group then read slices before they landed in most runs
+// (benchmarks/splitk_race.py); NVIDIA's own membar.gl orders them for the whole device.
+#ifdef cl_nv_pragma_unroll
+#define DEVICE_FENCE() asm volatile("membar.gl;" ::: "memory")
+#else
+#define DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
     LOCAL_TILES;
@@ -451,7 +461,7 @@ void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
     gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, Als, Bls, sums);
 
     // Every work-item's stores reach the device-wide level before the slice is counted.
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    DEVICE_FENCE();
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     const int tid = (get_local_id(2) * MDIMC + get_local_id(1)) * NDIMC + get_local_id(0);
     volatile __global int* counter =
@@ -461,7 +471,7 @@ void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
     if (!last) return;  // the same for the whole work-group
 
     // The other slices' stores are in; volatile loads read them past any per-unit cache.
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    DEVICE_FENCE();
     const int m0 = get_group_id(1) * MWG;
     const int n0 = get_group_id(0) * NWG;
     for (int e = tid; e < MWG * NWG; e += WGT) {

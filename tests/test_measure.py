@@ -106,6 +106,26 @@ def test_same_config_is_built_once(
     assert runner.build(options) is runner.build(options)
 
 
+def test_a_result_must_hold_after_the_timed_runs_too(
+    cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    """A race between work-groups can go right on the first run and wrong on later ones (as
+    one-launch split-K did on NVIDIA): a kernel that is right once, then corrupts its own
+    input, is caught by the second check after the timed runs.
+    """
+    body = "    gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, Als, Bls, sums);\n}"
+    corrupting = variant(gemm_kernel, body, body[:-1] + "    barrier(CLK_GLOBAL_MEM_FENCE);\n"
+                         "    if (get_local_id(0) + get_local_id(1) + get_local_id(2) == 0)\n"
+                         "        ((__global float*)A)[0] += 1.0f;\n}")  # fmt: skip
+    workload = gemm_workload(16, 16, 16)  # one work-group: nothing reads A after the change
+    config = small_config(gemm_table, MWG=16, NWG=16, KDIMC=1)
+    honest = DeviceRunner(cl_device, gemm_kernel, workload, seed=2)
+    assert honest.measure(config).status is Status.OK
+    result = DeviceRunner(cl_device, corrupting, workload, seed=2).measure(config)
+    assert result.status is Status.WRONG_RESULT
+    assert "timed runs, though right on its first" in result.message
+
+
 def test_kernel_that_leaves_its_counters_dirty_is_rejected(cl_device: cl.Device) -> None:
     """One-launch split-K must leave its zeroed counters at zero: the next run relies on it."""
     serial = load_kernel("gemm_splitk_serial")
