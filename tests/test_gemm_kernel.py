@@ -283,6 +283,7 @@ def test_split_k_is_offered_only_where_c_has_few_tiles_for_its_depth(name: str) 
     kernel = load_kernel(name)
     assert kernel.takes(gemm_workload(256, 256, 8192)) is None
     assert kernel.takes(gemm_workload(128, 3072, 768)) is None  # 96 tiles of 64 x 64
-    assert kernel.takes(gemm_workload(4096, 4096, 4096)) is not None
-    assert kernel.takes(gemm_workload(1000, 999, 997)) is not None  # 256 tiles
+    assert kernel.takes(gemm_workload(1000, 999, 997)) is None  # 256 tiles, 2 waves of them
+    assert kernel.takes(gemm_workload(4096, 4096, 4096)) is not None  # 4096 tiles
+    assert kernel.takes(gemm_workload(1000, 999, 400)) is not None  # too short for 256
     assert kernel.takes(gemm_workload(4096, 4096, 200)) is not None  # too short to split
