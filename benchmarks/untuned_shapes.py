@@ -1,9 +1,12 @@
 """How good is the service's answer for a shape nobody tuned? Leave one tuned shape out (a
 copy of the database without its measurements), ask the lookup (the same code, cost model
-included, that the server and bundles run) what to use for it, then measure side by side on the
-device: the service's answer (its live model scores the shape itself), a bundle's (the model's
-answers on a grid of shapes, after tuned neighbours within two octaves), the nearest tuned
-shape's best, and the shape's own tuned best.
+included, that the server and bundles run) what the gemm family should use for it, then measure
+side by side on the device: the service's answer (the fastest estimate over the family's
+kernels; their live models score the shape itself), a bundle's (the models' answers on a grid
+of shapes, after tuned neighbours within two octaves), the nearest tuned shape's best, and the
+shape's own tuned best (over all kernels). Estimates can pick the wrong kernel (split-K against
+plain tiling), so "confirmed" measures every kernel's answer and keeps the fastest correct one,
+as the runtime's confirmed policy does.
 
     python benchmarks/untuned_shapes.py --device NVIDIA --db tuned.db \
         --shapes 1024x1024x1024 3136x64x576 ...
@@ -11,9 +14,10 @@ shape's best, and the shape's own tuned best.
 With --hold-out-all the lookup sees none of the listed shapes (a grid of tuned shapes answers
 for a set of held-out ones) instead of all but the one asked about (leave-one-out).
 
-Every shape must already be tuned in --db (e.g. by benchmarks/record_sample.py). Also printed:
-the "one config per device" answer that libraries with a single tuned configuration give (the
-best config of the largest tuned shape, used for every shape).
+Every shape must already be tuned in --db (e.g. by benchmarks/record_sample.py) with the
+installed kernels. Also printed: the "one config per device" answer that libraries with a
+single tuned configuration give (kernel gemm's best config of its largest tuned shape, used for
+every shape). A failed measurement counts as 0 GFLOP/s; the row's "failed" says why.
 """
 
 from __future__ import annotations
@@ -22,19 +26,67 @@ import argparse
 import json
 import statistics
 import tempfile
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import pyopencl as cl
 from held_out import without_workloads  # benchmarks/held_out.py, beside this script
 
-from octune.db.store import Store
-from octune.kernels.gemm import gemm_query, parse_gemm
+from octune.db.store import Store, StoredDevice
+from octune.kernels.gemm import parse_gemm
 from octune.lookup.predictor import ModelAnswers
-from octune.lookup.semantics import Answer, KernelIndex
+from octune.lookup.semantics import (
+    Answer,
+    Entry,
+    KernelIndex,
+    KernelTable,
+    Query,
+    QueryError,
+    best_answer,
+)
 from octune.lookup.tables import build_table, resolve_device
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import load_kernel
+from octune.tuner.family import Workload
+from octune.tuner.kernels import kernels_of, load_kernel
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.results import Measurement
+
+FAMILY = "gemm"
+ONE_CONFIG_KERNEL = "gemm"  # the kernel whose single config "one config per device" uses
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the lookup answered for one held-out shape."""
+
+    service: Answer
+    bundle: Answer
+    nearest: Answer
+    kernels: dict[str, Answer]  # each kernel's own service answer, where it takes the shape
+
+
+class SideBySide:
+    """One shape's measurements: one runner per kernel, and each (kernel, config) measured once,
+    so that every column that picks the same config reads the same time.
+    """
+
+    def __init__(self, device: cl.Device, workload: Workload) -> None:
+        self.device = device
+        self.workload = workload
+        self._runners: dict[str, DeviceRunner] = {}
+        self._measured: dict[tuple[str, tuple[tuple[str, int], ...]], Measurement] = {}
+
+    def measure(self, kernel: str, config: Mapping[str, int]) -> Measurement:
+        key = (kernel, tuple(sorted(config.items())))
+        if key not in self._measured:
+            if kernel not in self._runners:
+                self._runners[kernel] = DeviceRunner(
+                    self.device, load_kernel(kernel), self.workload,
+                    seed=1, repeats=20, min_repeats=10,
+                )  # fmt: skip
+            self._measured[key] = self._runners[kernel].measure(config)
+        return self._measured[key]
 
 
 def main() -> None:
@@ -48,87 +100,179 @@ def main() -> None:
 
     cl_device = select_device(args.device)
     info = DeviceInfo.from_cl(cl_device)
-    kernel = load_kernel("gemm")
     full = Store(f"sqlite:///{args.db}")
-    table = build_table(full, resolve_device(full, info.fingerprint), "gemm", kernel.sha256)
-    tuned = {entry.workload_key: entry for entry in table.tuned}
-    largest = max(table.tuned, key=lambda entry: _flops(entry.shape))
+    tables = {
+        table.kernel: table for table in family_tables(full, resolve_device(full, info.fingerprint))
+    }
+    tuned: dict[str, dict[str, Entry]] = {}  # workload key -> kernel -> its tuned best
+    for table in tables.values():
+        for entry in table.tuned:
+            tuned.setdefault(entry.workload_key, {})[table.kernel] = entry
+    if not tables[ONE_CONFIG_KERNEL].tuned:
+        raise SystemExit(f"kernel {ONE_CONFIG_KERNEL} is not tuned in {args.db}: tune it first")
+    largest = max(tables[ONE_CONFIG_KERNEL].tuned, key=lambda entry: _flops(entry.shape))
     for workload in args.shapes:
         if workload.key not in tuned:
             raise SystemExit(f"{workload} is not tuned in {args.db}: tune it first")
     groups = [args.shapes] if args.hold_out_all else [[workload] for workload in args.shapes]
-    asked: dict[str, tuple[Answer, Answer, Answer]] = {}
+    asked: dict[str, Asked] = {}
     for group in groups:
-        with tempfile.TemporaryDirectory() as folder:
-            hidden = [w.key for w in group]
-            copy = without_workloads(Path(args.db), Path(folder) / "held_out.db", hidden)
-            store = Store(f"sqlite:///{copy}")
-            device = resolve_device(store, info.fingerprint)
-            model = ModelAnswers()
-            others = build_table(store, device, "gemm", kernel.sha256, model=model)
-            neighbours = KernelIndex(replace(others, predictions=()))
-            service = KernelIndex(others, model.model(store, device, others))
-            bundle = KernelIndex(others)
-            for workload in group:
-                query = gemm_query(
-                    workload.shape["m"],
-                    workload.shape["n"],
-                    workload.shape["k"],
-                    workload.shape["transa"],
-                    workload.shape["transb"],
-                )
-                asked[workload.key] = (
-                    service.lookup(query),
-                    bundle.lookup(query),
-                    neighbours.lookup(query),
-                )
+        asked.update(ask(Path(args.db), info.fingerprint, group))
+
     rows = []
     for workload in args.shapes:
-        own = tuned[workload.key]
-        answer, bundle, nearest = asked[workload.key]
-        runner = DeviceRunner(cl_device, kernel, workload, seed=1, repeats=20, min_repeats=10)
-        configs = {
-            "answer": answer.config,
-            "bundle": bundle.config,
-            "nearest": nearest.config,
-            "tuned": table.entry_config(own.config),
-            "one_config": table.entry_config(largest.config),
+        answers = asked[workload.key]
+        side = SideBySide(cl_device, workload)
+        measured = {
+            "answer": side.measure(answers.service.kernel, answers.service.config),
+            "bundle": side.measure(answers.bundle.kernel, answers.bundle.config),
+            "nearest": side.measure(answers.nearest.kernel, answers.nearest.config),
+            "one_config": side.measure(
+                ONE_CONFIG_KERNEL, tables[ONE_CONFIG_KERNEL].entry_config(largest.config)
+            ),
         }
-        gflops = {name: runner.measure(config).gflops or 0.0 for name, config in configs.items()}
+        per_kernel = {
+            kernel: side.measure(kernel, answer.config)
+            for kernel, answer in answers.kernels.items()
+        }
+        per_tuned = {
+            kernel: side.measure(kernel, tables[kernel].entry_config(entry.config))
+            for kernel, entry in tuned[workload.key].items()
+        }
+        best_kernel = max(per_tuned, key=lambda kernel: (_gflops(per_tuned[kernel]), kernel))
+        confirmed_kernel = confirmed(per_kernel, answers.service.kernel)
+        gflops = {name: _gflops(measurement) for name, measurement in measured.items()}
+        gflops["tuned"] = _gflops(per_tuned[best_kernel])
+        gflops["confirmed"] = _gflops(per_kernel[confirmed_kernel])
+        failed = {
+            label: _status(measurement)
+            for label, measurement in (
+                *measured.items(),
+                *((f"kernel {kernel}", m) for kernel, m in per_kernel.items()),
+                *((f"tuned {kernel}", m) for kernel, m in per_tuned.items()),
+            )
+            if not measurement.ok
+        }
         best = gflops["tuned"] or float("nan")
         rows.append(
             {
                 "shape": str(workload),
-                "match": answer.match,
-                "bundle_match": bundle.match,
-                "from": (answer.source or {}).get("workload_key"),
+                "match": answers.service.match,
+                "answer_kernel": answers.service.kernel,
+                "bundle_match": answers.bundle.match,
+                "from": (answers.service.source or {}).get("workload_key"),
+                "best_kernel": best_kernel,
+                "confirmed_kernel": confirmed_kernel,
                 **{f"{name}_gflops": value for name, value in gflops.items()},
+                "kernel_gflops": {kernel: _gflops(m) for kernel, m in per_kernel.items()},
                 "ratio": gflops["answer"] / best,
-                "nearest_ratio": gflops["nearest"] / best,
+                "confirmed_ratio": gflops["confirmed"] / best,
                 "bundle_ratio": gflops["bundle"] / best,
+                "nearest_ratio": gflops["nearest"] / best,
                 "one_config_ratio": gflops["one_config"] / best,
+                "failed": failed,
             }
         )
         print(json.dumps(rows[-1]), flush=True)
 
-    print("\n| held-out shape | service answer | TFLOP/s | tuned best TFLOP/s | service / best "
-          "| bundle / best | nearest / best | one config / best |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| held-out shape | service answer (match, kernel) | TFLOP/s "
+          "| tuned best TFLOP/s (kernel) | service / best | confirmed / best | bundle / best "
+          "| nearest / best | one config / best |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         print(
-            f"| {row['shape']} | {row['match']} | {row['answer_gflops'] / 1e3:.2f} | "
-            f"{row['tuned_gflops'] / 1e3:.2f} | {row['ratio']:.2f} | "
-            f"{row['bundle_ratio']:.2f} ({row['bundle_match']}) | {row['nearest_ratio']:.2f} | "
-            f"{row['one_config_ratio']:.2f} |"
+            f"| {row['shape']} | {row['match']}, {row['answer_kernel']} | "
+            f"{row['answer_gflops'] / 1e3:.3g} | "
+            f"{row['tuned_gflops'] / 1e3:.3g} ({row['best_kernel']}) | {row['ratio']:.2f} | "
+            f"{row['confirmed_ratio']:.2f} | {row['bundle_ratio']:.2f} ({row['bundle_match']}) | "
+            f"{row['nearest_ratio']:.2f} | {row['one_config_ratio']:.2f} |"
         )
-    names = {"ratio": "service", "bundle_ratio": "bundle", "nearest_ratio": "nearest tuned shape",
-             "one_config_ratio": "one config per device"}  # fmt: skip
+    names = {
+        "ratio": "service",
+        "confirmed_ratio": "confirmed",
+        "bundle_ratio": "bundle",
+        "nearest_ratio": "nearest tuned shape",
+        "one_config_ratio": "one config per device",
+    }
     medians = ", ".join(
         f"{label} {statistics.median(row[name] for row in rows):.2f}"
         for name, label in names.items()
     )
     print(f"median / tuned best: {medians}")
     args.out.write_text(json.dumps({"device": info.to_dict(), "rows": rows}, indent=2))
+
+
+def family_tables(
+    store: Store, device: StoredDevice, model: ModelAnswers | None = None
+) -> list[KernelTable]:
+    """Every kernel's table on the device, for its installed version (the one measured here).
+    A kernel never tuned on the device gets the installed kernel's table, which answers its
+    default config, as the server's does; one tuned only as another version would answer that
+    way too, silently, so it stops the benchmark instead.
+    """
+    tables = []
+    for name in kernels_of(FAMILY):
+        installed = load_kernel(name).sha256
+        latest = store.lookup_kernel(device.fingerprint, name)
+        if latest is not None and latest.sha256 != installed:
+            raise SystemExit(
+                f"{name} was last tuned as version {latest.sha256[:12]} in {store.url}, not as "
+                f"the installed {installed[:12]}: tune the installed kernel first"
+            )
+        tables.append(build_table(store, device, name, installed, model=model))
+    return tables
+
+
+def ask(db: Path, fingerprint: str, group: Sequence[Workload]) -> dict[str, Asked]:
+    """The lookup's answers for each shape of ``group``, on a copy of ``db`` without them."""
+    with tempfile.TemporaryDirectory() as folder:
+        copy = without_workloads(db, Path(folder) / "held_out.db", [w.key for w in group])
+        store = Store(f"sqlite:///{copy}")
+        device = resolve_device(store, fingerprint)
+        model = ModelAnswers()
+        tables = family_tables(store, device, model)
+        service = [KernelIndex(table, model.model(store, device, table)) for table in tables]
+        bundle = [KernelIndex(table) for table in tables]
+        nearest = [KernelIndex(replace(table, predictions=())) for table in tables]
+        asked = {}
+        for workload in group:
+            query = Query(FAMILY, workload.shape, workload.dtype)
+            asked[workload.key] = Asked(
+                service=best_answer(service, query),
+                bundle=best_answer(bundle, query),
+                nearest=best_answer(nearest, query),
+                kernels=kernel_answers(service, query),
+            )
+        return asked
+
+
+def kernel_answers(indexes: Sequence[KernelIndex], query: Query) -> dict[str, Answer]:
+    """Each kernel's own answer, for the kernels that take the query's shape."""
+    answers = {}
+    for index in indexes:
+        try:
+            answers[index.table.kernel] = index.lookup(replace(query, kernel=index.table.kernel))
+        except QueryError:
+            continue  # the kernel does not take this shape (a gemv kernel: M or N must be 1)
+    return answers
+
+
+def confirmed(measured: Mapping[str, Measurement], service_kernel: str) -> str:
+    """The kernel the runtime's confirmed policy keeps: the fastest whose answer verified (ties
+    to the kernel name), else the service answer's.
+    """
+    timed = [(median, kernel) for kernel, m in measured.items() if m.ok and (median := m.median_s)]
+    return min(timed)[1] if timed else service_kernel
+
+
+def _status(measurement: Measurement) -> str:
+    """A failed measurement's status and the first line of its message."""
+    first_line = next(iter(measurement.message.splitlines()), "")
+    return f"{measurement.status}: {first_line}" if first_line else str(measurement.status)
+
+
+def _gflops(measurement: Measurement) -> float:
+    return measurement.gflops or 0.0
 
 
 def _flops(shape: tuple[int, ...]) -> int:
