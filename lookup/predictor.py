@@ -3,9 +3,9 @@
 One model per device and kernel version, trained on that device's stored measurements
 (``Store.history``) with the cost model's features (``octune.tuner.cost_model``) plus the
 layout flags, regressing log(seconds per flop). For a shape it scores a candidate set -- every
-tuned best and each workload's fastest few configs on the device, plus a seeded sample of the
-legal space, minus configs that only ever failed there -- and proposes the one predicted
-fastest whose launch is legal for the shape, with its predicted time.
+tuned best and each workload's fastest few configs on the device, so every one verified there --
+and proposes the one predicted fastest whose launch is legal for the shape, with its predicted
+time.
 
 The service and the bundles must answer identically and a bundle cannot carry a model, so both
 answer ``predicted`` from one table: the model's answer on a grid of shapes (every octave of
@@ -40,7 +40,7 @@ from octune.lookup.semantics import (
     Query,
     ShapeRules,
 )
-from octune.lookup.tables import device_limits, stored_shape, stored_space
+from octune.lookup.tables import stored_shape, stored_space
 from octune.tuner.cost_model import Context, Features, targets
 from octune.tuner.space import SearchSpace
 
@@ -51,8 +51,8 @@ MAX_GRID = 4096
 #: Too little to learn from below these: passing measurements, and tuned workloads among them
 #: (one workload says nothing about how the best config moves with the shape).
 MIN_MEASUREMENTS, MIN_WORKLOADS = 20, 2
-#: Candidates: the fastest configs of each stored workload, and a sample of the legal space.
-TOP_PER_WORKLOAD, SAMPLE = 8, 256
+#: Most candidates: configs that passed on the device, each workload's fastest first.
+MAX_CANDIDATES = 1024
 #: Training rows per workload, sampled when there are more: a retrain stays a few seconds.
 ROWS_PER_WORKLOAD = 1000
 #: Feature rows scored per call of the estimator (a grid is about 300,000): bounds memory.
@@ -186,7 +186,7 @@ def train(
         xs.append(model.features(configs, shape))
         ys.append(targets([r.time_s for r in rows], [r.flops for r in rows]))
     model.estimator.fit(np.vstack(xs), np.concatenate(ys))
-    model.candidates = _candidates(table, space, device, workloads, rng)
+    model.candidates = _candidates(table, workloads)
     return model if len(model.candidates) else None
 
 
@@ -195,37 +195,24 @@ def _empty(names: Sequence[str]) -> NDArray[np.int64]:
 
 
 def _candidates(
-    table: KernelTable,
-    space: SearchSpace,
-    device: StoredDevice,
-    workloads: dict[tuple[int, ...], list[HistoryRecord]],
-    rng: np.random.Generator,
+    table: KernelTable, workloads: dict[tuple[int, ...], list[HistoryRecord]]
 ) -> NDArray[np.int64]:
-    """Configs worth proposing, legal on the device: tuned bests, each workload's fastest few,
-    a seeded sample of the space; not those that failed on the device and never passed.
+    """Configs worth proposing: the tuned bests, then every config that passed on the device,
+    each workload's fastest first, up to ``MAX_CANDIDATES``; so every answer passed
+    verification there. Configs never run there are left out: the model extrapolates to them,
+    and on a thinly tuned grid it proposed one for 3136 x 64 x 576 that ran at 0.20 of the
+    shape's tuned best (benchmarks/RESULTS.md, issue 19, fifth part).
     """
-    legal = space.enumerate(device_limits(device))
     order: dict[tuple[int, ...], None] = dict.fromkeys(e.config for e in table.tuned)
-    passed, failed = set(), set()
-    for rows in workloads.values():
-        fastest = sorted((r for r in rows if r.time_s is not None), key=lambda r: r.time_s or 0)
-        for rank, record in enumerate(fastest):
-            config = tuple(int(record.config[n]) for n in table.parameters)
-            passed.add(config)
-            if rank < TOP_PER_WORKLOAD:
-                order.setdefault(config)
-        failed.update(
-            tuple(int(r.config[n]) for n in table.parameters) for r in rows if r.time_s is None
-        )
-    sample = rng.choice(len(legal), min(SAMPLE, len(legal)), replace=False)
-    order.update(dict.fromkeys(tuple(row) for row in legal.values[np.sort(sample)].tolist()))
-    keep = [
-        config
-        for config in order
-        if config not in failed - passed
-        and legal.index(dict(zip(table.parameters, config, strict=True))) is not None
+    ranked = [
+        sorted((r for r in rows if r.time_s is not None), key=lambda r: r.time_s or 0)
+        for rows in workloads.values()
     ]
-    return np.array(keep, dtype=np.int64) if keep else _empty(table.parameters)
+    for records in itertools.zip_longest(*ranked):  # every workload's best, then second ...
+        for record in records:
+            if record is not None and len(order) < MAX_CANDIDATES:
+                order.setdefault(tuple(int(record.config[n]) for n in table.parameters))
+    return np.array(list(order), dtype=np.int64) if order else _empty(table.parameters)
 
 
 ModelKey = tuple[str, str]  # device fingerprint, kernel version sha256
