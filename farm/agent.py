@@ -29,7 +29,7 @@ from octune.db.store import Store
 from octune.farm.spec import spec_label, spec_tasks
 from octune.server.client import ClientError, OctuneClient, session_body
 from octune.server.schemas import DoneSessionOut, JobOut, LeaseOut, MeasurementIn
-from octune.tuner.campaign import Task, tune_in_turn, unverified
+from octune.tuner.campaign import Task, tune_in_turn, tune_one, unverified
 from octune.tuner.device import DeviceInfo, require_compiling
 from octune.tuner.errors import OctuneError
 from octune.tuner.results import Measurement
@@ -176,8 +176,6 @@ def tune_job(held: Held, device: cl.Device, info: DeviceInfo, tasks: list[Task])
     `octune tune --resume` shares it; raises OctuneError when no workload got a verified
     config (the device cannot run them).
     """
-    from octune.tuner.cli import tune_one  # the CLI's display of a session (imports the CLI)
-
     job = held.job
     seconds = None
     if job.budget_seconds is not None:

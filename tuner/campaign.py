@@ -4,8 +4,8 @@ The budget is shared by giving each workload its part of what is left when its t
 (``share``): an even part of ``EVEN_SHARE`` of it, plus its weight's part (equal unless an entry
 says ``weight:``, e.g. a network layer's share of the network's time) of the rest. A workload
 that stops early (patience, an exhausted space) leaves its unused part to the ones after it,
-and no workload can starve the others. ``tune_in_turn`` is that loop, for `octune tune` and for
-a farm agent's job alike.
+and no workload can starve the others. ``tune_in_turn`` is that loop, and ``tune_one`` one
+turn's session with its progress shown, for `octune tune` and for a farm agent's job alike.
 """
 
 from __future__ import annotations
@@ -26,14 +26,27 @@ from pydantic import (
     StrictInt,
     ValidationError,
 )
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, resolve_kernels
-from octune.tuner.session import Budget, SessionReport, Settings, SystematicFailure, open_workers
+from octune.tuner.results import Measurement
+from octune.tuner.session import (
+    Budget,
+    SessionReport,
+    Settings,
+    SystematicFailure,
+    open_workers,
+    run_session,
+)
+from octune.tuner.session import Progress as SessionProgress
 from octune.tuner.workers import Workers
+
+console = Console()
 
 EXAMPLE = (
     "workloads: [{kernel: gemm, m: 1024, n: 1024, k: 1024, transb: true}, "
@@ -259,3 +272,59 @@ def unverified(
         )
         found_none.append((group[0].label, why))
     return found_none, len(groups)
+
+
+def tune_one(
+    store: Store,
+    info: DeviceInfo,
+    task: Task,
+    strategy: str,
+    budget: Budget,
+    settings: Settings,
+    seed: int | None,
+    workers: Workers,
+    on_measurement: Callable[[int, Measurement], None] | None = None,
+) -> SessionReport:
+    """One task's session with a progress bar and a closing line: `octune tune` shows each
+    workload this way, and a farm agent shows its jobs' workloads alike in its log.
+    """
+    table = task.kernel.space.enumerate(info.limits)
+    console.print(f"[bold]{task.workload}[/] with {task.kernel.name}: {len(table):,} legal configs")
+    with Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
+        bar_task = bar.add_task("configs", total=budget.candidates, status="")
+
+        def show(progress: SessionProgress) -> None:
+            failures = sum(progress.failures.values())
+            best = progress.best.gflops if progress.best else None
+            status = f"failures {failures}  best " + (f"{best:,.1f} GFLOP/s" if best else "-")
+            bar.update(bar_task, completed=progress.tried, status=status)
+
+        report = run_session(
+            store, info, task.kernel, task.workload, table,
+            strategy=strategy, budget=budget, settings=settings, seed=seed, on_result=show,
+            workers=workers, on_measurement=on_measurement,
+        )  # fmt: skip
+    progress = report.progress
+    failures = ", ".join(f"{count} {status}" for status, count in progress.failures.items())
+    console.print(
+        f"Session {report.session_id}: measured {progress.tried} configs"
+        + (f" ({failures})" if failures else "")
+        + (
+            f", skipped {progress.already_measured} measured before"
+            if progress.already_measured
+            else ""
+        )
+        + f"; the {strategy} strategy took {progress.strategy_s:.1f} s"
+        + f" of the {progress.elapsed_s:.1f} s"
+    )
+    if report.within_noise:
+        console.print("The top candidates are within noise of each other: either will do.")
+    return report

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Annotated
@@ -12,7 +11,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from octune.db.store import BestResult, Store
@@ -22,26 +20,24 @@ from octune.networks.cli import report
 from octune.networks.options import BatchOption, DimOption
 from octune.runtime.cli import run
 from octune.server.cli import serve, token_app
-from octune.tuner.campaign import Task, load_tasks, tasks_for, tune_in_turn, unverified
+from octune.tuner.campaign import Task, load_tasks, tasks_for, tune_in_turn, tune_one, unverified
 from octune.tuner.cli_devices import devices, setup
 from octune.tuner.device import DeviceInfo, require_compiling, select_device
 from octune.tuner.energy import sensor_for
 from octune.tuner.errors import OctuneError
 from octune.tuner.family import Family, Workload
 from octune.tuner.kernels import KernelSpec, add_kernel_dir, families, resolve_kernels
-from octune.tuner.results import OBJECTIVES, Measurement, Objective
+from octune.tuner.results import OBJECTIVES, Objective
 from octune.tuner.session import (
     Budget,
     SessionReport,
     Settings,
     check_seed,
     parse_duration,
-    run_session,
 )
-from octune.tuner.session import Progress as SessionProgress
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies.base import available_strategies
-from octune.tuner.workers import Workers, default_jobs
+from octune.tuner.workers import default_jobs
 
 app = typer.Typer(
     help="Auto-tune OpenCL kernels, store the best verified configs, look them up.",
@@ -281,62 +277,6 @@ def _model_tasks(source: str, batch: int | None, dims: list[str] | None) -> list
     layers, untuned = network_layers(source, batch, parse_dims(dims or []))
     console.print(describe(source, layers, untuned))
     return network_tasks(layers)
-
-
-def tune_one(
-    store: Store,
-    info: DeviceInfo,
-    task: Task,
-    strategy: str,
-    budget: Budget,
-    settings: Settings,
-    seed: int | None,
-    workers: Workers,
-    on_measurement: Callable[[int, Measurement], None] | None = None,
-) -> SessionReport:
-    """One task's session with a progress bar and a closing line: `octune tune` shows each
-    workload this way, and a farm agent shows its jobs' workloads alike in its log.
-    """
-    table = task.kernel.space.enumerate(info.limits)
-    console.print(f"[bold]{task.workload}[/] with {task.kernel.name}: {len(table):,} legal configs")
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as bar:
-        bar_task = bar.add_task("configs", total=budget.candidates, status="")
-
-        def show(progress: SessionProgress) -> None:
-            failures = sum(progress.failures.values())
-            best = progress.best.gflops if progress.best else None
-            status = f"failures {failures}  best " + (f"{best:,.1f} GFLOP/s" if best else "-")
-            bar.update(bar_task, completed=progress.tried, status=status)
-
-        report = run_session(
-            store, info, task.kernel, task.workload, table,
-            strategy=strategy, budget=budget, settings=settings, seed=seed, on_result=show,
-            workers=workers, on_measurement=on_measurement,
-        )  # fmt: skip
-    progress = report.progress
-    failures = ", ".join(f"{count} {status}" for status, count in progress.failures.items())
-    console.print(
-        f"Session {report.session_id}: measured {progress.tried} configs"
-        + (f" ({failures})" if failures else "")
-        + (
-            f", skipped {progress.already_measured} measured before"
-            if progress.already_measured
-            else ""
-        )
-        + f"; the {strategy} strategy took {progress.strategy_s:.1f} s"
-        + f" of the {progress.elapsed_s:.1f} s"
-    )
-    if report.within_noise:
-        console.print("The top candidates are within noise of each other: either will do.")
-    return report
 
 
 def _upload(store: Store, report: SessionReport, url: str, token: str) -> None:
