@@ -158,7 +158,7 @@ class DeviceRunner:
             events[-1].wait()
             return (events[-1].profile.end - events[0].profile.start) * 1e-9
 
-        def verify(after: str) -> Measurement | float:
+        def verify(first: bool) -> Measurement | float:
             """Input set 0 from a NaN output and workspace: a wrong result, or the error ratio.
             Run once before timing and once after, since a race between work-groups that the
             first run wins can lose the next ones.
@@ -175,8 +175,9 @@ class DeviceRunner:
                     config,
                     Status.WRONG_RESULT,
                     flops=flops,
-                    message=f"left {dirty} of its {zeroed} zeroed workspace elements non-zero "
-                    f"{after}; the launches must leave them at zero for the next run",
+                    message=f"left {dirty} of its {zeroed} zeroed workspace elements non-zero"
+                    f"{'' if first else ' after the timed runs'}; the launches must leave them "
+                    "at zero for the next run",
                 )
             if not error_ratio < 1.0:
                 return Measurement(
@@ -184,15 +185,16 @@ class DeviceRunner:
                     Status.WRONG_RESULT,
                     flops=flops,
                     max_error=error_ratio,
-                    message=f"output off the float64 reference by {error_ratio:.3g} x tolerance "
-                    f"{after}",
+                    message=("output" if first else "right on its first run, then")
+                    + f" off the float64 reference by {error_ratio:.3g} x tolerance"
+                    + ("" if first else " after the timed runs"),
                 )
             return error_ratio
 
         times: list[float] = []
         extra: dict[str, float] = {}
         try:
-            checked = verify("on its first run")
+            checked = verify(first=True)
             if isinstance(checked, Measurement):
                 return checked
             for repeat in range(1, self.repeats + 1):  # set 0 is warm from the check: start at 1
@@ -206,7 +208,7 @@ class DeviceRunner:
                 extra["back_to_back_s"] = back_to_back_seconds(
                     self.queue, launch, self.back_to_back
                 )
-            again = verify(f"after {len(times)} timed runs, though right on its first")
+            again = verify(first=False)
             if isinstance(again, Measurement):
                 return again
         except cl.Error as error:

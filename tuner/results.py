@@ -44,7 +44,7 @@ def one_line_reason(message: str) -> str:
 
 
 # How far a wrong result was off: it differs from config to config, the cause does not.
-_MAGNITUDE = re.compile(r" by \S+ x tolerance$")
+_MAGNITUDE = re.compile(r" by \S+ x tolerance")
 
 
 def failure_signature(status: str, message: str | None) -> str:
