@@ -11,7 +11,7 @@ import socket
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -687,10 +687,15 @@ class Store:
         return [StoredDevice.from_row(row) for row in rows]
 
     def lookup_kernel(
-        self, device_fingerprint: str, kernel_name: str, kernel_sha256: str | None = None
+        self,
+        device_fingerprint: str,
+        kernel_name: str,
+        kernel_sha256: str | None = None,
+        skip: Collection[str] = (),
     ) -> StoredKernel | None:
-        """The pinned kernel version, or without a sha256 the one last tuned on this device:
-        one version per lookup table, because a config is only valid for its own source.
+        """The pinned kernel version, or without a sha256 the one last tuned on this device
+        that is not in ``skip`` (retired versions): one version per lookup table, because a
+        config is only valid for its own source.
         """
         query = select(KernelVersion).where(KernelVersion.name == kernel_name)
         if kernel_sha256 is not None:
@@ -700,6 +705,7 @@ class Store:
                 query.join(TuningSession, TuningSession.kernel_version_id == KernelVersion.id)
                 .join(Device, TuningSession.device_id == Device.id)
                 .where(Device.fingerprint == device_fingerprint)
+                .where(KernelVersion.sha256.not_in(list(skip)))
                 .order_by(TuningSession.started_at.desc(), TuningSession.id.desc())
                 .limit(1)
             )

@@ -48,6 +48,7 @@ from octune.lookup.semantics import (
     kernel_version_sha256,
 )
 from octune.tuner.errors import OctuneError
+from octune.tuner.kernels import retired_versions
 
 #: Bumped when a reader of the previous version could misread a new bundle.
 SCHEMA_VERSION = 1
@@ -529,7 +530,8 @@ class Bundle:
     manifest: dict[str, Any]
     tables: dict[str, KernelTable]
     sources: dict[str, tuple[str, str]]  # kernel name -> (template, space)
-    indexes: dict[str, KernelIndex]
+    indexes: dict[str, KernelIndex]  # the tables lookups answer from: none of a retired version
+    retired: dict[str, str]  # kernel name -> why its version in the bundle is retired
 
     @property
     def device(self) -> dict[str, Any]:
@@ -541,6 +543,11 @@ class Bundle:
         if family:
             return best_answer(family, query, predictor)
         index = self.indexes.get(query.kernel)
+        if query.kernel in self.retired:
+            raise QueryError(
+                f"bundle {self.path} carries a retired version of {query.kernel} "
+                f"({self.retired[query.kernel]}), then export again"
+            )
         if index is None:
             raise QueryError(
                 f"bundle {self.path} has no kernel '{query.kernel}'; it has "
@@ -570,7 +577,10 @@ def load_bundle(path: str | Path, public_key: str | None = None) -> Bundle:
     try:
         datas = json.loads(content)["kernels"] if fmt == "json" else _tables_from_sqlite(content)
         tables = [table_from_data(data) for data in datas]
-        indexes = {table.kernel: KernelIndex(table) for table in tables}
+        retired = {
+            t.kernel: why for t in tables if (why := retired_versions(t.kernel).get(t.sha256))
+        }
+        indexes = {t.kernel: KernelIndex(t) for t in tables if t.kernel not in retired}
     except (
         KeyError,
         TypeError,
@@ -598,4 +608,4 @@ def load_bundle(path: str | Path, public_key: str | None = None) -> Bundle:
         if table.device_fingerprint != manifest["device"].get("fingerprint"):
             raise BundleError(f"bundle {path}: {table.kernel} was tuned on another device")
         sources[table.kernel] = (template, space)
-    return Bundle(path, manifest, {t.kernel: t for t in tables}, sources, indexes)
+    return Bundle(path, manifest, {t.kernel: t for t in tables}, sources, indexes, retired)

@@ -32,9 +32,12 @@ def export_bundle(
     model: TableModel | None = None,
 ) -> tuple[dict[str, Any], list[KernelTable]]:
     """Write the bundle of one stored device; every tuned kernel unless ``kernels`` names some.
-    Each kernel is exported at the version last tuned on the device, as lookups answer, with
-    ``model``'s answers for far shapes (the server's ``ModelAnswers``, so both agree).
+    Each kernel is exported at the version last tuned on the device that is not retired, as
+    lookups answer, with ``model``'s answers for far shapes (the server's ``ModelAnswers``, so
+    both agree).
     """
+    from octune.tuner.kernels import retired_versions
+
     device = resolve_device(store, device_choice)
     tuned = store.tuned_kernel_names(device.fingerprint)
     names = list(kernels) if kernels else tuned
@@ -45,11 +48,17 @@ def export_bundle(
         )
     tables, sources = [], {}
     for name in names:
-        stored = store.lookup_kernel(device.fingerprint, name)
+        retired = retired_versions(name)
+        stored = store.lookup_kernel(device.fingerprint, name, skip=retired)
         if stored is None:
+            latest = store.lookup_kernel(device.fingerprint, name)
+            others = ",".join(n for n in tuned if n != name) or "nothing"
             raise OctuneError(
                 f"kernel '{name}' is not tuned on {device.name} in {store.url}; tuned there: "
                 f"{', '.join(tuned) or 'nothing'} (pass them with --kernels a,b)"
+                if latest is None
+                else f"kernel '{name}' is tuned on {device.name} in {store.url} only in retired "
+                f"versions ({retired[latest.sha256]}); or leave it out with --kernels {others}"
             )
         tables.append(build_table(store, device, name, stored.sha256, model=model))
         sources[stored.sha256] = (stored.template_source, stored.space_source)

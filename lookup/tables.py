@@ -165,12 +165,18 @@ def build_table(
     model: TableModel | None = None,
 ) -> KernelTable:
     """One device's table for one kernel version: the pinned one, else the version last tuned
-    on the device, else the installed kernel (then only the default can answer). ``model``
-    adds its answers to ``predictions``.
+    on the device, else the installed kernel (then only the default can answer). Retired
+    versions are never answered from. ``model`` adds its answers to ``predictions``.
     """
-    from octune.tuner.kernels import KernelSpec, load_kernel
+    from octune.tuner.kernels import KernelSpec, load_kernel, retired_versions
 
-    stored = store.lookup_kernel(device.fingerprint, kernel_name, kernel_sha256)
+    retired = retired_versions(kernel_name)
+    if kernel_sha256 in retired:
+        raise QueryError(
+            f"{kernel_name} version {kernel_sha256[:12]} is retired ({retired[kernel_sha256]}); "
+            "omit the hash to use the latest version in service"
+        )
+    stored = store.lookup_kernel(device.fingerprint, kernel_name, kernel_sha256, skip=retired)
     if stored is None:
         installed = load_kernel(kernel_name)  # unknown names: one line with the closest match
         if kernel_sha256 not in (None, installed.sha256):

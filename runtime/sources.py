@@ -39,7 +39,13 @@ from octune.server.client import OctuneClient
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError, SpaceError
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel, resolve_kernels
+from octune.tuner.kernels import (
+    KernelSpec,
+    kernel_from_texts,
+    load_kernel,
+    resolve_kernels,
+    retired_versions,
+)
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
 
@@ -108,8 +114,11 @@ class BundleConfigs:
     """A firmware bundle exported for this device; it carries the kernel sources."""
 
     def __init__(self, path: Path, device: DeviceInfo, public_key: str | None = None) -> None:
-        self.where = str(path)
         self.bundle = load_bundle(path, public_key)
+        # One exported before a kernel version was retired: its other kernels answer.
+        self.where = str(path) + "".join(
+            f" (without {name}: a retired version)" for name in self.bundle.retired
+        )
         tuned_on = self.bundle.device.get("fingerprint")
         if tuned_on != device.fingerprint:
             raise OctuneError(
@@ -199,7 +208,7 @@ def choose(
     """Each layer's choice under ``policy`` (``default``: ``answers`` came from
     ``default_configs``), from the layers' answers in order.
     """
-    own = [Choice(source.kernel(a), dict(a.config), a.match) for a in answers]
+    own = [Choice(_kernel(source, a), dict(a.config), a.match) for a in answers]
     if policy != "one-per-device":
         return own
     tuned = sorted(
@@ -215,6 +224,17 @@ def choose(
         )
         chosen.append(next(donors, choice))
     return chosen
+
+
+def _kernel(source: ConfigSource, answer: Answer) -> KernelSpec:
+    """The kernel version an answer names, unless it is retired (an older server's answer)."""
+    why = retired_versions(answer.kernel).get(answer.kernel_sha256)
+    if why is not None:
+        raise OctuneError(
+            f"{source.where} answers {answer.kernel} version {answer.kernel_sha256[:12]}, which "
+            f"is retired ({why}); update octune where the configs come from, so it skips it"
+        )
+    return source.kernel(answer)
 
 
 def _runs(choice: Choice, workload: Workload, limits: Mapping[str, int]) -> bool:
@@ -250,7 +270,7 @@ def confirm(
             (answer,) = source.answers(kernel.name, [workload.shape])
         except OctuneError:
             continue  # a source without that kernel: nothing to compare
-        candidates.append(Choice(source.kernel(answer), dict(answer.config), answer.match))
+        candidates.append(Choice(_kernel(source, answer), dict(answer.config), answer.match))
     timed = []
     for candidate in candidates:
         runner = DeviceRunner(

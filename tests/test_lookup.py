@@ -269,3 +269,41 @@ def test_lookup_module_needs_only_the_standard_library():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_retired_kernel_versions_are_never_answered(tmp_path):
+    """A database tuned with a version that its successor's space retires (one-launch split-K
+    before its device-scope fence) answers the version in service, never the retired one.
+    """
+    kernel = load_kernel("gemm_splitk_serial")
+    retired = sorted(kernel.space.retired)[0]
+    workload = gemm_workload(64, 64, 4096)
+    space = kernel.space
+    legal = dict(zip(space.parameter_names, default_config(space, DEVICE.limits), strict=True))
+    with Store(f"sqlite:///{tmp_path / 'retired.db'}") as store:
+        device_id = store.device_id(DEVICE)
+        workload_id = store.workload_id(workload.problem, workload.key, workload.shape, "float32")
+
+        def tune(sha256: str, seconds: float) -> None:
+            # The retired version's own texts are not at hand: only its hash matters here.
+            version = store.kernel_version_id(kernel.name, sha256, kernel.source, space.source_text)
+            session = store.start_session(device_id, version, workload_id, "random", 0, {})
+            measured = Measurement(legal, Status.OK, (seconds,) * 3, flops=workload.flops)
+            store.add_measurement(session, measured)
+            store.finish_session(session, "completed")
+
+        tune(retired, 1e-5)
+        lookup = StoreLookup(store)
+        query = gemm_query(64, 64, 4096)
+        device = lookup.device(DEVICE.fingerprint)
+        answer = lookup.lookup(device, replace(query, kernel=kernel.name))
+        assert (answer.match, answer.kernel_sha256) == ("default", kernel.sha256)
+        assert lookup.lookup(device, query).kernel_sha256 != retired  # the family's answer too
+        with pytest.raises(QueryError, match=rf"version {retired[:12]} is retired \(one-launch"):
+            lookup.lookup(device, replace(query, kernel=kernel.name), kernel_sha256=retired)
+
+        tune(kernel.sha256, 2e-5)  # tuned again, slower: still the answer
+        lookup = StoreLookup(store)
+        answer = lookup.lookup(device, replace(query, kernel=kernel.name))
+        assert (answer.match, answer.kernel_sha256) == ("exact", kernel.sha256)
+        assert answer.time_s == pytest.approx(2e-5)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,11 +17,14 @@ import pytest
 import yaml
 from test_cli import assert_one_line_error, octune
 
+from octune.kernels.gemm import gemm_workload
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
 from octune.runtime.executor import Runtime
+from octune.runtime.sources import choose, default_configs
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo
+from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import load_kernel
 
 sys.path.insert(0, str(Path(__file__).parent / "server"))  # the config-service test helpers
@@ -311,3 +315,14 @@ def test_inputs_of_the_wrong_shape_are_refused(cl_device, tmp_path: Path) -> Non
     assert np.allclose(runtime.run({"input": -np.ones((2, 3), np.float32)})["relu"], 0)
     with pytest.raises(Exception, match=r"input 'input' must be a float32 array of shape \(2, 3\)"):
         runtime.run({"input": np.ones((3, 2), np.float32)})
+
+
+def test_an_answer_naming_a_retired_version_is_refused(device_info: DeviceInfo) -> None:
+    """An older server may still answer a version that this octune retires: never run it."""
+    source, workload = default_configs(device_info), gemm_workload(64, 64, 4096)
+    kernel = load_kernel("gemm_splitk_serial")
+    (answer,) = source.answers(kernel.name, [workload.shape])
+    assert choose(source, [workload], [answer], "tuned", device_info.limits)
+    old = replace(answer, kernel_sha256=sorted(kernel.space.retired)[0])
+    with pytest.raises(OctuneError, match=r"which is retired \(one-launch split-K raced"):
+        choose(source, [workload], [old], "tuned", device_info.limits)

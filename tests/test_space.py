@@ -575,6 +575,8 @@ def test_duplicate_keys_are_errors():
             SMALL.replace("{values: [1, 2, 4]}", "[1, 2, 4]"),
             "parameters.VW: Input should be a valid dictionary (write NAME: {values: [...], help",
         ),
+        (SMALL + "retired: {abc123: raced}\n", "'abc123' must be a kernel version's sha256"),
+        (SMALL + f"retired: {{{'0' * 64}: ' '}}\n", "say why the version is retired"),
     ],
 )
 def test_schema_errors(text, piece):

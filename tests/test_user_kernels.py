@@ -157,3 +157,27 @@ def test_a_run_where_no_workload_verified_fails_in_one_line(tmp_path: Path) -> N
                     db=tmp_path / "octune.db")  # fmt: skip
     assert_one_line_error(result, "none of the 2 workloads got a verified config")
     assert result.stdout.count("no verified config for transpose rows=") == 2
+
+
+def test_a_retired_kernel_version_is_never_answered(tmp_path: Path) -> None:
+    """A version found wrong after it was tuned is listed under ``retired:`` in the next
+    version's space: export refuses it, and a bundle exported before answers without it.
+    """
+    folder, db = _folder(tmp_path), tmp_path / "octune.db"
+    user, shape = ["--kernel-dir", str(folder)], ["--rows", "100", "--cols", "70"]
+    tuned = octune(*user, "tune", "transpose", *shape, "--budget", "3", "--confirm", "0", db=db)
+    assert tuned.returncode == 0, tuned.stderr + tuned.stdout
+    best = json.loads(octune(*user, "best", "transpose", *shape, "--json", db=db).stdout)
+    bundle = tmp_path / "bundle"
+    export = [*user, "export", "--device", best["device_fingerprint"], "--no-model"]
+    assert octune(*export, "--out", str(bundle), db=db).returncode == 0
+    assert octune("lookup", str(bundle), "transpose", *shape).returncode == 0
+
+    space = folder / "transpose.yaml"
+    space.write_text(f"{space.read_text()}retired:\n  {best['kernel_sha256']}: wrote past rows\n")
+    refused = octune(*export, "--out", str(tmp_path / "again"), db=db)
+    assert_one_line_error(refused, "'transpose' is tuned on", "only in retired versions (wrote")
+    looked_up = octune(*user, "lookup", str(bundle), "transpose", *shape)
+    assert_one_line_error(looked_up, "carries a retired version of transpose (wrote past rows)")
+    # Where the space that retires it is not installed, nothing says the version is wrong.
+    assert octune("lookup", str(bundle), "transpose", *shape).returncode == 0

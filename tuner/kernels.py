@@ -291,6 +291,13 @@ def load_kernel(name: str) -> KernelSpec:
     return KernelSpec(name=name, source=template, space=_space(name, space_text, origin))
 
 
+def retired_versions(name: str) -> Mapping[str, str]:
+    """The earlier versions of kernel ``name`` that its installed space retires (sha256 -> why
+    it computed wrong results); none for a kernel not installed here.
+    """
+    return load_kernel(name).space.retired if name in _kernel_files() else {}
+
+
 def kernel_from_texts(name: str, source: str, space_text: str) -> KernelSpec:
     """A kernel from its template and space texts: how worker processes rebuild a KernelSpec
     (compiled expressions do not pickle), and how tests load fixture kernels.

@@ -44,6 +44,7 @@ _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FILE_STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _QUOTE_HINT = (
     " (YAML splits [a, b] lists at commas: quote expressions that contain one, "
     'e.g. ["ceil_div(N, NWG)"])'
@@ -86,8 +87,22 @@ def _identifier(value: object) -> object:
     return value
 
 
+def _sha256(value: object) -> object:
+    if isinstance(value, str) and not _SHA256.fullmatch(value):
+        raise ValueError(f"'{value}' must be a kernel version's sha256 (64 lowercase hex digits)")
+    return value
+
+
+def _reason(value: object) -> object:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("say why the version is retired (what it computed wrong)")
+    return value
+
+
 _IntValue = Annotated[int, BeforeValidator(_int_value)]
 _ExpressionText = Annotated[str, BeforeValidator(_expression_text)]
+_Sha256 = Annotated[str, BeforeValidator(_sha256)]
+_Reason = Annotated[str, BeforeValidator(_reason)]
 
 
 class _ParameterModel(BaseModel):
@@ -120,6 +135,7 @@ class _SpaceModel(BaseModel):
     workspace: _ExpressionText | None = None
     zeroed: _ExpressionText | None = None
     then: Annotated[list[_FollowUpModel], _none_to(list)] = Field(default_factory=list)
+    retired: Annotated[dict[_Sha256, _Reason], _none_to(dict)] = Field(default_factory=dict)
 
 
 def _keys(model: type[BaseModel]) -> list[str]:
@@ -293,6 +309,9 @@ class SearchSpace:
             FollowUp(step.entry, *self._launch(step, every_name, f"then[{i}]"))
             for i, step in enumerate(model.then)
         )
+        # Earlier versions of this kernel (sha256 -> why) that computed wrong results after
+        # they were tuned: lookups, exports and runs never use them, whatever a database holds.
+        self.retired: dict[str, str] = {sha: why.strip() for sha, why in model.retired.items()}
         # Which shapes the kernel takes at all (a depthwise kernel: GROUPS == C): shape only.
         self.requires: tuple[Expression, ...] = tuple(
             self._expression(text, self.shape_names, "requires") for text in model.requires
