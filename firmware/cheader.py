@@ -224,6 +224,8 @@ def _follow_ups(table: KernelTable, params: Mapping[str, int], variables: Mappin
     workspace = (
         "0" if table.workspace is None else _c(table.workspace, params, variables, table.limits)
     )
+    buffer = table.limits.get("max_buffer_bytes")
+    most = "" if buffer is None else f" || workspace > INT64_C({buffer // 4})"
     body = "\n".join(lines)
     return f"""/* The launches after the entry's and the workspace of config c for shape
    variables v: 0 where they are not legal; with cfg, written into it. */
@@ -233,7 +235,7 @@ static inline int {p}_follow_(const int32_t *c, const int64_t *v, struct octune_
     (void)c; (void)v; (void)g; (void)l; (void)group; (void)d;
 {body}
     workspace = {workspace};
-    if (bad || workspace < 0) return 0;
+    if (bad || workspace < 0{most}) return 0;
     if (cfg) {{
         cfg->then_count = {len(table.then)};
         cfg->workspace_bytes = (size_t)workspace * 4;

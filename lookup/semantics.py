@@ -33,7 +33,9 @@ The answer, in order of preference:
 "Legal for the query": a search space's constraints may not use the shape (``space.py``
 rejects that), so device legality is settled when the table is built from the database; what
 depends on the shape is the launch geometry, which must evaluate (no division by zero), be at
-least 1, divide global by local, and fit the device's work-group limits.
+least 1, divide global by local, and fit the device's work-group limits; a workspace must fit
+in one buffer (``max_buffer_bytes``: a split-K config tuned at a small shape may need more
+than the device allows at a large one).
 
 Launch sizes come from the space's ``launch:`` expressions. They are parsed here with ``ast``
 and checked against a whitelist (integers, names, ``+ - * // %``, unary ``-``/``+``,
@@ -764,6 +766,8 @@ class KernelIndex:
         self._predictor = predictor
         self._options: dict[tuple[int, ...], str] = {}
         self._work_group = table.limits.get("max_work_group_size")
+        buffer = table.limits.get("max_buffer_bytes")
+        self._most_workspace = None if buffer is None else buffer // 4  # float32 elements
         self._item_limits = [table.limits.get(f"max_work_item_size_{i}") for i in range(3)]
         self._flag_defines = [
             (define, problem.keys.index(key)) for define, key in problem.flag_defines.items()
@@ -785,7 +789,9 @@ class KernelIndex:
             workspace = 0 if self._workspace is None else self._workspace.evaluate(values)
         except _Bad:
             return None
-        return None if workspace < 0 else Launch(*entry, tuple(then), workspace)
+        if workspace < 0 or (self._most_workspace is not None and workspace > self._most_workspace):
+            return None
+        return Launch(*entry, tuple(then), workspace)
 
     def _sizes(
         self,

@@ -28,11 +28,11 @@ from octune.lookup.semantics import (
 )
 from octune.tuner.device_names import match_devices
 from octune.tuner.errors import OctuneError, SpaceError
+from octune.tuner.space import SearchSpace, max_buffer_bytes
 
 if TYPE_CHECKING:
     from octune.tuner.expr import Expression
     from octune.tuner.family import Workload
-    from octune.tuner.space import SearchSpace
 
 #: Model answers for a freshly built table (``KernelTable.predictions``), e.g.
 #: ``octune.lookup.predictor.ModelAnswers``: the server and ``octune export`` pass the same one.
@@ -51,6 +51,7 @@ class DeviceLimits(Protocol):
 
     max_work_group_size: int
     local_mem_size: int
+    global_mem_size: int
     compute_units: int
 
 
@@ -65,6 +66,7 @@ def device_limits(device: DeviceLimits) -> dict[str, int]:
         "max_work_item_size_2": device.max_work_group_size,
         "local_mem_size": device.local_mem_size,
         "compute_units": device.compute_units,
+        "max_buffer_bytes": max_buffer_bytes(device.global_mem_size),
     }
 
 
@@ -222,6 +224,7 @@ def build_table(
         "max_work_group_size",
         *(f"max_work_item_size_{i}" for i in range(dims)),
         *(n for e in sizes for n in e.names if n in limits),
+        *(["max_buffer_bytes"] if space.workspace is not None else []),  # one buffer holds it
     }
     table = KernelTable(
         kernel=stored.name,

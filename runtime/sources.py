@@ -243,6 +243,7 @@ def _runs(choice: Choice, workload: Workload, limits: Mapping[str, int]) -> bool
         return False
     try:
         choice.kernel.space.launches(choice.config, workload.shape_vars(), limits)
+        choice.kernel.space.workspace_elements(choice.config, workload.shape_vars(), limits)
     except SpaceError:
         return False
     return True

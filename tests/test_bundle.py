@@ -32,6 +32,7 @@ from octune.lookup.semantics import Answer, Entry, KernelIndex, KernelTable, Que
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.tuner.errors import SpaceError
 from octune.tuner.kernels import load_kernel
+from octune.tuner.space import max_buffer_bytes
 
 
 class Result(NamedTuple):
@@ -533,7 +534,8 @@ int main(void) {
 
 def test_split_k_answers_carry_the_second_launch_and_the_workspace(tmp_path):
     """A kernel with a follow-up launch and scratch memory: the service, both bundle formats
-    and the C header give the same sum launch and workspace, sized for the queried shape.
+    and the C header give the same sum launch and workspace, sized for the queried shape and
+    never more than one buffer on the device holds (8192 x 8192 x 65536: KSPLIT 4 at most).
     """
     kernel = load_kernel("gemm_splitk")
     table = kernel.space.enumerate(DEVICE.limits)
@@ -563,8 +565,17 @@ def test_split_k_answers_carry_the_second_launch_and_the_workspace(tmp_path):
         split = service.index(device, "gemm_splitk").table
         queries = [
             replace(gemm_query(*shape), kernel="gemm_splitk")
-            for shape in [(64, 64, 4096), (100, 50, 3000, True), (3, 200, 5000, False, True)]
+            for shape in [
+                (64, 64, 4096),
+                (100, 50, 3000, True),
+                (3, 200, 5000, False, True),
+                (8192, 8192, 65536),
+            ]
         ]
+        most = max_buffer_bytes(DEVICE.global_mem_size)
+        assert any(
+            4 * e.config[split.parameters.index("KSPLIT")] * 8192**2 > most for e in split.tuned
+        )
         lines = []
         for query in queries:
             answer = service.lookup(device, query)
@@ -572,6 +583,7 @@ def test_split_k_answers_carry_the_second_launch_and_the_workspace(tmp_path):
                 assert bundle.lookup(query).to_dict() == answer.to_dict()
             s = query.shape
             assert answer.workspace_bytes == 4 * answer.config["KSPLIT"] * s["m"] * s["n"]
+            assert answer.workspace_bytes <= most
             ((entry, global_size, local_size),) = answer.then
             rwg = answer.config["RWG"]
             assert entry == "gemm_splitk_sum" and local_size == (rwg,)

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from octune.tuner.errors import SpaceError
 from octune.tuner.results import config_key
-from octune.tuner.space import MAX_CANDIDATES, ConfigTable, Parameter, SearchSpace
+from octune.tuner.space import (
+    MAX_CANDIDATES,
+    ConfigTable,
+    Parameter,
+    SearchSpace,
+    max_buffer_bytes,
+)
 
 LIMITS = {
     "max_work_group_size": 256,
@@ -507,6 +513,19 @@ def test_launch_errors(local, global_, shape, piece):
     assert piece in message
     assert "launch.yaml" in message
     assert "\n" not in message
+
+
+def test_a_workspace_must_fit_in_one_buffer_on_the_device():
+    """A config's scratch grows with the shape: where it outgrows the device's largest buffer,
+    the config cannot run there, and the measurer and the runtime hear so as a SpaceError.
+    """
+    space = SearchSpace.from_yaml(SMALL + "workspace: 4 * M * N\n", "scratch.yaml", SHAPE)
+    limits = {**LIMITS, "max_buffer_bytes": max_buffer_bytes(1 << 30)}  # 256 MiB
+    assert max_buffer_bytes(1 << 30) == 256 << 20 and max_buffer_bytes(1 << 20) == 128 << 20
+    assert space.workspace_elements(legal_config(), {"M": 4096, "N": 4096}, limits) == 64 << 20
+    with pytest.raises(SpaceError, match=r"of 268,500,992 bytes does not fit in one buffer"):
+        space.workspace_elements(legal_config(), {"M": 4096, "N": 4097}, limits)
+    assert space.workspace_elements(legal_config(), {"M": 4096, "N": 4097}, LIMITS) > 0
 
 
 def test_defines_are_the_parameters_in_order():

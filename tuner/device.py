@@ -24,6 +24,7 @@ from octune.tuner.errors import DeviceError
 from octune.tuner.programs import default_cache_root
 from octune.tuner.results import one_line_reason
 from octune.tuner.runtimes import register_pip_runtimes
+from octune.tuner.space import max_buffer_bytes
 
 # Before any platform query in this process: the loader reads its vendors once.
 register_pip_runtimes(Path(platformdirs.user_cache_dir("octune")) / "icd-vendors")
@@ -78,6 +79,7 @@ class DeviceInfo:
             "max_work_item_size_2": sizes[2],
             "local_mem_size": self.local_mem_size,
             "compute_units": self.compute_units,
+            "max_buffer_bytes": max_buffer_bytes(self.global_mem_size),
         }
 
     def to_dict(self) -> dict[str, object]:

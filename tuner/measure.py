@@ -17,6 +17,7 @@ import pyopencl as cl
 
 from octune.tuner.device import DeviceInfo
 from octune.tuner.energy import EnergySensor
+from octune.tuner.errors import SpaceError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.programs import ProgramCache
@@ -110,6 +111,10 @@ class DeviceRunner:
         shape = self.workload.shape_vars()
         launches = space.launches(config, shape, self.info.limits)
         try:
+            elements = space.workspace_elements(config, shape, self.info.limits)
+        except SpaceError as error:  # too big a workspace for the device at this shape
+            return failed(Status.LAUNCH_ERROR, str(error))
+        try:
             program = self.build(self.kernel.build_options(config, self.workload))
             kernels = [cl.Kernel(program, launch.entry) for launch in launches]
         except cl.Error as error:
@@ -125,7 +130,7 @@ class DeviceRunner:
                     f"{launch.entry} allows on the device (registers or local memory)",
                 )
         try:
-            workspace = self._workspace(space.workspace_elements(config, shape, self.info.limits))
+            workspace = self._workspace(elements)
             zeroed = space.zeroed_elements(config, shape, self.info.limits)
         except cl.Error as error:
             self._open()

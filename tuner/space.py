@@ -35,7 +35,19 @@ LIMIT_NAMES: tuple[str, ...] = (
     "max_work_item_size_2",
     "local_mem_size",
     "compute_units",
+    "max_buffer_bytes",
 )
+
+
+def max_buffer_bytes(global_mem_size: int) -> int:
+    """The largest buffer every OpenCL 1.2 device with this much memory lets one allocate
+    (CL_DEVICE_MAX_MEM_ALLOC_SIZE is at least a quarter of it, and at least 128 MiB). Stored
+    devices keep their memory size, not that cap, so the tuner, lookups, bundles and the C
+    header all bound a workspace by this one figure and agree on which configs can run.
+    """
+    return max(global_mem_size // 4, 128 << 20)
+
+
 #: Enumeration refuses to hold more candidate rows than this at any point, rather than
 #: exhausting memory on an under-constrained space.
 MAX_CANDIDATES = 20_000_000
@@ -750,11 +762,21 @@ class SearchSpace:
     def workspace_elements(
         self, config: Mapping[str, int], shape: Mapping[str, int], limits: Mapping[str, int]
     ) -> int:
-        """float32 elements of scratch the launches need (0: none, no workspace argument)."""
+        """float32 elements of scratch the launches need (0: none, no workspace argument); a
+        SpaceError where they do not fit in one buffer on the device (``max_buffer_bytes``).
+        """
         if self.workspace is None:
             return 0
         env = self._shape_env(config, shape, limits)
-        return self._size(self.workspace, env)
+        elements = self._size(self.workspace, env)
+        limit = limits.get("max_buffer_bytes")
+        if limit is not None and elements > limit // 4:
+            raise self._error(
+                f"workspace '{self.workspace.text}' of {4 * elements:,} bytes does not fit in "
+                f"one buffer on the device (max_buffer_bytes={limit:,}); this config cannot "
+                "run at this shape"
+            )
+        return elements
 
     def zeroed_elements(
         self, config: Mapping[str, int], shape: Mapping[str, int], limits: Mapping[str, int]
