@@ -42,8 +42,8 @@ from octune.lookup.semantics import (
     KernelIndex,
     KernelTable,
     Query,
-    QueryError,
     best_answer,
+    kernel_answers,
 )
 from octune.lookup.tables import build_table, resolve_device
 from octune.tuner.device import DeviceInfo, select_device
@@ -244,17 +244,6 @@ def ask(db: Path, fingerprint: str, group: Sequence[Workload]) -> dict[str, Aske
                 kernels=kernel_answers(service, query),
             )
         return asked
-
-
-def kernel_answers(indexes: Sequence[KernelIndex], query: Query) -> dict[str, Answer]:
-    """Each kernel's own answer, for the kernels that take the query's shape."""
-    answers = {}
-    for index in indexes:
-        try:
-            answers[index.table.kernel] = index.lookup(replace(query, kernel=index.table.kernel))
-        except QueryError:
-            continue  # the kernel does not take this shape (a gemv kernel: M or N must be 1)
-    return answers
 
 
 def confirmed(measured: Mapping[str, Measurement], service_kernel: str) -> str:

@@ -606,10 +606,23 @@ def best_answer(
     an algorithm: a measured (exact) time beats any estimate, an estimate beats the default;
     among equals the lower time wins, then the kernel name (so every reader agrees).
     """
-    answers, reasons = [], []
+    return min(
+        kernel_answers(indexes, query, predictor).values(),
+        key=lambda a: (MATCH_RANK[a.match], math.inf if a.time_s is None else a.time_s, a.kernel),
+    )
+
+
+def kernel_answers(
+    indexes: Sequence[KernelIndex], query: Query, predictor: Predictor | None = None
+) -> dict[str, Answer]:
+    """Each kernel's own answer to a family's query, for the kernels that take its shape; a
+    QueryError with every kernel's reason where none does.
+    """
+    answers, reasons = {}, []
     for index in indexes:
+        kernel = index.table.kernel
         try:
-            answers.append(index.lookup(replace(query, kernel=index.table.kernel), predictor))
+            answers[kernel] = index.lookup(replace(query, kernel=kernel), predictor)
         except QueryError as error:
             if str(error) not in reasons:
                 reasons.append(str(error))
@@ -617,10 +630,7 @@ def best_answer(
         if not indexes:
             raise QueryError(f"no kernel answers '{query.kernel}'")
         raise QueryError("; ".join(reasons))
-    return min(
-        answers,
-        key=lambda a: (MATCH_RANK[a.match], math.inf if a.time_s is None else a.time_s, a.kernel),
-    )
+    return answers
 
 
 # --- nearest neighbours -----------------------------------------------------------------------

@@ -91,7 +91,7 @@ class ServerConfigs:
         found = []
         for start in range(0, len(shapes), BATCH_LIMIT):
             part = shapes[start : start + BATCH_LIMIT]
-            for answer in self.client.lookup_batch(self.device.fingerprint, part, family):
+            for answer in self.client.lookup_batch(self.device.fingerprint, family, part):
                 fields = answer.model_dump()
                 sizes = {key: tuple(fields[key]) for key in ("global_size", "local_size")}
                 then = tuple(

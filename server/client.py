@@ -1,7 +1,7 @@
 """A small client of the config service, for inference runtimes and tuning machines.
 
     with OctuneClient("http://tuning-server:8000", token=...) as client:
-        answer = client.lookup("677c4ca1092f9fd5", m=512, n=512, k=512)
+        answer = client.lookup("677c4ca1092f9fd5", "gemm", {"m": 512, "n": 512, "k": 512})
         client.upload_session(store, session_id)   # after (or during) `octune tune`
 
 Errors come back as one-line ``ClientError``s carrying the server's message.
@@ -100,25 +100,16 @@ class OctuneClient:
         return KernelSourceOut.model_validate(self._call("GET", f"/v1/kernels/{sha256}"))
 
     def lookup(
-        self,
-        device: str,
-        *,
-        m: int,
-        n: int,
-        k: int,
-        transa: bool = False,
-        transb: bool = False,
-        kernel: str = "gemm",
-        dtype: str = "float32",
+        self, device: str, kernel: str, shape: Mapping[str, int], dtype: str = "float32"
     ) -> LookupAnswer:
-        params = {"device": device, "kernel": kernel, "m": m, "n": n, "k": k,
-                  "transa": transa, "transb": transb, "dtype": dtype}  # fmt: skip
+        """The answer for one shape (the family's shape keys, e.g. gemm's m, n, k, transa)."""
+        params = {"device": device, "kernel": kernel, **shape, "dtype": dtype}
         return LookupAnswer.model_validate(self._call("GET", "/v1/lookup", params=params))
 
     def lookup_batch(
-        self, device: str, workloads: Sequence[Mapping[str, Any]], kernel: str = "gemm"
+        self, device: str, kernel: str, workloads: Sequence[Mapping[str, Any]]
     ) -> list[LookupAnswer]:
-        """One answer per workload (dicts of m, n, k and optionally transa, transb, dtype)."""
+        """One answer per workload (dicts of the family's shape keys, and optionally dtype)."""
         body = {"device": device, "kernel": kernel, "workloads": list(workloads)}
         return BatchAnswer.model_validate(self._call("POST", "/v1/lookup/batch", json=body)).answers
 

@@ -56,12 +56,13 @@ def test_tuned_results_answered_over_a_socket(tuned, served, device_info, gemm_k
         best = local.best(device_info.fingerprint, "gemm", WORKLOAD.key)
         with OctuneClient(server.url, token) as client:
             assert client.ready().schema_revision == "0004"
-            answer = client.lookup(device_info.name, m=32, n=32, k=32)
+            answer = client.lookup(device_info.name, "gemm", {"m": 32, "n": 32, "k": 32})
             assert answer.match == "exact"
             assert answer.config == best.config
             assert answer.device_fingerprint == device_info.fingerprint
             assert client.kernel_source(answer.kernel_sha256).template_source == gemm_kernel.source
-            assert client.lookup(device_info.fingerprint, m=48, n=40, k=32).match == "nearest"
+            near = client.lookup(device_info.fingerprint, "gemm", {"m": 48, "n": 40, "k": 32})
+            assert near.match == "nearest"
             again = client.upload_session(local, ids[0])
             assert again.added == 0 and again.already_stored > 0
     with OctuneClient(server.url) as anonymous, pytest.raises(ClientError, match="401"):

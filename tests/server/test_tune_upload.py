@@ -26,7 +26,7 @@ def test_tune_uploads_its_sessions_and_the_server_answers_with_them(tmp_path, de
                             "--db", f"sqlite:///{tmp_path / 'l.db'}")  # fmt: skip
         assert local_best.returncode == 0, local_best.stderr
         with OctuneClient(server.url) as client:
-            answer = client.lookup(device_info.fingerprint, m=17, n=12, k=8)
+            answer = client.lookup(device_info.fingerprint, "gemm", {"m": 17, "n": 12, "k": 8})
         assert answer.match == "exact"
         assert answer.config == json.loads(local_best.stdout)["config"]
         assert token not in tuned.stdout + tuned.stderr
