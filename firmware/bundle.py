@@ -26,7 +26,7 @@ import json
 import re
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -48,7 +48,6 @@ from octune.lookup.semantics import (
     kernel_version_sha256,
 )
 from octune.tuner.errors import OctuneError
-from octune.tuner.kernels import retired_versions
 
 #: Bumped when a reader of the previous version could misread a new bundle.
 SCHEMA_VERSION = 1
@@ -530,8 +529,8 @@ class Bundle:
     manifest: dict[str, Any]
     tables: dict[str, KernelTable]
     sources: dict[str, tuple[str, str]]  # kernel name -> (template, space)
-    indexes: dict[str, KernelIndex]  # the tables lookups answer from: none of a retired version
-    retired: dict[str, str]  # kernel name -> why its version in the bundle is retired
+    indexes: dict[str, KernelIndex]  # the tables lookups answer from
+    retired: dict[str, str] = field(default_factory=dict)  # kernel -> why, by ``in_service``
 
     @property
     def device(self) -> dict[str, Any]:
@@ -577,10 +576,7 @@ def load_bundle(path: str | Path, public_key: str | None = None) -> Bundle:
     try:
         datas = json.loads(content)["kernels"] if fmt == "json" else _tables_from_sqlite(content)
         tables = [table_from_data(data) for data in datas]
-        retired = {
-            t.kernel: why for t in tables if (why := retired_versions(t.kernel).get(t.sha256))
-        }
-        indexes = {t.kernel: KernelIndex(t) for t in tables if t.kernel not in retired}
+        indexes = {table.kernel: KernelIndex(table) for table in tables}
     except (
         KeyError,
         TypeError,
@@ -608,4 +604,20 @@ def load_bundle(path: str | Path, public_key: str | None = None) -> Bundle:
         if table.device_fingerprint != manifest["device"].get("fingerprint"):
             raise BundleError(f"bundle {path}: {table.kernel} was tuned on another device")
         sources[table.kernel] = (template, space)
-    return Bundle(path, manifest, {t.kernel: t for t in tables}, sources, indexes, retired)
+    return Bundle(path, manifest, {t.kernel: t for t in tables}, sources, indexes)
+
+
+def in_service(bundle: Bundle) -> Bundle:
+    """The bundle without the tables of kernel versions that the installed kernels retire
+    (exported before they were found wrong), so its other kernels answer. Kept apart from
+    ``load_bundle``, which needs only the standard library: this reads the installed kernels.
+    """
+    from octune.tuner.kernels import retired_versions
+
+    retired = {
+        t.kernel: why
+        for t in bundle.tables.values()
+        if (why := retired_versions(t.kernel).get(t.sha256)) is not None
+    }
+    kept = {name: index for name, index in bundle.indexes.items() if name not in retired}
+    return replace(bundle, indexes=kept, retired=retired)

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from octune.db.store import ENV_VAR, Store
-from octune.firmware.bundle import FORMAT_FILES, load_bundle
+from octune.firmware.bundle import FORMAT_FILES, in_service, load_bundle
 from octune.firmware.export import export_bundle, import_bundle
 from octune.lookup.semantics import Query
 from octune.tuner.errors import OctuneError
@@ -134,7 +134,7 @@ def lookup(
     """Answer a lookup offline from a bundle, as the config service would (JSON). The shape
     follows the kernel's name as options, e.g. `gemm --m 64 --n 64 --k 64 --transb`.
     """
-    loaded = load_bundle(bundle, public_key)
+    loaded = in_service(load_bundle(bundle, public_key))
     problems = {t.kernel: t.problem for t in loaded.tables.values()}
     problems.update({t.problem.name: t.problem for t in loaded.tables.values()})
     problem = problems.get(kernel)

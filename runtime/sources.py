@@ -32,7 +32,7 @@ from typing import Literal, Protocol
 import pyopencl as cl
 
 from octune.db.store import Store, StoredDevice
-from octune.firmware.bundle import load_bundle
+from octune.firmware.bundle import in_service, load_bundle
 from octune.lookup.semantics import Answer, FollowUpSizes, Query, QueryError
 from octune.lookup.tables import StoreLookup
 from octune.server.client import OctuneClient
@@ -114,7 +114,7 @@ class BundleConfigs:
     """A firmware bundle exported for this device; it carries the kernel sources."""
 
     def __init__(self, path: Path, device: DeviceInfo, public_key: str | None = None) -> None:
-        self.bundle = load_bundle(path, public_key)
+        self.bundle = in_service(load_bundle(path, public_key))
         # One exported before a kernel version was retired: its other kernels answer.
         self.where = str(path) + "".join(
             f" (without {name}: a retired version)" for name in self.bundle.retired
