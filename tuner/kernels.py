@@ -189,7 +189,7 @@ def _kernel_files() -> dict[str, tuple[str, str, str]]:
         template = template_dir.joinpath(f"{template_name}.cl")
         if not template.is_file():
             raise OctuneError(f"{origin} names template {template_name}.cl, which is not beside it")
-        found[name] = (space_text, _expand_includes(template, template_dir), origin)
+        found[name] = (space_text, expand_includes(template, template_dir), origin)
     return found
 
 
@@ -231,7 +231,7 @@ def _yaml_mapping(text: str) -> dict[str, Any]:
 _INCLUDE = re.compile(r'^#include "([A-Za-z0-9_]+\.clh)"[ \t]*\n?', re.MULTILINE)
 
 
-def _expand_includes(template: Traversable, folder: Traversable) -> str:
+def expand_includes(template: Traversable, folder: Traversable) -> str:
     """The template with each ``#include "NAME.clh"`` line replaced by that file (one level:
     helper files include nothing, so there is no order or cycle to resolve).
     """

@@ -1,0 +1,74 @@
+"""A template edit against the template it replaces, config by config: each GEMM-family config
+a ``gemm_classes.py`` run chose (its ``--out`` JSON), timed with the installed template and with
+``--baseline`` (the same template before the edit, beside its ``#include`` files), in turns,
+beside the vendor library. It answers whether an edit to a template's code pays, and where,
+without search getting in the way; both versions are verified on every measurement.
+
+    git show HEAD:kernels/gemm.cl > build/ab/gemm.cl && cp kernels/*.clh build/ab/
+    python benchmarks/template_ab.py --device NVIDIA --baseline build/ab/gemm.cl \\
+        --runs data/h100_k_groups/c2m_b.json.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from gemm_classes import parse_shape, vendor_anchor  # beside this script
+from gemm_k_groups import chosen_configs
+
+from octune.tuner.device import select_device
+from octune.tuner.kernels import expand_includes, kernel_from_texts, load_kernel
+from octune.tuner.measure import DeviceRunner
+
+TURNS = 3  # measurements of each version, alternating; the fastest median of each is kept
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--baseline", type=Path, required=True, help="the template before")
+    parser.add_argument("--runs", type=Path, nargs="+", required=True)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    device = select_device(args.device)
+    anchor_name, anchor = vendor_anchor(device)
+    before = expand_includes(args.baseline, args.baseline.parent)
+    print(f"{'shape':>16} {'kernel':>18} {'before us':>10} {'after us':>10} {'after/before':>12} "
+          f"{anchor_name + ' us':>10} {'ratio after':>11}", flush=True)  # fmt: skip
+    rows = []
+    for shape, name, config in chosen_configs(args.runs):
+        workload = parse_shape(shape)
+        after = load_kernel(name)
+        versions = {
+            "before": kernel_from_texts(name, before, after.space.source_text),
+            "after": after,
+        }
+        runners = {
+            label: DeviceRunner(device, kernel, workload, seed=7, repeats=50, max_seconds=0.5)
+            for label, kernel in versions.items()
+        }
+        times: dict[str, list[float]] = {label: [] for label in versions}
+        failed: dict[str, str] = {}
+        for _ in range(TURNS):
+            for label, runner in runners.items():
+                measurement = runner.measure(config)
+                if measurement.ok and measurement.median_s:
+                    times[label].append(measurement.median_s)
+                else:
+                    failed[label] = f"{measurement.status.value}: {measurement.message[:200]}"
+        best = {label: min(t) if t else float("nan") for label, t in times.items()}
+        anchor_s = anchor(workload)
+        print(f"{shape:>16} {name:>18} {best['before'] * 1e6:10.1f} {best['after'] * 1e6:10.1f} "
+              f"{best['after'] / best['before']:12.3f} {anchor_s * 1e6:10.1f} "
+              f"{anchor_s / best['after']:11.2f}" + (f"  failed: {failed}" if failed else ""),
+              flush=True)  # fmt: skip
+        rows.append({"shape": shape, "kernel": name, "config": config, "times_s": times,
+                     "anchor_s": anchor_s, "failed": failed})  # fmt: skip
+    if args.out:
+        args.out.write_text(json.dumps({"rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
