@@ -32,6 +32,7 @@ from octune.lookup.semantics import (
     check_call,
     check_operand,
     log2_fixed,
+    size_bounds,
 )
 
 _HELPERS = """\
@@ -319,6 +320,12 @@ def _kernel(table: KernelTable, template: str) -> str:
     config_rows = ",\n    ".join("{" + ", ".join(map(str, c)) + "}" for c in configs)
     entries = _entries(p, "tuned", tuned, configs, nsizes)
     entries += _entries(p, "predicted", predictions, configs, nsizes)
+    bounds = size_bounds(tuned, nsizes).get(dtype)
+    inside = "    inside = 0;"
+    if bounds is not None:  # as KernelIndex.inside
+        low, high = bounds
+        checks = " || ".join(f"q[{d}] < {low[d]} || q[{d}] > {high[d]}" for d in range(nsizes))
+        inside = f"    inside = !({checks});"
     name = _comment(table.kernel)
     parts = source_parts(template)
     parts_text = ",\n    ".join(c_string(part) for part in parts)
@@ -438,10 +445,11 @@ static inline int {p}_nearest_(const struct {p}_entry_ *entries, int count,
 static inline int {p}_lookup(const int64_t q[{nkeys}], struct octune_config *cfg) {{
     int64_t v[{nvars}], g[OCTUNE_MAX_DIMS], l[OCTUNE_MAX_DIMS], distance = 0;
     int64_t pg[OCTUNE_MAX_DIMS], pl[OCTUNE_MAX_DIMS];
-    int i, j, d, bad = 0;
+    int i, j, d, bad = 0, inside;
     double flops;
     const struct {p}_entry_ *found;
 {_shape_checks(table)}
+{inside}
     flops = (double)({flops});
     if (bad) return -1;
     for (i = 0; i < {macro}_NTUNED; i++) {{
@@ -455,8 +463,9 @@ static inline int {p}_lookup(const int64_t q[{nkeys}], struct octune_config *cfg
     }}
     if (i == {macro}_NTUNED) {{
         i = {p}_nearest_({p}_tuned_, {macro}_NTUNED, q, v, g, l, &distance);
-        /* A neighbour further than OCTUNE_NEAR_DISTANCE yields to the model's answers. */
-        if (i < 0 || ({macro}_NPREDICTED > 0 && distance > OCTUNE_NEAR_DISTANCE)) {{
+        /* A neighbour further than OCTUNE_NEAR_DISTANCE yields to the model's answers, for a
+           shape inside the range of the tuned ones. */
+        if (i < 0 || ({macro}_NPREDICTED > 0 && distance > OCTUNE_NEAR_DISTANCE && inside)) {{
             j = {p}_nearest_({p}_predicted_, {macro}_NPREDICTED, q, v, pg, pl, &distance);
             if (j >= 0) {{
                 found = &{p}_predicted_[j];

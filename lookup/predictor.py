@@ -9,9 +9,10 @@ time.
 
 The service and the bundles must answer identically and a bundle cannot carry a model, so both
 answer ``predicted`` from one table: the model's answer on a grid of shapes (every octave of
-each size, over the layouts and dtypes tuned on the device). ``octune.lookup.semantics`` answers
-from it like ``nearest`` and decides when it beats a tuned neighbour (one further than
-``NEAR_OCTAVES``). ``DeviceModel`` also answers single shapes as a live ``Predictor``.
+each size inside the range of the tuned shapes, over the layouts and dtypes tuned on the
+device). ``octune.lookup.semantics`` answers from it like ``nearest`` and decides when it beats
+a tuned neighbour (one further than ``NEAR_OCTAVES``, inside that range).
+``DeviceModel`` also answers single shapes as a live ``Predictor``.
 """
 
 from __future__ import annotations
@@ -132,7 +133,9 @@ class DeviceModel:
         return next(self.predict([shape]))
 
     def grid(self) -> tuple[Entry, ...]:
-        """Model answers on ``GRID_SIZES`` in every dimension, for each layout that was tuned."""
+        """Model answers on ``GRID_SIZES`` in every dimension, for each layout that was tuned,
+        inside the range of the tuned shapes (the lookup trusts no estimate outside it).
+        """
         problem = self.table.problem
         sizes = len(problem.sizes)
         if len(GRID_SIZES) ** sizes > MAX_GRID:  # conv2d's 6 sizes: 10^6 shapes, no grid
@@ -143,13 +146,14 @@ class DeviceModel:
             (*point, *layout)
             for layout in layouts
             for point in itertools.product(GRID_SIZES, repeat=sizes)
+            if any(self._index.inside((*point, *layout), dtype) for dtype in dtypes)
         ]
         answers = list(zip(shapes, self.predict(shapes), strict=True))
         return tuple(
             Entry(shape, dtype, p.config, p.time_s, 0.0, p.gflops, MODEL_KEY)
             for dtype in dtypes
             for shape, p in answers
-            if p is not None
+            if p is not None and self._index.inside(shape, dtype)
         )
 
 

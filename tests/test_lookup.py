@@ -144,11 +144,18 @@ def test_a_live_model_answers_first_and_a_grid_of_answers_only_beyond_near_neigh
     def model(_table: KernelTable, query) -> Prediction:
         return Prediction(model_config, 0.5, 10.0)
 
-    # A live model scores the query's own shape: it answers before the tuned neighbour.
-    live = KernelIndex(table, model).lookup(gemm_query(300, 300, 300))
+    # A live model scores the query's own shape: it answers before the tuned neighbour ...
+    live = KernelIndex(table, model).lookup(gemm_query(300, 200, 200))
     assert live.match == "predicted" and live.config["MWG"] == 64
     assert (live.time_s, live.gflops) == (0.5, 10.0)
-    assert KernelIndex(table).lookup(gemm_query(300, 300, 300)).match == "nearest"
+    assert KernelIndex(table).lookup(gemm_query(300, 200, 200)).match == "nearest"
+    # ... inside the range of the tuned shapes (M 256-4096, N and K 64-256) only.
+    index = KernelIndex(table, model)
+    assert index.inside((4096, 64, 256, 1, 1), "float32")
+    assert not index.inside((300, 300, 300, 0, 0), "float32")
+    assert not index.inside((300, 200, 200, 0, 0), "float16")  # nothing of it tuned
+    for outside in [(300, 300, 300), (128, 100, 100), (300, 200, 32), (8192, 64, 64)]:
+        assert index.lookup(gemm_query(*outside)).match == "nearest", outside
 
     # A bundle's table of model answers: the nearest grid point answers, but only where no
     # tuned neighbour is within NEAR_OCTAVES.

@@ -6,11 +6,15 @@ changed is retrained. Synchronisation is the model's own ``wait()`` hook, never 
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 from server_testing import Seeder, make_client, post_upload
 
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_query, gemm_workload
-from octune.lookup.predictor import ModelAnswers
+from octune.lookup import predictor
+from octune.lookup.predictor import DeviceModel, ModelAnswers, train
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup
 from octune.server.client import session_uploads
@@ -57,8 +61,18 @@ def test_an_untrained_device_answers_from_its_tuned_workloads_until_the_model_is
 
 def test_an_upload_retrains_only_its_device_and_the_old_model_answers_meanwhile(
     store, seeder: Seeder, device_info, other_device, gemm_kernel, gemm_table, write_token,
-    tmp_path,
+    tmp_path, monkeypatch,
 ):  # fmt: skip
+    # "Meanwhile" must not depend on how fast a retraining is: the one after the upload waits
+    # until the requests made meanwhile have been answered.
+    meanwhile, released = threading.Event(), threading.Event()
+
+    def train_when_released(*args: Any, **kwargs: Any) -> DeviceModel | None:
+        if meanwhile.is_set():
+            released.wait(timeout=60)
+        return train(*args, **kwargs)
+
+    monkeypatch.setattr(predictor, "train", train_when_released)
     other = Seeder(store, other_device, gemm_kernel, gemm_table)
     for workload in TUNED:
         seeder.session(workload, ROWS)
@@ -80,12 +94,14 @@ def test_an_upload_retrains_only_its_device_and_the_old_model_answers_meanwhile(
         before = {device: far_answer(client, device) for device in (fp, other_fp)}
         assert {answer["match"] for answer in before.values()} == {"predicted"}
 
+        meanwhile.set()
         assert post_upload(client, upload, write_token).json()["added"] == len(ROWS)
         shape = {key: new.shape[key] for key in ("m", "n", "k")}
         exact = client.get("/v1/lookup", params={"kernel": "gemm", "device": fp, **shape}).json()
         assert exact["match"] == "exact"  # the tables follow the upload at once
         assert far_answer(client, fp) == before[fp]  # the previous model, not a wait
         assert far_answer(client, other_fp) == before[other_fp]
+        released.set()
         models.wait()
         after = {device: far_answer(client, device) for device in (fp, other_fp)}
     assert sorted(trained) == sorted([fp, other_fp, fp])  # the other device kept its model
