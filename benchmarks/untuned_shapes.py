@@ -2,11 +2,13 @@
 copy of the database without its measurements), ask the lookup (the same code, cost model
 included, that the server and bundles run) what the gemm family should use for it, then measure
 side by side on the device: the service's answer (the fastest estimate over the family's
-kernels; their live models score the shape itself), a bundle's (the models' answers on a grid
-of shapes, after tuned neighbours within two octaves), the nearest tuned shape's best, and the
-shape's own tuned best (over all kernels). Estimates can pick the wrong kernel (split-K against
-plain tiling), so "confirmed" measures every kernel's answer and keeps the fastest correct one,
-as the runtime's confirmed policy does.
+kernels; their live models score the shape itself, inside the range of the tuned shapes), the
+same with the models asked at every shape ("model everywhere", the policy before that range),
+a bundle's (the models' answers on a grid of shapes, after tuned neighbours within two
+octaves), the nearest tuned shape's best, and the shape's own tuned best (over all kernels).
+Estimates can pick the wrong kernel (split-K against plain tiling), so "confirmed" measures
+every kernel's answer and keeps the fastest correct one, as the runtime's confirmed policy
+does.
 
     python benchmarks/untuned_shapes.py --device NVIDIA --db tuned.db \
         --shapes 1024x1024x1024 3136x64x576 ...
@@ -14,8 +16,9 @@ as the runtime's confirmed policy does.
 With --hold-out-all the lookup sees none of the listed shapes (a grid of tuned shapes answers
 for a set of held-out ones) instead of all but the one asked about (leave-one-out).
 
-Every shape must already be tuned in --db (e.g. by benchmarks/record_sample.py) with the
-installed kernels. Also printed: the "one config per device" answer that libraries with a
+Every shape must already be tuned in --db (e.g. by benchmarks/record_sample.py); each kernel
+is measured as the version its table answers for (the last tuned and not retired). Also
+printed: the "one config per device" answer that libraries with a
 single tuned configuration give (kernel gemm's best config of its largest tuned shape, used for
 every shape). A failed measurement counts as 0 GFLOP/s; the row's "failed" says why.
 """
@@ -48,7 +51,7 @@ from octune.lookup.semantics import (
 from octune.lookup.tables import build_table, resolve_device
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
-from octune.tuner.kernels import kernels_of, load_kernel
+from octune.tuner.kernels import KernelSpec, kernel_from_texts, kernels_of, load_kernel
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.results import Measurement
 
@@ -61,19 +64,31 @@ class Asked:
     """What the lookup answered for one held-out shape."""
 
     service: Answer
+    everywhere: Answer  # the service's, were its live model trusted outside the tuned range
     bundle: Answer
     nearest: Answer
     kernels: dict[str, Answer]  # each kernel's own service answer, where it takes the shape
 
 
-class SideBySide:
-    """One shape's measurements: one runner per kernel, and each (kernel, config) measured once,
-    so that every column that picks the same config reads the same time.
+class TrustedEverywhere(KernelIndex):
+    """A lookup that asks its model at every shape, outside the range of the tuned ones too:
+    the policy before the lookup kept estimates to that range, measured beside it.
     """
 
-    def __init__(self, device: cl.Device, workload: Workload) -> None:
+    def inside(self, shape: tuple[int, ...], dtype: str) -> bool:
+        return True
+
+
+class SideBySide:
+    """One shape's measurements: one runner per kernel (the version its table answers for), and
+    each (kernel, config) measured once, so that every column that picks the same config reads
+    the same time.
+    """
+
+    def __init__(self, device: cl.Device, workload: Workload, kernels: Mapping[str, KernelSpec]):
         self.device = device
         self.workload = workload
+        self.kernels = kernels
         self._runners: dict[str, DeviceRunner] = {}
         self._measured: dict[tuple[str, tuple[tuple[str, int], ...]], Measurement] = {}
 
@@ -82,7 +97,7 @@ class SideBySide:
         if key not in self._measured:
             if kernel not in self._runners:
                 self._runners[kernel] = DeviceRunner(
-                    self.device, load_kernel(kernel), self.workload,
+                    self.device, self.kernels[kernel], self.workload,
                     seed=1, repeats=20, min_repeats=10,
                 )  # fmt: skip
             self._measured[key] = self._runners[kernel].measure(config)
@@ -101,9 +116,9 @@ def main() -> None:
     cl_device = select_device(args.device)
     info = DeviceInfo.from_cl(cl_device)
     full = Store(f"sqlite:///{args.db}")
-    tables = {
-        table.kernel: table for table in family_tables(full, resolve_device(full, info.fingerprint))
-    }
+    stored_device = resolve_device(full, info.fingerprint)
+    tables = {table.kernel: table for table in family_tables(full, stored_device)}
+    kernels = table_kernels(full, stored_device, list(tables.values()))
     tuned: dict[str, dict[str, Entry]] = {}  # workload key -> kernel -> its tuned best
     for table in tables.values():
         for entry in table.tuned:
@@ -122,9 +137,10 @@ def main() -> None:
     rows = []
     for workload in args.shapes:
         answers = asked[workload.key]
-        side = SideBySide(cl_device, workload)
+        side = SideBySide(cl_device, workload, kernels)
         measured = {
             "answer": side.measure(answers.service.kernel, answers.service.config),
+            "everywhere": side.measure(answers.everywhere.kernel, answers.everywhere.config),
             "bundle": side.measure(answers.bundle.kernel, answers.bundle.config),
             "nearest": side.measure(answers.nearest.kernel, answers.nearest.config),
             "one_config": side.measure(
@@ -166,6 +182,7 @@ def main() -> None:
                 **{f"{name}_gflops": value for name, value in gflops.items()},
                 "kernel_gflops": {kernel: _gflops(m) for kernel, m in per_kernel.items()},
                 "ratio": gflops["answer"] / best,
+                "everywhere_ratio": gflops["everywhere"] / best,
                 "confirmed_ratio": gflops["confirmed"] / best,
                 "bundle_ratio": gflops["bundle"] / best,
                 "nearest_ratio": gflops["nearest"] / best,
@@ -176,19 +193,21 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
 
     print("\n| held-out shape | service answer (match, kernel) | TFLOP/s "
-          "| tuned best TFLOP/s (kernel) | service / best | confirmed / best | bundle / best "
-          "| nearest / best | one config / best |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| tuned best TFLOP/s (kernel) | service / best | model everywhere / best "
+          "| confirmed / best | bundle / best | nearest / best | one config / best |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         print(
             f"| {row['shape']} | {row['match']}, {row['answer_kernel']} | "
             f"{row['answer_gflops'] / 1e3:.3g} | "
             f"{row['tuned_gflops'] / 1e3:.3g} ({row['best_kernel']}) | {row['ratio']:.2f} | "
+            f"{row['everywhere_ratio']:.2f} | "
             f"{row['confirmed_ratio']:.2f} | {row['bundle_ratio']:.2f} ({row['bundle_match']}) | "
             f"{row['nearest_ratio']:.2f} | {row['one_config_ratio']:.2f} |"
         )
     names = {
         "ratio": "service",
+        "everywhere_ratio": "model everywhere",
         "confirmed_ratio": "confirmed",
         "bundle_ratio": "bundle",
         "nearest_ratio": "nearest tuned shape",
@@ -205,22 +224,25 @@ def main() -> None:
 def family_tables(
     store: Store, device: StoredDevice, model: ModelAnswers | None = None
 ) -> list[KernelTable]:
-    """Every kernel's table on the device, for its installed version (the one measured here).
-    A kernel never tuned on the device gets the installed kernel's table, which answers its
-    default config, as the server's does; one tuned only as another version would answer that
-    way too, silently, so it stops the benchmark instead.
+    """Every kernel's table on the device, as the server builds it: the version last tuned there
+    and not retired, else the installed kernel's (which answers its default config).
     """
-    tables = []
-    for name in kernels_of(FAMILY):
-        installed = load_kernel(name).sha256
-        latest = store.lookup_kernel(device.fingerprint, name)
-        if latest is not None and latest.sha256 != installed:
-            raise SystemExit(
-                f"{name} was last tuned as version {latest.sha256[:12]} in {store.url}, not as "
-                f"the installed {installed[:12]}: tune the installed kernel first"
-            )
-        tables.append(build_table(store, device, name, installed, model=model))
-    return tables
+    return [build_table(store, device, name, model=model) for name in kernels_of(FAMILY)]
+
+
+def table_kernels(store: Store, device: StoredDevice, tables: Sequence[KernelTable]):
+    """The kernel version each table answers for, from the database where it was tuned
+    there: what the answers are measured with.
+    """
+    kernels = {}
+    for table in tables:
+        stored = store.lookup_kernel(device.fingerprint, table.kernel, table.sha256)
+        kernels[table.kernel] = (
+            load_kernel(table.kernel)
+            if stored is None
+            else kernel_from_texts(table.kernel, stored.template_source, stored.space_source)
+        )
+    return kernels
 
 
 def ask(db: Path, fingerprint: str, group: Sequence[Workload]) -> dict[str, Asked]:
@@ -231,7 +253,11 @@ def ask(db: Path, fingerprint: str, group: Sequence[Workload]) -> dict[str, Aske
         device = resolve_device(store, fingerprint)
         model = ModelAnswers()
         tables = family_tables(store, device, model)
-        service = [KernelIndex(table, model.model(store, device, table)) for table in tables]
+        models = [model.model(store, device, table) for table in tables]
+        service = [KernelIndex(table, live) for table, live in zip(tables, models, strict=True)]
+        everywhere = [
+            TrustedEverywhere(table, live) for table, live in zip(tables, models, strict=True)
+        ]
         bundle = [KernelIndex(table) for table in tables]
         nearest = [KernelIndex(replace(table, predictions=())) for table in tables]
         asked = {}
@@ -239,6 +265,7 @@ def ask(db: Path, fingerprint: str, group: Sequence[Workload]) -> dict[str, Aske
             query = Query(FAMILY, workload.shape, workload.dtype)
             asked[workload.key] = Asked(
                 service=best_answer(service, query),
+                everywhere=best_answer(everywhere, query),
                 bundle=best_answer(bundle, query),
                 nearest=best_answer(nearest, query),
                 kernels=kernel_answers(service, query),
