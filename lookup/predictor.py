@@ -21,6 +21,7 @@ import gc
 import itertools
 import logging
 import math
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +61,12 @@ ROWS_PER_WORKLOAD = 1000
 CHUNK_ROWS = 100_000
 #: ``Entry.workload_key`` of model answers (a bundle's import skips them).
 MODEL_KEY = "model"
+#: Estimates closer than this (log seconds) are ties: below the 1-2 % by which a measured time
+#: moves from run to run, which the model learned from. Of tied configs the one measured at
+#: the shape nearest the query is proposed: the fastest estimate among many close ones is
+#: the likeliest to be the model's error (on a thin grid, a config measured on two far shapes
+#: won by 1.7 % and ran at 0.47 of the best, beside one measured at a near shape at 0.93).
+TIE = math.log(1.02)
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +91,7 @@ class DeviceModel:
     device: dict[str, Any]  # the history's device record: what the device features read
     estimator: XGBRegressor
     candidates: NDArray[np.int64]  # one config per row, columns in table.parameters order
+    measured_on: tuple[tuple[tuple[int, ...], ...], ...] = ()  # each candidate's passed shapes
     _features: Features = field(init=False)
     _index: KernelIndex = field(init=False)
 
@@ -114,13 +122,19 @@ class DeviceModel:
                 yield self._best(shape, row)
 
     def _best(self, shape: tuple[int, ...], scores: NDArray[np.float64]) -> Prediction | None:
+        def legal(c: int) -> bool:
+            return self._index.launch(tuple(self.candidates[c].tolist()), shape) is not None
+
+        def distance(c: int) -> int:
+            shapes = self.measured_on[c] if c < len(self.measured_on) else ()
+            return min((self._index.distance(s, shape) for s in shapes), default=sys.maxsize)
+
+        c = pick(scores, legal, distance)
+        if c is None:
+            return None
         flops = self._rules.flops(self._rules.values(shape))
-        for c in np.argsort(scores, kind="stable"):  # legality asked of the best ones only
-            config = tuple(self.candidates[c].tolist())
-            if self._index.launch(config, shape):
-                time_s = math.exp(float(scores[c])) * flops
-                return Prediction(config, time_s, flops / time_s / 1e9)
-        return None
+        time_s = math.exp(float(scores[c])) * flops
+        return Prediction(tuple(self.candidates[c].tolist()), time_s, flops / time_s / 1e9)
 
     def __call__(self, table: KernelTable, query: Query) -> Prediction | None:
         """The live ``Predictor`` hook of ``KernelIndex.lookup``."""
@@ -157,6 +171,26 @@ class DeviceModel:
         )
 
 
+def pick(
+    scores: NDArray[np.float64], legal: Callable[[int], bool], distance: Callable[[int], int]
+) -> int | None:
+    """The candidate to propose: the legal one with the best (lowest) score, unless others
+    score within ``TIE`` of it; then the one of those measured nearest the query (``distance``),
+    then the better score. Legality is asked of the best ones only.
+    """
+    best: int | None = None
+    tied = []
+    for c in np.argsort(scores, kind="stable").tolist():
+        if best is not None and scores[c] > scores[best] + TIE:
+            break
+        if legal(c):
+            best = c if best is None else best
+            tied.append(c)
+    if best is None:
+        return None
+    return min(tied, key=lambda c: (distance(c), scores[c])) if len(tied) > 1 else best
+
+
 def train(
     store: Store, device: StoredDevice, table: KernelTable, seed: int = 0
 ) -> DeviceModel | None:
@@ -190,7 +224,7 @@ def train(
         xs.append(model.features(configs, shape))
         ys.append(targets([r.time_s for r in rows], [r.flops for r in rows]))
     model.estimator.fit(np.vstack(xs), np.concatenate(ys))
-    model.candidates = _candidates(table, workloads)
+    model.candidates, model.measured_on = _candidates(table, workloads)
     return model if len(model.candidates) else None
 
 
@@ -200,13 +234,19 @@ def _empty(names: Sequence[str]) -> NDArray[np.int64]:
 
 def _candidates(
     table: KernelTable, workloads: dict[tuple[int, ...], list[HistoryRecord]]
-) -> NDArray[np.int64]:
-    """Configs worth proposing: the tuned bests, then every config that passed on the device,
-    each workload's fastest first, up to ``MAX_CANDIDATES``; so every answer passed
-    verification there. Configs never run there are left out: the model extrapolates to them,
-    and on a thinly tuned grid it proposed one for 3136 x 64 x 576 that ran at 0.20 of the
-    shape's tuned best (benchmarks/RESULTS.md, issue 19, fifth part).
+) -> tuple[NDArray[np.int64], tuple[tuple[tuple[int, ...], ...], ...]]:
+    """Configs worth proposing, and the shapes each passed on: the tuned bests, then every
+    config that passed on the device, each workload's fastest first, up to ``MAX_CANDIDATES``;
+    so every answer passed verification there. Configs never run there are left out: the model
+    extrapolates to them, and on a thinly tuned grid it proposed one for 3136 x 64 x 576 that
+    ran at 0.20 of the shape's tuned best (benchmarks/RESULTS.md, issue 19, fifth part).
     """
+    passed: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+    for shape, rows in workloads.items():
+        for record in rows:
+            if record.time_s is not None:
+                config = tuple(int(record.config[n]) for n in table.parameters)
+                passed.setdefault(config, []).append(shape)
     order: dict[tuple[int, ...], None] = dict.fromkeys(e.config for e in table.tuned)
     ranked = [
         sorted((r for r in rows if r.time_s is not None), key=lambda r: r.time_s or 0)
@@ -216,7 +256,9 @@ def _candidates(
         for record in records:
             if record is not None and len(order) < MAX_CANDIDATES:
                 order.setdefault(tuple(int(record.config[n]) for n in table.parameters))
-    return np.array(list(order), dtype=np.int64) if order else _empty(table.parameters)
+    if not order:
+        return _empty(table.parameters), ()
+    return np.array(list(order), dtype=np.int64), tuple(tuple(passed.get(c, ())) for c in order)
 
 
 ModelKey = tuple[str, str]  # device fingerprint, kernel version sha256

@@ -32,9 +32,9 @@ The answer, in order of preference:
     tuned value, for the query's dtype): trees interpolate, but beyond the data they repeat
     the edge's estimate, per flop, which is where a boundary shape's measured best is the
     better evidence. On the H100, around a thin grid of 48 tuned shapes, eight shapes outside
-    its range ran at a median 0.95 of their tuned best this way, against 0.85 with the model
-    asked there too; the four chosen after this rule was written, 0.95 against 0.69
-    (benchmarks/RESULTS.md).
+    its range ran at a median 0.94-0.95 of their tuned best this way, against 0.81-0.85 with
+    the model asked there too; the four chosen after this rule was written, 0.89-0.95 against
+    0.65-0.69 (two runs, benchmarks/RESULTS.md).
 ``default``
     the table's safe default config: the first legal config in the search space's value order
     (space files list the cautious value of each parameter first).
@@ -921,6 +921,10 @@ class KernelIndex:
         return self._build(
             "default", shape, query.dtype, table.default_config, launch, None, None, None
         )
+
+    def distance(self, a: tuple[int, ...], b: tuple[int, ...]) -> int:
+        """Squared fixed-point distance between two shapes, as ``nearest`` measures it."""
+        return self._tuned.distance(a, b)
 
     def inside(self, shape: tuple[int, ...], dtype: str) -> bool:
         """Whether every size of ``shape`` lies in the range of the tuned ones of ``dtype``

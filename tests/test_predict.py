@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from test_bundle import cli, compile_header, python_line, random_queries  # noqa: F401
@@ -22,7 +23,7 @@ from octune.db.server_store import ServerStore
 from octune.firmware.bundle import load_bundle
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_query, gemm_workload
-from octune.lookup.predictor import GRID_SIZES, ModelAnswers, train
+from octune.lookup.predictor import GRID_SIZES, ModelAnswers, pick, train
 from octune.lookup.semantics import NEAR_OCTAVES, KernelIndex, log2_fixed
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.server.app import create_app
@@ -200,3 +201,17 @@ def test_export_cli_carries_model_answers_and_retrains_on_new_data(store, tmp_pa
         )  # fmt: skip
         assert lookup.lookup(device, gemm_query(1024, 64, 256)).match == "exact"
         assert answers.model(copy, device, build_table(copy, device, "gemm")) is not first
+
+
+def test_estimates_within_measurement_noise_are_ties_that_evidence_breaks():
+    """Of legal configs whose estimates lie within 2 % of the best, the one measured nearest the
+    query is proposed; one further off is not a tie, and an illegal one is never proposed.
+    """
+    scores = np.log([1.000, 1.015, 1.100, 0.990, 1.005])
+    legal = {0, 1, 2, 4}.__contains__
+    distance = {0: 9, 1: 1, 2: 0, 4: 1}.__getitem__
+    assert pick(scores, legal, distance) == 4  # 1 and 4 are as near: the better estimate
+    assert pick(scores, {0, 1, 2}.__contains__, distance) == 1
+    assert pick(scores, {0, 2}.__contains__, distance) == 0  # 2 is 10 % off: no tie
+    assert pick(scores, {3}.__contains__, distance) == 3
+    assert pick(scores, set().__contains__, distance) is None
