@@ -230,7 +230,9 @@ def family_tables(
     return [build_table(store, device, name, model=model) for name in kernels_of(FAMILY)]
 
 
-def table_kernels(store: Store, device: StoredDevice, tables: Sequence[KernelTable]):
+def table_kernels(
+    store: Store, device: StoredDevice, tables: Sequence[KernelTable]
+) -> dict[str, KernelSpec]:
     """The kernel version each table answers for, from the database where it was tuned
     there: what the answers are measured with.
     """

@@ -52,13 +52,16 @@ def export_bundle(
         stored = store.lookup_kernel(device.fingerprint, name, skip=retired)
         if stored is None:
             latest = store.lookup_kernel(device.fingerprint, name)
-            others = ",".join(n for n in tuned if n != name) or "nothing"
+            if latest is None:
+                raise OctuneError(
+                    f"kernel '{name}' is not tuned on {device.name} in {store.url}; tuned there: "
+                    f"{', '.join(tuned) or 'nothing'} (pass them with --kernels a,b)"
+                )
+            others = ",".join(n for n in tuned if n != name)
             raise OctuneError(
-                f"kernel '{name}' is not tuned on {device.name} in {store.url}; tuned there: "
-                f"{', '.join(tuned) or 'nothing'} (pass them with --kernels a,b)"
-                if latest is None
-                else f"kernel '{name}' is tuned on {device.name} in {store.url} only in retired "
-                f"versions ({retired[latest.sha256]}); or leave it out with --kernels {others}"
+                f"kernel '{name}' is tuned on {device.name} in {store.url} only in retired "
+                f"versions ({retired[latest.sha256]})"
+                + (f"; or leave it out with --kernels {others}" if others else "")
             )
         tables.append(build_table(store, device, name, stored.sha256, model=model))
         sources[stored.sha256] = (stored.template_source, stored.space_source)

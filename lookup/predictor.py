@@ -126,7 +126,7 @@ class DeviceModel:
             return self._index.launch(tuple(self.candidates[c].tolist()), shape) is not None
 
         def distance(c: int) -> int:
-            shapes = self.measured_on[c] if c < len(self.measured_on) else ()
+            shapes = self.measured_on[c]
             return min((self._index.distance(s, shape) for s in shapes), default=sys.maxsize)
 
         c = pick(scores, legal, distance)
@@ -178,17 +178,15 @@ def pick(
     score within ``TIE`` of it; then the one of those measured nearest the query (``distance``),
     then the better score. Legality is asked of the best ones only.
     """
-    best: int | None = None
-    tied = []
+    tied: list[int] = []
     for c in np.argsort(scores, kind="stable").tolist():
-        if best is not None and scores[c] > scores[best] + TIE:
+        if tied and scores[c] > scores[tied[0]] + TIE:
             break
         if legal(c):
-            best = c if best is None else best
             tied.append(c)
-    if best is None:
-        return None
-    return min(tied, key=lambda c: (distance(c), scores[c])) if len(tied) > 1 else best
+    if len(tied) < 2:  # no tie to break: distance is asked only of tied candidates
+        return tied[0] if tied else None
+    return min(tied, key=lambda c: (distance(c), scores[c]))
 
 
 def train(
