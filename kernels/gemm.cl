@@ -16,8 +16,14 @@
 //   SA, SB          1: stage the A/B tile in local memory; 0: read fragments from global memory
 //   KUNROLL         unroll factor of the inner K loop
 //   STRM, STRN      0: a work-item owns contiguous rows/columns; 1: strided by the work-group
-//   PF              1: prefetch the next K tile into registers while computing on the current
-//                   one, with two local buffers (one barrier per K tile); 0: load, then compute
+//   PF              K tiles in flight ahead of the one being computed, each in its own local
+//                   buffer (one barrier per K tile). 0: load, then compute; 1 without ASYNC:
+//                   the next tile goes through registers while the current one is computed
+//   ASYNC           1: staged tiles that keep their layout go from global to local memory by
+//                   asynchronous copies (cp.async, NVIDIA compute capability 8.0 and later),
+//                   which hold no registers, so up to 3 K tiles (PF) can be in flight at once;
+//                   tiles to transpose go through registers. 2: as 1, and op(A) keeps its
+//                   layout whatever it is, so it is always copied. 0: all through registers
 //   KDIMC           work-items along K (dimension 2): KDIMC groups of MDIMC x NDIMC work-items
 //                   take turns of K tiles of the same tile of C, each with its own local
 //                   buffers, and add their register tiles through local memory at the end.
@@ -34,7 +40,7 @@
 #endif
 #if !defined(VWM) || !defined(VWN) || !defined(VWA) || !defined(VWB) || !defined(SA) || \
     !defined(SB) || !defined(KUNROLL) || !defined(STRM) || !defined(STRN) || !defined(PF) || \
-    !defined(KDIMC)
+    !defined(KDIMC) || !defined(ASYNC)
 #error "tuning parameters missing: see search_spaces/gemm.yaml for the full list"
 #endif
 #if !defined(TRANSA) || !defined(TRANSB)
@@ -115,55 +121,152 @@ inline void store_tile(__local float* dst, const float* regs, const int ROWS, co
     }
 }
 
+#if ASYNC
+// Asynchronous copies: cp.async on NVIDIA's compiler (the macro below is its own). Elsewhere a
+// plain copy stands in, which completes at once: the same pipeline, without the overlap, so
+// that the pipeline's logic runs (and is tested) on any device.
+#ifdef cl_nv_pragma_unroll
+#define COPY_PENDING_(n) #n
+#define COPY_PENDING(n) COPY_PENDING_(n)
+// Starts copying `bytes` (4, 8 or 16: a constant at every call) from src to dst; the first
+// `valid` bytes come from src, the rest are zeros (0: src is not read).
+inline void copy_async(__local float* dst, const __global float* src, const int bytes,
+                       const int valid) {
+    const uint to = (uint)(size_t)dst;
+    const ulong from = (ulong)(size_t)src;
+    if (bytes == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from),
+                     "r"(valid) : "memory");
+    } else if (bytes == 8) {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(to), "l"(from),
+                     "r"(valid) : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(to), "l"(from),
+                     "r"(valid) : "memory");
+    }
+}
+#define COPY_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+// Waits until at most PF - 1 of this work-item's committed groups are still in flight.
+#define COPY_WAIT() asm volatile("cp.async.wait_group " COPY_PENDING(PF_PENDING) ";" ::: "memory")
+#else
+inline void copy_async(__local float* dst, const __global float* src, const int bytes,
+                       const int valid) {
+    for (int e = 0; e < bytes / 4; ++e) dst[e] = 4 * e < valid ? src[e] : 0.0f;
+}
+#define COPY_COMMIT()
+#define COPY_WAIT()
+#endif
+#if PF == 1
+#define PF_PENDING 0
+#elif PF == 2
+#define PF_PENDING 1
+#elif PF == 3
+#define PF_PENDING 2
+#else
+#error "ASYNC needs PF = 1, 2 or 3"
+#endif
+
+// load_tile and store_tile in one step, by asynchronous copies into dst, for a tile that keeps
+// its layout.
+inline void copy_tile(__local float* dst, const __global float* src, const int ld,
+                      const int rows_left, const int cols_left, const int ROWS, const int COLS,
+                      const int VW, const bool fast, const int tid) {
+#pragma unroll
+    for (int l = 0; l < (ROWS * COLS / VW) / WGS; ++l) {
+        int r, c;
+        tile_vector(l, tid, ROWS, COLS, VW, 0, &r, &c);
+        if (fast) {
+            copy_async(dst + r * COLS + c, src + r * ld + c, 4 * VW, 4 * VW);
+        } else {
+#pragma unroll
+            for (int e = 0; e < VW; ++e) {
+                const bool inside = r < rows_left && c + e < cols_left;
+                copy_async(dst + r * COLS + c + e, inside ? src + r * ld + c + e : src, 4,
+                           inside ? 4 : 0);
+            }
+        }
+    }
+}
+#endif
+
+// A tile's way into local memory: by registers (load_tile now, store_tile later) or, with
+// ASYNC and a tile that keeps its layout, straight into dst. Copies of single floats that
+// transpose on the way measured 25-30 % slower on an H100 than registers
+// (benchmarks/RESULTS.md), so a tile to transpose goes through registers; except with
+// ASYNC = 2, where op(A) keeps the layout it has in memory ([m][k] where TRANSA = 0: A_KEPT)
+// and the compute loop reads it along k.
+#define A_COPIED (ASYNC && (TRANSA || ASYNC == 2))
+#define A_KEPT (A_COPIED && !TRANSA)
+#define B_COPIED (ASYNC && !TRANSB)
+#define A_ROWS (A_KEPT && SA)  // the compute loop reads A along k ...
+#define KSTEP (A_ROWS ? (KUNROLL < 4 ? KUNROLL : 4) : 1)  // ... this many values at a time
+
+inline void fetch_tile(float* regs, __local float* dst, const __global float* src, const int ld,
+                       const int rows_left, const int cols_left, const int ROWS, const int COLS,
+                       const int VW, const int transpose, const bool fast, const int tid) {
+#if ASYNC
+    if (!transpose) {
+        copy_tile(dst, src, ld, rows_left, cols_left, ROWS, COLS, VW, fast, tid);
+        return;
+    }
+#endif
+    load_tile(regs, src, ld, rows_left, cols_left, ROWS, COLS, VW, transpose, fast, tid);
+}
+
 // The tiles of op(A) (MWG x KWG) and op(B) (KWG x NWG) at K offset kb. In memory op(A) is
-// MWG rows of KWG (TRANSA = 0, transposed on the way to local [k][m]) or KWG rows of MWG; op(B)
-// is KWG rows of NWG (TRANSB = 0) or NWG rows of KWG (transposed to local [k][n]).
+// MWG rows of KWG (TRANSA = 0, transposed on the way to local [k][m] unless A_KEPT) or KWG rows
+// of MWG; op(B) is KWG rows of NWG (TRANSB = 0) or NWG rows of KWG (transposed to local [k][n]).
 #define A_VECS ((MWG * KWG / VWA) / WGS)
 #define B_VECS ((NWG * KWG / VWB) / WGS)
 
-inline void load_a(float* regs, const __global float* A, const int lda, const int m0,
-                   const int m_left, const int kb, const int k_left, const bool aligned,
-                   const int tid) {
+inline void load_a(float* regs, __local float* Als, const __global float* A, const int lda,
+                   const int m0, const int m_left, const int kb, const int k_left,
+                   const bool aligned, const int tid) {
     const bool fast = aligned && k_left >= KWG && m_left >= MWG;
 #if TRANSA
-    load_tile(regs, A + kb * lda + m0, lda, k_left, m_left, KWG, MWG, VWA, 0, fast, tid);
+    fetch_tile(regs, Als, A + kb * lda + m0, lda, k_left, m_left, KWG, MWG, VWA, 0, fast, tid);
+#elif A_KEPT
+    copy_tile(Als, A + m0 * lda + kb, lda, m_left, k_left, MWG, KWG, VWA, fast, tid);
 #else
-    load_tile(regs, A + m0 * lda + kb, lda, m_left, k_left, MWG, KWG, VWA, 1, fast, tid);
+    fetch_tile(regs, Als, A + m0 * lda + kb, lda, m_left, k_left, MWG, KWG, VWA, 1, fast, tid);
 #endif
 }
 
 inline void store_a(__local float* Als, const float* regs, const int tid) {
-#if TRANSA
+#if A_COPIED
+    return;
+#elif TRANSA
     store_tile(Als, regs, KWG, MWG, VWA, 0, tid);
 #else
     store_tile(Als, regs, MWG, KWG, VWA, 1, tid);
 #endif
 }
 
-inline void load_b(float* regs, const __global float* B, const int ldb, const int n0,
-                   const int n_left, const int kb, const int k_left, const bool aligned,
-                   const int tid) {
+inline void load_b(float* regs, __local float* Bls, const __global float* B, const int ldb,
+                   const int n0, const int n_left, const int kb, const int k_left,
+                   const bool aligned, const int tid) {
     const bool fast = aligned && k_left >= KWG && n_left >= NWG;
 #if TRANSB
-    load_tile(regs, B + n0 * ldb + kb, ldb, n_left, k_left, NWG, KWG, VWB, 1, fast, tid);
+    fetch_tile(regs, Bls, B + n0 * ldb + kb, ldb, n_left, k_left, NWG, KWG, VWB, 1, fast, tid);
 #else
-    load_tile(regs, B + kb * ldb + n0, ldb, k_left, n_left, KWG, NWG, VWB, 0, fast, tid);
+    fetch_tile(regs, Bls, B + kb * ldb + n0, ldb, k_left, n_left, KWG, NWG, VWB, 0, fast, tid);
 #endif
 }
 
 inline void store_b(__local float* Bls, const float* regs, const int tid) {
-#if TRANSB
+#if B_COPIED
+    return;
+#elif TRANSB
     store_tile(Bls, regs, NWG, KWG, VWB, 1, tid);
 #else
     store_tile(Bls, regs, KWG, NWG, VWB, 0, tid);
 #endif
 }
 
-// Local buffers per operand and K group: two with PF (compute on one while the other is
-// filled). OpenCL declares local arrays in the kernel, so the entries below pass them in; an
+// Local buffers per operand and K group: PF + 1 (compute on one while the others are filled). OpenCL declares local arrays in the kernel, so the entries below pass them in; an
 // operand that is not staged gets a one-float placeholder, and so does the sum of the K groups'
 // register tiles with one K group.
-#define NBUF (PF ? 2 : 1)
+#define NBUF (PF + 1)
 #define A_LOCAL (SA ? KDIMC * NBUF * KWG * MWG : 1)  // [K group][buffer][k][m]
 #define B_LOCAL (SB ? KDIMC * NBUF * KWG * NWG : 1)  // [K group][buffer][k][n]
 #define SUM_LOCAL (KDIMC > 1 ? MWG * NWG : 1)        // [i * NWI + j][tid]
@@ -187,11 +290,11 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
 #endif
 
 #if SA
-    float ra[A_VECS * VWA];
+    float ra[A_COPIED ? 1 : A_VECS * VWA];  // a tile on its way through registers
     const bool a_aligned = (lda % VWA) == 0;
 #endif
 #if SB
-    float rb[B_VECS * VWB];
+    float rb[B_COPIED ? 1 : B_VECS * VWB];
     const bool b_aligned = (ldb % VWB) == 0;
 #endif
 
@@ -209,14 +312,32 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
         for (int j = 0; j < NWI; ++j) acc[i][j] = 0.0f;
     }
 
-#if PF && (SA || SB)
+#if ASYNC
+    // Prologue: the first PF turns' tiles on their way to buffers 0 .. PF - 1, one group of
+    // copies per turn (empty past the end of K, so that waits count the same everywhere).
+    for (int ahead = 0; ahead < PF * KDIMC * KWG; ahead += KDIMC * KWG) {
+        const int k = ahead + tk * KWG;
+        const int fill = ahead / (KDIMC * KWG);
+        if (ahead < K) {
+#if SA
+            load_a(ra, Als + fill * (KWG * MWG), A, lda, m0, m_left, k, K - k, a_aligned, tid);
+            store_a(Als + fill * (KWG * MWG), ra, tid);
+#endif
+#if SB
+            load_b(rb, Bls + fill * (KWG * NWG), B, ldb, n0, n_left, k, K - k, b_aligned, tid);
+            store_b(Bls + fill * (KWG * NWG), rb, tid);
+#endif
+        }
+        COPY_COMMIT();
+    }
+#elif PF && (SA || SB)
     // Prologue: the first tile goes straight to buffer 0.
 #if SA
-    load_a(ra, A, lda, m0, m_left, tk * KWG, K - tk * KWG, a_aligned, tid);
+    load_a(ra, Als, A, lda, m0, m_left, tk * KWG, K - tk * KWG, a_aligned, tid);
     store_a(Als, ra, tid);
 #endif
 #if SB
-    load_b(rb, B, ldb, n0, n_left, tk * KWG, K - tk * KWG, b_aligned, tid);
+    load_b(rb, Bls, B, ldb, n0, n_left, tk * KWG, K - tk * KWG, b_aligned, tid);
     store_b(Bls, rb, tid);
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -228,23 +349,39 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
     for (int turn = 0; turn < K; turn += KDIMC * KWG) {
         const int k0 = turn + tk * KWG;
         const int k_left = K - k0;
-#if PF
+#if ASYNC
+        // This turn's tiles have landed, everyone's; the buffer computed on last turn is free
+        // for the tiles PF turns ahead (a tile through registers is stored after this turn's
+        // compute, and has a barrier to cross before it is read).
+        COPY_WAIT();
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const bool more = turn + PF * KDIMC * KWG < K;
+        const int ahead = k0 + PF * KDIMC * KWG;
+        const int fill = buf == 0 ? PF : buf - 1;
+#if SA
+        if (more) load_a(ra, Als + fill * (KWG * MWG), A, lda, m0, m_left, ahead, K - ahead, a_aligned, tid);
+#endif
+#if SB
+        if (more) load_b(rb, Bls + fill * (KWG * NWG), B, ldb, n0, n_left, ahead, K - ahead, b_aligned, tid);
+#endif
+        COPY_COMMIT();
+#elif PF
         // Issue the next tile's global loads now; they complete while this tile is computed.
         const bool more = turn + KDIMC * KWG < K;
         const int next = k0 + KDIMC * KWG;
 #if SA
-        if (more) load_a(ra, A, lda, m0, m_left, next, K - next, a_aligned, tid);
+        if (more) load_a(ra, Als, A, lda, m0, m_left, next, K - next, a_aligned, tid);
 #endif
 #if SB
-        if (more) load_b(rb, B, ldb, n0, n_left, next, K - next, b_aligned, tid);
+        if (more) load_b(rb, Bls, B, ldb, n0, n_left, next, K - next, b_aligned, tid);
 #endif
 #else
 #if SA
-        load_a(ra, A, lda, m0, m_left, k0, k_left, a_aligned, tid);
+        load_a(ra, Als, A, lda, m0, m_left, k0, k_left, a_aligned, tid);
         store_a(Als, ra, tid);
 #endif
 #if SB
-        load_b(rb, B, ldb, n0, n_left, k0, k_left, b_aligned, tid);
+        load_b(rb, Bls, B, ldb, n0, n_left, k0, k_left, b_aligned, tid);
         store_b(Bls, rb, tid);
 #endif
 #if SA || SB
@@ -261,47 +398,68 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
 #pragma unroll 1
         for (int kk = 0; kk < KWG; kk += KUNROLL) {
 #pragma unroll
-            for (int ku = 0; ku < KUNROLL; ++ku) {
-                const int k = kk + ku;
-                float a[MWI];
-                float b[NWI];
-#if SA
+            for (int kq = 0; kq < KUNROLL; kq += KSTEP) {
+#if A_ROWS
+                // A kept as [m][k]: KSTEP values of each of this work-item's rows in one read.
+                float a_rows[MWI][KSTEP];
 #pragma unroll
-                for (int i = 0; i < MWI; i += VWM) load_local_vec(VWM, Acur + k * MWG + m_of[i], a + i);
-#else
-#pragma unroll
-                for (int i = 0; i < MWI; ++i) {
-                    const int m = m_of[i];
-                    const bool inside = m < m_left && k < k_left;
-#if TRANSA
-                    a[i] = inside ? A[(k0 + k) * lda + m0 + m] : 0.0f;
-#else
-                    a[i] = inside ? A[(m0 + m) * lda + k0 + k] : 0.0f;
+                for (int i = 0; i < MWI; ++i) load_local_vec(KSTEP, Acur + m_of[i] * KWG + kk + kq, a_rows[i]);
 #endif
-                }
+#pragma unroll
+                for (int q = 0; q < KSTEP; ++q) {
+                    const int k = kk + kq + q;
+                    float a[MWI];
+                    float b[NWI];
+#if A_ROWS
+#pragma unroll
+                    for (int i = 0; i < MWI; ++i) a[i] = a_rows[i][q];
+#elif SA
+#pragma unroll
+                    for (int i = 0; i < MWI; i += VWM) load_local_vec(VWM, Acur + k * MWG + m_of[i], a + i);
+#else
+#pragma unroll
+                    for (int i = 0; i < MWI; ++i) {
+                        const int m = m_of[i];
+                        const bool inside = m < m_left && k < k_left;
+#if TRANSA
+                        a[i] = inside ? A[(k0 + k) * lda + m0 + m] : 0.0f;
+#else
+                        a[i] = inside ? A[(m0 + m) * lda + k0 + k] : 0.0f;
+#endif
+                    }
 #endif
 #if SB
 #pragma unroll
-                for (int j = 0; j < NWI; j += VWN) load_local_vec(VWN, Bcur + k * NWG + n_of[j], b + j);
+                    for (int j = 0; j < NWI; j += VWN) load_local_vec(VWN, Bcur + k * NWG + n_of[j], b + j);
 #else
 #pragma unroll
-                for (int j = 0; j < NWI; ++j) {
-                    const int n = n_of[j];
-                    const bool inside = n < n_left && k < k_left;
+                    for (int j = 0; j < NWI; ++j) {
+                        const int n = n_of[j];
+                        const bool inside = n < n_left && k < k_left;
 #if TRANSB
-                    b[j] = inside ? B[(n0 + n) * ldb + k0 + k] : 0.0f;
+                        b[j] = inside ? B[(n0 + n) * ldb + k0 + k] : 0.0f;
 #else
-                    b[j] = inside ? B[(k0 + k) * ldb + n0 + n] : 0.0f;
+                        b[j] = inside ? B[(k0 + k) * ldb + n0 + n] : 0.0f;
 #endif
-                }
+                    }
 #endif
 #pragma unroll
-                for (int i = 0; i < MWI; ++i) {
+                    for (int i = 0; i < MWI; ++i) {
 #pragma unroll
-                    for (int j = 0; j < NWI; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+                        for (int j = 0; j < NWI; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+                    }
                 }
             }
         }
+#if ASYNC
+#if SA
+        if (more) store_a(Als + fill * (KWG * MWG), ra, tid);
+#endif
+#if SB
+        if (more) store_b(Bls + fill * (KWG * NWG), rb, tid);
+#endif
+        buf = buf == PF ? 0 : buf + 1;
+#else
 #if PF
         // The other buffer was last read before the previous barrier: safe to fill now.
         buf = 1 - buf;
@@ -315,6 +473,7 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
 #if SA || SB
         // PF: the next tile is in place; otherwise: everyone is done reading this one.
         barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 #endif
     }
 

@@ -28,7 +28,8 @@ from octune.lookup.semantics import (
 )
 from octune.tuner.device_names import match_devices
 from octune.tuner.errors import OctuneError, SpaceError
-from octune.tuner.space import SearchSpace, max_buffer_bytes
+from octune.tuner.space import SearchSpace
+from octune.tuner.space import device_limits as space_limits
 
 if TYPE_CHECKING:
     from octune.tuner.expr import Expression
@@ -53,21 +54,21 @@ class DeviceLimits(Protocol):
     local_mem_size: int
     global_mem_size: int
     compute_units: int
+    platform_name: str
 
 
 def device_limits(device: DeviceLimits) -> dict[str, int]:
     """The limits a space may name. The database keeps no per-dimension work-item sizes; the
     work-group size bounds them, and tuned configs have run on the device anyway.
     """
-    return {
-        "max_work_group_size": device.max_work_group_size,
-        "max_work_item_size_0": device.max_work_group_size,
-        "max_work_item_size_1": device.max_work_group_size,
-        "max_work_item_size_2": device.max_work_group_size,
-        "local_mem_size": device.local_mem_size,
-        "compute_units": device.compute_units,
-        "max_buffer_bytes": max_buffer_bytes(device.global_mem_size),
-    }
+    return space_limits(
+        max_work_group_size=device.max_work_group_size,
+        max_work_item_sizes=(device.max_work_group_size,) * 3,
+        local_mem_size=device.local_mem_size,
+        compute_units=device.compute_units,
+        global_mem_size=device.global_mem_size,
+        platform_name=device.platform_name,
+    )
 
 
 def resolve_device(store: Store, choice: str) -> StoredDevice:

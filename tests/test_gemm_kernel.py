@@ -27,8 +27,11 @@ def run_gemm(
     alpha: float,
     beta: float,
     pad: int,
+    limits: dict[str, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """One GEMM with leading dimensions `pad` wider than the matrices: out, reference, tolerance."""
+    """One GEMM with leading dimensions `pad` wider than the matrices: out, reference, tolerance.
+    ``limits`` stand in for the device's.
+    """
     queue = cl.CommandQueue(context)
     s = workload.shape
     a = rng.standard_normal((s["k"], s["m"]) if s["transa"] else (s["m"], s["k"]), dtype=np.float32)
@@ -48,7 +51,7 @@ def run_gemm(
         options=kernel_spec.build_options(config, workload)
     )
     space, shape = kernel_spec.space, workload.shape_vars()
-    limits = DeviceInfo.from_cl(context.devices[0]).limits
+    limits = limits or DeviceInfo.from_cl(context.devices[0]).limits
     elements = space.workspace_elements(config, shape, limits)
     zeroed = space.zeroed_elements(config, shape, limits)
     # Scratch starts as NaN: a partial product the first launch fails to write shows. Its
@@ -90,10 +93,11 @@ def assert_gemm_matches_reference(
     alpha: float,
     beta: float,
     pad: int,
+    limits: dict[str, int] | None = None,
 ) -> None:
     """``run_gemm``'s result is finite and within the family's tolerance of the reference."""
     out, expected, tolerance = run_gemm(
-        context, kernel_spec, config, workload, rng, alpha=alpha, beta=beta, pad=pad
+        context, kernel_spec, config, workload, rng, alpha=alpha, beta=beta, pad=pad, limits=limits
     )
     error = np.abs(out - expected) - tolerance - 1e-6 * max(1.0, abs(beta))
     assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
@@ -189,6 +193,42 @@ def test_k_groups_share_out_k_tiles_and_sum_their_tiles(
             assert_gemm_matches_reference(
                 context, gemm_kernel, config, workload, rng, alpha=0.75, beta=beta, pad=1
             )
+
+
+@pytest.mark.parametrize(("transa", "transb"), LAYOUTS)
+def test_asynchronous_copies_keep_up_to_three_k_tiles_in_flight(
+    cl_device: cl.Device,
+    gemm_kernel: KernelSpec,
+    device_info: DeviceInfo,
+    transa: bool,
+    transb: bool,
+) -> None:
+    """ASYNC: PF + 1 local buffers in rotation, tiles that keep their layout copied straight into
+    them, tiles to transpose through registers into the same rotation, or (ASYNC = 2) op(A)
+    copied as it lies and read along k. K of several tiles and a ragged one, K shorter than the
+    tiles in flight, K groups, one operand read from global memory, and A read 1, 2 and 4
+    values of k at a time.
+    Off NVIDIA a plain copy stands in for cp.async, so this pins the pipeline's buffers and
+    barriers; on NVIDIA, verification pins the copies too.
+    """
+    limits = {**device_info.limits, "async_copy": 1}
+    table = gemm_kernel.space.enumerate(limits)
+    context = cl.Context([cl_device])
+    rng = np.random.default_rng(13 + 2 * transa + transb)
+    cases = [(1, 1, 1, 1, 8), (2, 1, 1, 1, 2), (3, 1, 1, 1, 4), (3, 2, 1, 1, 8), (2, 1, 0, 1, 1)]
+    cases += [(3, 1, 1, 0, 8)]
+    for index, (pf, kdimc, sa, sb, kunroll) in enumerate(cases):
+        config = first_config(
+            table, MWG=16, NWG=32, KWG=8, ASYNC=1 + index % 2, PF=pf, KDIMC=kdimc, SA=sa, SB=sb,
+            KUNROLL=kunroll,
+        )  # fmt: skip
+        for k in (8 * 7 + 3, 5):
+            workload = gemm_workload(37, 45, k, transa, transb)
+            beta = 0.5 if index % 2 else 0.0
+            assert_gemm_matches_reference(
+                context, gemm_kernel, config, workload, rng, alpha=0.75, beta=beta, pad=1,
+                limits=limits,
+            )  # fmt: skip
 
 
 # Matrix-vector shapes (M == 1 or N == 1) and small batches of rows (1 < M <= 16) in every

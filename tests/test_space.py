@@ -16,10 +16,12 @@ from hypothesis import strategies as st
 from octune.tuner.errors import SpaceError
 from octune.tuner.results import config_key
 from octune.tuner.space import (
+    LIMIT_NAMES,
     MAX_CANDIDATES,
     ConfigTable,
     Parameter,
     SearchSpace,
+    device_limits,
     max_buffer_bytes,
 )
 
@@ -698,6 +700,7 @@ GEMM_LIMITS = {
     "max_work_item_size_1": 1024,
     "max_work_item_size_2": 1024,
     "compute_units": 132,
+    "async_copy": 1,
 }
 
 
@@ -714,3 +717,27 @@ def test_packaged_gemm_space_loads_and_enumerates():
         assert table.index(config) == i
         global_size, local_size = space.launch(config, {"M": 1000, "N": 700, "K": 300}, GEMM_LIMITS)
         assert len(global_size) == len(local_size)
+
+
+def test_asynchronous_copies_are_legal_only_where_the_device_has_them():
+    """gemm.yaml's ASYNC configs need `async_copy`: NVIDIA's OpenCL, live or as stored."""
+    space = SearchSpace.from_yaml(
+        resources.files("octune.search_spaces").joinpath("gemm.yaml").read_text(),
+        "gemm.yaml",
+        SHAPE,
+    )
+    with_copies = space.enumerate(GEMM_LIMITS)
+    without = space.enumerate({**GEMM_LIMITS, "async_copy": 0})
+    assert 0 < len(without) < len(with_copies)
+    assert all(config["ASYNC"] == 0 for config in without.configs())
+    assert any(config["ASYNC"] == 1 and config["PF"] == 3 for config in with_copies.configs())
+    figures = dict(
+        max_work_group_size=1024,
+        max_work_item_sizes=(1024, 1024, 64),
+        local_mem_size=49152,
+        compute_units=132,
+        global_mem_size=80 << 30,
+    )
+    assert device_limits(**figures, platform_name="NVIDIA CUDA")["async_copy"] == 1
+    assert device_limits(**figures, platform_name="Portable Computing Language")["async_copy"] == 0
+    assert set(device_limits(**figures, platform_name="x")) == set(LIMIT_NAMES)

@@ -24,7 +24,7 @@ from octune.tuner.errors import DeviceError
 from octune.tuner.programs import default_cache_root
 from octune.tuner.results import one_line_reason
 from octune.tuner.runtimes import register_pip_runtimes
-from octune.tuner.space import max_buffer_bytes
+from octune.tuner.space import device_limits
 
 # Before any platform query in this process: the loader reads its vendors once.
 register_pip_runtimes(Path(platformdirs.user_cache_dir("octune")) / "icd-vendors")
@@ -71,16 +71,14 @@ class DeviceInfo:
     @property
     def limits(self) -> dict[str, int]:
         """The names a search space's constraints may use to talk about this device."""
-        sizes = (*self.max_work_item_sizes, 1, 1, 1)[:3]
-        return {
-            "max_work_group_size": self.max_work_group_size,
-            "max_work_item_size_0": sizes[0],
-            "max_work_item_size_1": sizes[1],
-            "max_work_item_size_2": sizes[2],
-            "local_mem_size": self.local_mem_size,
-            "compute_units": self.compute_units,
-            "max_buffer_bytes": max_buffer_bytes(self.global_mem_size),
-        }
+        return device_limits(
+            max_work_group_size=self.max_work_group_size,
+            max_work_item_sizes=self.max_work_item_sizes,
+            local_mem_size=self.local_mem_size,
+            compute_units=self.compute_units,
+            global_mem_size=self.global_mem_size,
+            platform_name=self.platform_name,
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "fingerprint": self.fingerprint}

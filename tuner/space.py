@@ -13,7 +13,7 @@ import json
 import keyword
 import math
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,8 +26,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from octune.tuner.errors import SpaceError
 from octune.tuner.expr import FUNCTIONS, Expression, Mask, Value
 
-#: The device limits a space may name; must match ``DeviceInfo.limits`` (not imported here so
-#: that loading a space does not need an OpenCL driver).
+#: The device limits a space may name: the keys of ``device_limits`` (here, not in
+#: ``tuner.device``, so that loading a space does not need an OpenCL driver).
 LIMIT_NAMES: tuple[str, ...] = (
     "max_work_group_size",
     "max_work_item_size_0",
@@ -36,7 +36,33 @@ LIMIT_NAMES: tuple[str, ...] = (
     "local_mem_size",
     "compute_units",
     "max_buffer_bytes",
+    "async_copy",
 )
+
+
+def device_limits(
+    *,
+    max_work_group_size: int,
+    max_work_item_sizes: Sequence[int],
+    local_mem_size: int,
+    compute_units: int,
+    global_mem_size: int,
+    platform_name: str,
+) -> dict[str, int]:
+    """The values of LIMIT_NAMES for a device, from what its driver reports (a live device) or
+    what the database keeps of it (the same figures, so both agree on which configs are legal).
+    """
+    sizes = (*max_work_item_sizes, 1, 1, 1)[:3]
+    return {
+        "max_work_group_size": max_work_group_size,
+        "max_work_item_size_0": sizes[0],
+        "max_work_item_size_1": sizes[1],
+        "max_work_item_size_2": sizes[2],
+        "local_mem_size": local_mem_size,
+        "compute_units": compute_units,
+        "max_buffer_bytes": max_buffer_bytes(global_mem_size),
+        "async_copy": async_copy(platform_name),
+    }
 
 
 def max_buffer_bytes(global_mem_size: int) -> int:
@@ -46,6 +72,14 @@ def max_buffer_bytes(global_mem_size: int) -> int:
     header all bound a workspace by this one figure and agree on which configs can run.
     """
     return max(global_mem_size // 4, 128 << 20)
+
+
+def async_copy(platform_name: str) -> int:
+    """1 where kernels may copy global to local memory asynchronously (cp.async): under NVIDIA's
+    OpenCL. Its devices before compute capability 8.0 fail to build such configs, which the
+    tuner records as build errors like any other.
+    """
+    return int(platform_name.startswith("NVIDIA"))
 
 
 #: Enumeration refuses to hold more candidate rows than this at any point, rather than
