@@ -1037,6 +1037,7 @@ class TunedWorkload:
 HISTORY_DEVICE = (
     "fingerprint",
     "name",
+    "platform_name",
     "device_type",
     "compute_units",
     "max_work_group_size",

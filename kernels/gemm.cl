@@ -21,7 +21,7 @@
 //                   the next tile goes through registers while the current one is computed
 //   ASYNC           1: staged tiles that keep their layout go from global to local memory by
 //                   asynchronous copies (cp.async, NVIDIA compute capability 8.0 and later),
-//                   which hold no registers, so up to 3 K tiles (PF) can be in flight at once;
+//                   which hold no registers, so two K tiles (PF) can be in flight at once;
 //                   tiles to transpose go through registers. 2: as 1, and op(A) keeps its
 //                   layout whatever it is, so it is always copied. 0: all through registers
 //   KDIMC           work-items along K (dimension 2): KDIMC groups of MDIMC x NDIMC work-items
@@ -160,10 +160,8 @@ inline void copy_async(__local float* dst, const __global float* src, const int 
 #define PF_PENDING 0
 #elif PF == 2
 #define PF_PENDING 1
-#elif PF == 3
-#define PF_PENDING 2
 #else
-#error "ASYNC needs PF = 1, 2 or 3"
+#error "ASYNC needs PF = 1 or 2"
 #endif
 
 // load_tile and store_tile in one step, by asynchronous copies into dst, for a tile that keeps

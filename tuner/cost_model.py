@@ -22,7 +22,7 @@ from sklearn.ensemble import RandomForestRegressor
 from xgboost import Booster, DMatrix, train
 
 from octune.tuner.expr import Value
-from octune.tuner.space import LIMIT_NAMES, SearchSpace
+from octune.tuner.space import LIMIT_NAMES, SearchSpace, device_limits
 
 #: Device description fields (DeviceInfo.to_dict() and the store's device rows share them).
 DEVICE_FIELDS = ("compute_units", "max_work_group_size", "local_mem_size", "global_mem_size")
@@ -79,15 +79,14 @@ class Context:
         device = self.device
         group = int(device.get("max_work_group_size", 0) or 0)
         sizes = list(device.get("max_work_item_sizes") or ())
-        sizes = (sizes + [group] * 3)[:3]
-        return {
-            "max_work_group_size": group,
-            "max_work_item_size_0": int(sizes[0]),
-            "max_work_item_size_1": int(sizes[1]),
-            "max_work_item_size_2": int(sizes[2]),
-            "local_mem_size": int(device.get("local_mem_size", 0) or 0),
-            "compute_units": int(device.get("compute_units", 0) or 0),
-        }
+        return device_limits(
+            max_work_group_size=group,
+            max_work_item_sizes=(sizes + [group] * 3)[:3],
+            local_mem_size=int(device.get("local_mem_size", 0) or 0),
+            compute_units=int(device.get("compute_units", 0) or 0),
+            global_mem_size=int(device.get("global_mem_size", 0) or 0),
+            platform_name=str(device.get("platform_name", "")),
+        )
 
 
 class Features:
