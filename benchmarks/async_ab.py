@@ -15,13 +15,12 @@ from pathlib import Path
 
 from gemm_classes import parse_shape, vendor_anchor  # beside this script
 from gemm_k_groups import chosen_configs
+from template_ab import in_turns
 
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.errors import SpaceError
 from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.measure import DeviceRunner
-
-TURNS = 3  # measurements of each variant, alternating; the fastest median of each is kept
 
 
 def variants(
@@ -63,17 +62,7 @@ def main() -> None:
         kernel = load_kernel(name)
         runner = DeviceRunner(device, kernel, workload, seed=7, repeats=50, max_seconds=0.5)
         configs = variants(kernel, config, limits)
-        times: dict[str, list[float]] = {label: [] for label in configs}
-        failed: dict[str, str] = {}
-        for _ in range(TURNS):
-            for label, variant in configs.items():
-                if label in failed:
-                    continue
-                measurement = runner.measure(variant)
-                if measurement.ok and measurement.median_s:
-                    times[label].append(measurement.median_s)
-                else:
-                    failed[label] = f"{measurement.status.value}: {measurement.message[:300]}"
+        times, failed = in_turns({label: (runner, variant) for label, variant in configs.items()})
         if not rows:  # does the compiler issue the copies? (NVIDIA's program binary is PTX)
             label = next((label for label in configs if label != "chosen"), None)
             if label is not None:

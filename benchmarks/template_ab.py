@@ -25,6 +25,27 @@ from octune.tuner.measure import DeviceRunner
 TURNS = 3  # measurements of each version, alternating; the fastest median of each is kept
 
 
+def in_turns(
+    trials: dict[str, tuple[DeviceRunner, dict[str, int]]],
+) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Each labelled (runner, config) measured TURNS times in alternation, so that a drift of
+    the device's clocks falls on all alike: the median times of each, and why any failed (a
+    failed one is not measured again).
+    """
+    times: dict[str, list[float]] = {label: [] for label in trials}
+    failed: dict[str, str] = {}
+    for _ in range(TURNS):
+        for label, (runner, config) in trials.items():
+            if label in failed:
+                continue
+            measurement = runner.measure(config)
+            if measurement.ok and measurement.median_s:
+                times[label].append(measurement.median_s)
+            else:
+                failed[label] = f"{measurement.status.value}: {measurement.message[:300]}"
+    return times, failed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None)
@@ -49,15 +70,7 @@ def main() -> None:
             label: DeviceRunner(device, kernel, workload, seed=7, repeats=50, max_seconds=0.5)
             for label, kernel in versions.items()
         }
-        times: dict[str, list[float]] = {label: [] for label in versions}
-        failed: dict[str, str] = {}
-        for _ in range(TURNS):
-            for label, runner in runners.items():
-                measurement = runner.measure(config)
-                if measurement.ok and measurement.median_s:
-                    times[label].append(measurement.median_s)
-                else:
-                    failed[label] = f"{measurement.status.value}: {measurement.message[:200]}"
+        times, failed = in_turns({label: (runner, config) for label, runner in runners.items()})
         best = {label: min(t) if t else float("nan") for label, t in times.items()}
         anchor_s = anchor(workload)
         print(f"{shape:>16} {name:>18} {best['before'] * 1e6:10.1f} {best['after'] * 1e6:10.1f} "
