@@ -121,9 +121,7 @@ inline void store_tile(__local float* dst, const float* regs, const int ROWS, co
     }
 }
 
-#if !ASYNC
-#define COPY_COMMIT()
-#else
+#if ASYNC
 // Asynchronous copies: cp.async on NVIDIA's compiler (the macro below is its own). Elsewhere a
 // plain copy stands in, which completes at once: the same pipeline, without the overlap, so
 // that the pipeline's logic runs (and is tested) on any device.
@@ -312,9 +310,9 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
         for (int j = 0; j < NWI; ++j) acc[i][j] = 0.0f;
     }
 
-#if PF && (SA || SB)
-    // Prologue: the first PF turns' tiles into buffers 0 .. PF - 1. Copies go in one group per
-    // turn, empty past the end of K, so that waits count the same everywhere.
+#if ASYNC
+    // Prologue: the first PF turns' tiles on their way to buffers 0 .. PF - 1, one group of
+    // copies per turn (empty past the end of K, so that waits count the same everywhere).
     for (int ahead = 0; ahead < PF * KDIMC * KWG; ahead += KDIMC * KWG) {
         const int k = ahead + tk * KWG;
         const int fill = ahead / (KDIMC * KWG);
@@ -330,9 +328,17 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
         }
         COPY_COMMIT();
     }
-#if !ASYNC
-    barrier(CLK_LOCAL_MEM_FENCE);
+#elif PF && (SA || SB)
+    // Prologue: the first tile goes straight to buffer 0.
+#if SA
+    load_a(ra, Als, A, lda, m0, m_left, tk * KWG, K - tk * KWG, a_aligned, tid);
+    store_a(Als, ra, tid);
 #endif
+#if SB
+    load_b(rb, Bls, B, ldb, n0, n_left, tk * KWG, K - tk * KWG, b_aligned, tid);
+    store_b(Bls, rb, tid);
+#endif
+    barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 
     // Every K group runs the same turns, so that all reach each barrier; a tile past the end
@@ -341,18 +347,15 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
     for (int turn = 0; turn < K; turn += KDIMC * KWG) {
         const int k0 = turn + tk * KWG;
         const int k_left = K - k0;
-#if PF
-        // The tiles PF turns ahead go to the buffer computed on last turn: copies start now,
-        // loads into registers start now and are stored after this turn's compute, so their
-        // latency hides behind it.
+#if ASYNC
+        // This turn's tiles have landed, everyone's; the buffer computed on last turn is free
+        // for the tiles PF turns ahead (a tile through registers is stored after this turn's
+        // compute, and has a barrier to cross before it is read).
+        COPY_WAIT();
+        barrier(CLK_LOCAL_MEM_FENCE);
         const bool more = turn + PF * KDIMC * KWG < K;
         const int ahead = k0 + PF * KDIMC * KWG;
         const int fill = buf == 0 ? PF : buf - 1;
-#if ASYNC
-        // This turn's tiles have landed, everyone's, and everyone is done with `fill`.
-        COPY_WAIT();
-        barrier(CLK_LOCAL_MEM_FENCE);
-#endif
 #if SA
         if (more) load_a(ra, Als + fill * (KWG * MWG), A, lda, m0, m_left, ahead, K - ahead, a_aligned, tid);
 #endif
@@ -360,6 +363,16 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
         if (more) load_b(rb, Bls + fill * (KWG * NWG), B, ldb, n0, n_left, ahead, K - ahead, b_aligned, tid);
 #endif
         COPY_COMMIT();
+#elif PF
+        // Issue the next tile's global loads now; they complete while this tile is computed.
+        const bool more = turn + KDIMC * KWG < K;
+        const int next = k0 + KDIMC * KWG;
+#if SA
+        if (more) load_a(ra, Als, A, lda, m0, m_left, next, K - next, a_aligned, tid);
+#endif
+#if SB
+        if (more) load_b(rb, Bls, B, ldb, n0, n_left, next, K - next, b_aligned, tid);
+#endif
 #else
 #if SA
         load_a(ra, Als, A, lda, m0, m_left, k0, k_left, a_aligned, tid);
@@ -436,8 +449,7 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
                 }
             }
         }
-#if PF
-        // Tiles through registers land now (stores of copied tiles do nothing).
+#if ASYNC
 #if SA
         if (more) store_a(Als + fill * (KWG * MWG), ra, tid);
 #endif
@@ -445,10 +457,21 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
         if (more) store_b(Bls + fill * (KWG * NWG), rb, tid);
 #endif
         buf = buf == PF ? 0 : buf + 1;
+#else
+#if PF
+        // The other buffer was last read before the previous barrier: safe to fill now.
+        buf = 1 - buf;
+#if SA
+        if (more) store_a(Als + buf * (KWG * MWG), ra, tid);
 #endif
-#if !ASYNC && (SA || SB)
+#if SB
+        if (more) store_b(Bls + buf * (KWG * NWG), rb, tid);
+#endif
+#endif
+#if SA || SB
         // PF: the next tile is in place; otherwise: everyone is done reading this one.
         barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 #endif
     }
 
