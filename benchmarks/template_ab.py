@@ -51,6 +51,13 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--baseline", type=Path, required=True, help="the template before")
     parser.add_argument("--runs", type=Path, nargs="+", required=True)
+    parser.add_argument(
+        "--missing",
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE",
+        help="parameters newer than the runs, at the value that builds the kernel they ran",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     device = select_device(args.device)
@@ -59,7 +66,9 @@ def main() -> None:
     print(f"{'shape':>16} {'kernel':>18} {'before us':>10} {'after us':>10} {'after/before':>12} "
           f"{anchor_name + ' us':>10} {'ratio after':>11}", flush=True)  # fmt: skip
     rows = []
-    for shape, name, config in chosen_configs(args.runs):
+    missing = {name: int(value) for name, _, value in (m.partition("=") for m in args.missing)}
+    for shape, name, chosen in chosen_configs(args.runs):
+        config = {**missing, **chosen}
         workload = parse_shape(shape)
         after = load_kernel(name)
         versions = {
