@@ -132,7 +132,7 @@ inline void store_tile(__local float* dst, const float* regs, const int ROWS, co
 // `valid` bytes come from src, the rest are zeros (0: src is not read).
 inline void copy_async(__local float* dst, const __global float* src, const int bytes,
                        const int valid) {
-    const uint to = (uint)(size_t)dst;
+    const uint to = (uint)(size_t)dst;  // a local pointer holds its shared-window address
     const ulong from = (ulong)(size_t)src;
     if (bytes == 16) {
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(from),
