@@ -240,20 +240,18 @@ def _candidates(
     ran at 0.20 of the shape's tuned best (benchmarks/RESULTS.md, issue 19, fifth part).
     """
     passed: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+    ranked: list[list[tuple[int, ...]]] = []  # per workload, fastest first
     for shape, rows in workloads.items():
-        for record in rows:
-            if record.time_s is not None:
-                config = tuple(int(record.config[n]) for n in table.parameters)
-                passed.setdefault(config, []).append(shape)
+        fastest = sorted((r for r in rows if r.time_s is not None), key=lambda r: r.time_s or 0)
+        configs = [tuple(int(r.config[n]) for n in table.parameters) for r in fastest]
+        for config in configs:
+            passed.setdefault(config, []).append(shape)
+        ranked.append(configs)
     order: dict[tuple[int, ...], None] = dict.fromkeys(e.config for e in table.tuned)
-    ranked = [
-        sorted((r for r in rows if r.time_s is not None), key=lambda r: r.time_s or 0)
-        for rows in workloads.values()
-    ]
-    for records in itertools.zip_longest(*ranked):  # every workload's best, then second ...
-        for record in records:
-            if record is not None and len(order) < MAX_CANDIDATES:
-                order.setdefault(tuple(int(record.config[n]) for n in table.parameters))
+    for configs in itertools.zip_longest(*ranked):  # every workload's best, then second ...
+        for config in configs:
+            if config is not None and len(order) < MAX_CANDIDATES:
+                order.setdefault(config)
     if not order:
         return _empty(table.parameters), ()
     return np.array(list(order), dtype=np.int64), tuple(tuple(passed.get(c, ())) for c in order)
