@@ -34,6 +34,9 @@
 //   KSPLIT          slices of K multiplied by separate work-groups into a workspace
 //   RWG             work-group size of gemm_splitk_sum, which adds the slices into C (the
 //                   two-launch variant; gemm_splitk_serial adds them in the same launch)
+// Packed entries (search_spaces/gemm_packed.yaml), built with:
+//   PACK_A          gemm_pack_a first writes A (TRANSA = 0) to the workspace as [k][m], then
+//                   gemm_packed reads it there as a transposed A
 
 #if !defined(MWG) || !defined(NWG) || !defined(KWG) || !defined(MDIMC) || !defined(NDIMC)
 #error "tuning parameters missing: build with -D MWG=.. -D NWG=.. -D KWG=.. -D MDIMC=.. -D NDIMC=.."
@@ -45,6 +48,15 @@
 #endif
 #if !defined(TRANSA) || !defined(TRANSB)
 #error "workload defines missing: build with -D TRANSA=0|1 -D TRANSB=0|1"
+#endif
+
+#ifdef PACK_A
+#if TRANSA
+#error "PACK_A transposes an untransposed A: gemm_packed.yaml requires TRANSA = 0"
+#endif
+#define A_KM 1  // op(A) lies in memory as [k][m] (the packed copy) ...
+#else
+#define A_KM TRANSA  // ... or as the workload gives it: [k][m] where TRANSA, else [m][k]
 #endif
 
 #define MWI (MWG / MDIMC)
@@ -191,10 +203,10 @@ inline void copy_tile(__local float* dst, const __global float* src, const int l
 // ASYNC and a tile that keeps its layout, straight into dst. Copies of single floats that
 // transpose on the way measured 25-30 % slower on an H100 than registers
 // (benchmarks/RESULTS.md), so a tile to transpose goes through registers; except with
-// ASYNC = 2, where op(A) keeps the layout it has in memory ([m][k] where TRANSA = 0: A_KEPT)
+// ASYNC = 2, where op(A) keeps the layout it has in memory ([m][k] where A_KM = 0: A_KEPT)
 // and the compute loop reads it along k.
-#define A_COPIED (ASYNC && (TRANSA || ASYNC == 2))
-#define A_KEPT (A_COPIED && !TRANSA)
+#define A_COPIED (ASYNC && (A_KM || ASYNC == 2))
+#define A_KEPT (A_COPIED && !A_KM)
 #define B_COPIED (ASYNC && !TRANSB)
 #define A_ROWS (A_KEPT && SA)  // the compute loop reads A along k ...
 #define KSTEP (A_ROWS ? (KUNROLL < 4 ? KUNROLL : 4) : 1)  // ... this many values at a time
@@ -212,7 +224,7 @@ inline void fetch_tile(float* regs, __local float* dst, const __global float* sr
 }
 
 // The tiles of op(A) (MWG x KWG) and op(B) (KWG x NWG) at K offset kb. In memory op(A) is
-// MWG rows of KWG (TRANSA = 0, transposed on the way to local [k][m] unless A_KEPT) or KWG rows
+// MWG rows of KWG (A_KM = 0, transposed on the way to local [k][m] unless A_KEPT) or KWG rows
 // of MWG; op(B) is KWG rows of NWG (TRANSB = 0) or NWG rows of KWG (transposed to local [k][n]).
 #define A_VECS ((MWG * KWG / VWA) / WGS)
 #define B_VECS ((NWG * KWG / VWB) / WGS)
@@ -221,7 +233,7 @@ inline void load_a(float* regs, __local float* Als, const __global float* A, con
                    const int m0, const int m_left, const int kb, const int k_left,
                    const bool aligned, const int tid) {
     const bool fast = aligned && k_left >= KWG && m_left >= MWG;
-#if TRANSA
+#if A_KM
     fetch_tile(regs, Als, A + kb * lda + m0, lda, k_left, m_left, KWG, MWG, VWA, 0, fast, tid);
 #elif A_KEPT
     copy_tile(Als, A + m0 * lda + kb, lda, m_left, k_left, MWG, KWG, VWA, fast, tid);
@@ -233,7 +245,7 @@ inline void load_a(float* regs, __local float* Als, const __global float* A, con
 inline void store_a(__local float* Als, const float* regs, const int tid) {
 #if A_COPIED
     return;
-#elif TRANSA
+#elif A_KM
     store_tile(Als, regs, KWG, MWG, VWA, 0, tid);
 #else
     store_tile(Als, regs, MWG, KWG, VWA, 1, tid);
@@ -419,7 +431,7 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
                     for (int i = 0; i < MWI; ++i) {
                         const int m = m_of[i];
                         const bool inside = m < m_left && k < k_left;
-#if TRANSA
+#if A_KM
                         a[i] = inside ? A[(k0 + k) * lda + m0 + m] : 0.0f;
 #else
                         a[i] = inside ? A[(m0 + m) * lda + k0 + k] : 0.0f;
@@ -538,11 +550,74 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
     __local float Bls[B_LOCAL] __attribute__((aligned(32)));            \
     __local float sums[SUM_LOCAL]
 
+#ifndef PACK_A
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm(GEMM_ARGUMENTS) {
     LOCAL_TILES;
     gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, Als, Bls, sums);
 }
+#else
+// Two launches, as CLBlast's indirect GEMM: a transposing copy of A costs one read and one
+// write of A, and in exchange both tiles reach local memory as they lie (by cp.async where
+// ASYNC), without a transpose through registers. Where the product is large against A, that
+// can pay.
+//
+// The packed A in the workspace has row stride M, the argument itself: with a stride computed
+// in the kernel (M rounded up to whole vectors) or read from the workspace, NVIDIA's compiler
+// emitted a tiled kernel 2-4 % slower than with the stride an argument (H100,
+// benchmarks/RESULTS.md).
+#define PACK_TILE 64  // square tile of A per work-group, moved as vectors of 4 by 256 work-items
+
+// A's tile at rows m0.., columns k0.. read along k (coalesced), written along m through a local
+// tile padded by one column (2-way bank conflicts at most). Unaligned rows (lda, or M when
+// written) or an edge tile go element by element.
+__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+void gemm_pack_a(GEMM_ARGUMENTS, __global float* restrict workspace) {
+    __local float tile[PACK_TILE][PACK_TILE + 1];
+    const int tid = get_local_id(1) * 16 + get_local_id(0);
+    const int k0 = get_group_id(0) * PACK_TILE;
+    const int m0 = get_group_id(1) * PACK_TILE;
+    const bool fast = lda % 4 == 0 && m0 + PACK_TILE <= M && k0 + PACK_TILE <= K;
+    const int q = (tid % 16) * 4;  // this work-item's 4 columns of a row, in either phase
+#pragma unroll
+    for (int r = tid / 16; r < PACK_TILE; r += 16) {
+        const int m = m0 + r;
+        float x[4];
+        if (fast) {
+            load_vec(4, A + (size_t)m * lda + k0 + q, x);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[e] = m < M && k0 + q + e < K ? A[(size_t)m * lda + k0 + q + e] : 0.0f;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) tile[r][q + e] = x[e];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const bool fast_out = M % 4 == 0 && m0 + PACK_TILE <= M && k0 + PACK_TILE <= K;
+#pragma unroll
+    for (int r = tid / 16; r < PACK_TILE; r += 16) {
+        const int k = k0 + r;
+        float x[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[e] = tile[q + e][r];
+        __global float* row = workspace + (size_t)k * M + m0 + q;
+        if (fast_out) {
+            store_vec(4, x, row);
+        } else if (k < K) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (m0 + q + e < M) row[e] = x[e];
+            }
+        }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
+void gemm_packed(GEMM_ARGUMENTS, const __global float* restrict workspace) {
+    LOCAL_TILES;
+    gemm_tile(M, N, K, alpha, beta, workspace, M, B, ldb, C, ldc, Als, Bls, sums);
+}
+#endif
 
 #ifdef KSPLIT
 // Split-K, for products with too few tiles of C to fill the device: K is cut into KSPLIT
@@ -556,7 +631,7 @@ inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* 
     const int slice = (((K + KSPLIT - 1) / KSPLIT + KWG - 1) / KWG) * KWG;
     const int kb = get_group_id(2) * slice;
     const int depth = max(0, min(slice, K - kb));  // a trailing slice may be empty: zeros
-#if TRANSA
+#if A_KM
     const __global float* a = A + (size_t)kb * lda;
 #else
     const __global float* a = A + kb;

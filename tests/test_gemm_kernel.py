@@ -324,3 +324,32 @@ def test_split_k_is_offered_only_where_c_has_few_tiles_for_its_depth(name: str) 
     assert kernel.takes(gemm_workload(4096, 4096, 4096)) is not None  # 4096 tiles
     assert kernel.takes(gemm_workload(1000, 999, 400)) is not None  # too short for 256
     assert kernel.takes(gemm_workload(4096, 4096, 200)) is not None  # too short to split
+
+
+@pytest.mark.parametrize("transb", [False, True])
+def test_packed_a_is_read_as_a_transposed_a(
+    cl_device: cl.Device, device_info: DeviceInfo, transb: bool
+) -> None:
+    """gemm_packed: A transposed into the workspace by one launch (rows padded to 16 bytes, M
+    that no pack tile divides), then read there by the tiled kernel: through registers, with a
+    tile in flight, and by copies (the stand-in off NVIDIA); odd lda (pad) and edge tiles.
+    """
+    kernel = load_kernel("gemm_packed")
+    limits = {**device_info.limits, "async_copy": 1}
+    table = kernel.space.enumerate(limits)
+    assert set(table.column("ASYNC")) == {0, 1}  # ASYNC 2 is ASYNC 1 once A is [k][m]
+    context = cl.Context([cl_device])
+    rng = np.random.default_rng(41 + transb)
+    cases = [(0, 0, 1, 1), (1, 0, 1, 1), (2, 1, 1, 1), (2, 1, 1, 0), (0, 0, 0, 1)]
+    for index, (pf, asynchronous, sa, sb) in enumerate(cases):
+        config = first_config(table, MWG=16, NWG=32, KWG=8, PF=pf, ASYNC=asynchronous, SA=sa, SB=sb)
+        for m, n, k in ((37, 45, 8 * 6 + 3), (70, 33, 5), (128, 64, 200)):
+            workload = gemm_workload(m, n, k, False, transb)
+            assert_gemm_matches_reference(
+                context, kernel, config, workload, rng, alpha=0.75, beta=0.5 * (index % 2),
+                pad=index % 3, limits=limits,
+            )  # fmt: skip
+    assert kernel.takes(gemm_workload(1024, 2048, 512, False, transb)) is None
+    assert kernel.takes(gemm_workload(1024, 2048, 512, True, transb)) is not None  # A is [k][m]
+    assert kernel.takes(gemm_workload(2048, 1024, 512, False, transb)) is not None  # N too small
+    assert kernel.takes(gemm_workload(256, 2048, 256, False, transb)) is not None  # too short
