@@ -273,8 +273,9 @@ inline void store_b(__local float* Bls, const float* regs, const int tid) {
 #endif
 }
 
-// Local buffers per operand and K group: PF + 1 (compute on one while the others are filled). OpenCL declares local arrays in the kernel, so the entries below pass them in; an
-// operand that is not staged gets a one-float placeholder, and so does the sum of the K groups'
+// Local buffers per operand and K group: PF + 1 (compute on one while the others are filled).
+// OpenCL declares local arrays in the kernel, so the entries below pass them in; an operand
+// that is not staged gets a one-float placeholder, and so does the sum of the K groups'
 // register tiles with one K group.
 #define NBUF (PF + 1)
 #define A_LOCAL (SA ? KDIMC * NBUF * KWG * MWG : 1)  // [K group][buffer][k][m]
@@ -564,7 +565,7 @@ void gemm(GEMM_ARGUMENTS) {
 //
 // The packed A in the workspace has row stride M, the argument itself: with a stride computed
 // in the kernel (M rounded up to whole vectors) or read from the workspace, NVIDIA's compiler
-// emitted a tiled kernel 2-4 % slower than with the stride an argument (H100,
+// emitted a tiled kernel up to 4 % slower than with the stride an argument (H100,
 // benchmarks/RESULTS.md).
 #define PACK_TILE 64  // square tile of A per work-group, moved as vectors of 4 by 256 work-items
 
@@ -587,7 +588,10 @@ void gemm_pack_a(GEMM_ARGUMENTS, __global float* restrict workspace) {
             load_vec(4, A + (size_t)m * lda + k0 + q, x);
         } else {
 #pragma unroll
-            for (int e = 0; e < 4; ++e) x[e] = m < M && k0 + q + e < K ? A[(size_t)m * lda + k0 + q + e] : 0.0f;
+            for (int e = 0; e < 4; ++e) {
+                const int k = k0 + q + e;
+                x[e] = m < M && k < K ? A[(size_t)m * lda + k] : 0.0f;
+            }
         }
 #pragma unroll
         for (int e = 0; e < 4; ++e) tile[r][q + e] = x[e];
