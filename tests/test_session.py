@@ -280,3 +280,31 @@ def test_only_identical_opening_failures_count_as_systematic() -> None:
     for _ in range(SYSTEMATIC_AFTER):
         with_a_pass.record(failed("same"))
     assert with_a_pass.systematic_failure is None  # only the first candidates are judged
+
+
+def test_a_kernel_that_extends_another_first_measures_its_fastest_tiles(
+    tmp_path: Path, device_info: DeviceInfo
+) -> None:
+    """gemm_splitk_serial's space extends gemm's: its model search measures gemm's fastest
+    config at the same shape (KSPLIT at its first value) before any config of its own choosing,
+    and a kernel whose base has not been tuned there starts as before.
+    """
+    store = Store(f"sqlite:///{tmp_path / 'extends.db'}")
+    settings = Settings(jobs=1, confirm=0, cache_root=str(tmp_path / "cache"))
+    workload = gemm_workload(37, 45, 1003)
+    base, extension = load_kernel("gemm"), load_kernel("gemm_splitk_serial")
+    assert extension.space.extends == "gemm"
+    sessions = []
+    with open_workers(device_info, settings) as workers:
+        for kernel, strategy, candidates in ((extension, "model", 1), (base, "random", 4),
+                                             (extension, "model", 1)):  # fmt: skip
+            report = run_session(
+                store, device_info, kernel, workload, kernel.space.enumerate(device_info.limits),
+                strategy=strategy, budget=Budget(candidates=candidates), settings=settings,
+                seed=3, workers=workers,
+            )  # fmt: skip
+            sessions.append(store.session_measurements(report.session_id))
+    cold, tiles, seeded = sessions
+    fastest = min((m for m in tiles if m.ok), key=lambda m: m.median_s or 0.0)
+    assert seeded[0].config == {**fastest.config, "KSPLIT": 4}
+    assert cold[0].config != seeded[0].config

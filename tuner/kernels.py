@@ -198,7 +198,8 @@ def _extended(text: str, spaces: Mapping[str, str], origin: str) -> str:
     parameters and derived variables added or replacing OTHER's of the same name, its
     constraints added to OTHER's, any other section replacing OTHER's. The result, written out
     whole, is the space's text, so the kernel version covers both files and a bundle carries
-    one self-contained space.
+    one self-contained space; it keeps ``extends``, so that a search can start from OTHER's
+    best tiles (``octune.tuner.session``).
     """
     own = _yaml_mapping(text)
     base_name = own.get("extends")
@@ -212,7 +213,7 @@ def _extended(text: str, spaces: Mapping[str, str], origin: str) -> str:
     base = _yaml_mapping(spaces[base_name])
     if "extends" in base:
         raise OctuneError(f"{origin}: extends {base_name}, which extends another: extend that")
-    merged = {**base, **{key: value for key, value in own.items() if key != "extends"}}
+    merged = {**base, **own}
     for section in ("parameters", "derived"):
         merged[section] = {**(base.get(section) or {}), **(own.get(section) or {})}
     merged["constraints"] = [*(base.get("constraints") or []), *(own.get("constraints") or [])]

@@ -171,6 +171,7 @@ class _SpaceModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kernel: Annotated[str, BeforeValidator(_file_stem)]
     problem: Annotated[str, BeforeValidator(_file_stem)]
+    extends: Annotated[str, BeforeValidator(_file_stem)] | None = None
     entry: Annotated[str, BeforeValidator(_identifier)]
     description: Annotated[str, _none_to(str)] = ""
     parameters: dict[str, _ParameterModel]
@@ -316,6 +317,8 @@ class SearchSpace:
         self.origin = origin
         self.kernel = model.kernel
         self.problem = model.problem
+        # The kernel whose space this one extends (its tiles mean the same here), or None.
+        self.extends = model.extends
         self.entry = model.entry
         self.description = model.description.strip()
         self.source_text = text

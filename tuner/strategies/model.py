@@ -93,7 +93,7 @@ HistoryMatrix = tuple[
 
 class ModelSearch(Strategy):
     name = "model"
-    learns_from_history = True  # the session passes ``history=`` and ``target=``
+    learns_from_history = True  # the session passes ``history=``, ``target=`` and ``first=``
 
     def __init__(
         self,
@@ -104,12 +104,14 @@ class ModelSearch(Strategy):
         history: Sequence[Record] = (),
         target: Context | None = None,
         model: str = "xgb-regression",
+        first: Sequence[int] = (),
         initial: int = INITIAL,
         explore: float = EXPLORE,
         pool: int = POOL,
     ) -> None:
         """``history``: stored measurements of this kernel version to warm-start from;
         ``target``: the device and shape being tuned, needed to relate history to it;
+        ``first``: rows to measure before any other (``session.base_tiles``);
         ``pool``: most configs scored per refit (a larger space is sampled and climbed).
         """
         super().__init__(table, seed=seed, skip=skip)
@@ -140,7 +142,8 @@ class ModelSearch(Strategy):
         self._ranking: NDArray[np.int64] = np.empty(0, dtype=np.int64)
         self.fits = 0
         self._table_x: NDArray[np.float64] | None = None
-        self.borrowed = self._borrowed_rows(nearest_first)
+        borrowed = self._borrowed_rows(nearest_first)
+        self.borrowed = [*first, *(row for row in borrowed if row not in first)]
 
     # -- data ------------------------------------------------------------------------------
 
