@@ -171,7 +171,6 @@ class _SpaceModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     kernel: Annotated[str, BeforeValidator(_file_stem)]
     problem: Annotated[str, BeforeValidator(_file_stem)]
-    extends: Annotated[str, BeforeValidator(_file_stem)] | None = None
     entry: Annotated[str, BeforeValidator(_identifier)]
     description: Annotated[str, _none_to(str)] = ""
     parameters: dict[str, _ParameterModel]
@@ -183,6 +182,7 @@ class _SpaceModel(BaseModel):
     zeroed: _ExpressionText | None = None
     then: Annotated[list[_FollowUpModel], _none_to(list)] = Field(default_factory=list)
     retired: Annotated[dict[_Sha256, _Reason], _none_to(dict)] = Field(default_factory=dict)
+    extends: Annotated[str, BeforeValidator(_file_stem)] | None = None
 
 
 def _keys(model: type[BaseModel]) -> list[str]:
