@@ -297,6 +297,11 @@ class Store:
             space_source=space_source,
         )
 
+    def stored_kernel_version_id(self, name: str, sha256: str) -> int | None:
+        """The version's id where the database has it; unlike ``kernel_version_id``, a read."""
+        with self._session() as session:
+            return session.scalar(select(KernelVersion.id).filter_by(name=name, sha256=sha256))
+
     def workload_id(self, problem: str, key: str, shape: dict[str, int], dtype: str) -> int:
         return self._get_or_create(
             Workload,

@@ -315,11 +315,14 @@ def base_tiles(
         base = load_kernel(kernel.space.extends)
     except OctuneError:  # a space from elsewhere (a farm job) whose base is not installed here
         return []
-    base_id = store.kernel_version_id(base.name, base.sha256, base.source, base.space.source_text)
+    base_id = store.stored_kernel_version_id(base.name, base.sha256)
+    if base_id is None:  # never tuned here
+        return []
     own = {p.name: p.values[0] for p in kernel.space.parameters}
     rows: list[int] = []
     for config in store.top_configs(device_id, base_id, workload_id, BASE_TILES):
-        row = table.index({name: {**own, **config}[name] for name in table.names})
+        merged = {**own, **config}
+        row = table.index({name: merged[name] for name in table.names})
         if row is not None and row not in rows:
             rows.append(row)
     return rows
