@@ -34,7 +34,7 @@ from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
-from octune.tuner.measure import back_to_back_seconds
+from octune.tuner.measure import back_to_back_seconds, host_clock_seconds
 from octune.tuner.session import Settings, open_workers
 from octune.tuner.workers import default_jobs
 
@@ -84,20 +84,26 @@ def opencl_copy_gbs(device: cl.Device, repeats: int = 10) -> float:
 
 
 def launch_floor(device: cl.Device, runs: int = 50, stream: int = 20) -> dict[str, float]:
-    """Microseconds an empty kernel takes by its profiling event (median of ``runs``) and per
-    launch in a stream of ``stream`` back-to-back launches (median of 5): the least any
-    kernel's time can read in each way.
+    """Microseconds an empty kernel takes by its profiling event (median of ``runs``), and per
+    launch in a stream of ``stream`` back-to-back launches, by profiling events and by the
+    host's clock in a queue without profiling: the least any kernel's time can read each way.
     """
     context = cl.Context([device])
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     kernel = cl.Kernel(cl.Program(context, "__kernel void empty() {}").build(), "empty")
+
+    def launch(into: cl.CommandQueue) -> list[cl.Event]:
+        return [cl.enqueue_nd_range_kernel(into, kernel, (64,), (64,))]
+
     events = []
     for _ in range(runs + 1):
-        events.append(kernel(queue, (64,), (64,)))
+        events.extend(launch(queue))
         events[-1].wait()
     single = statistics.median((e.profile.end - e.profile.start) * 1e-3 for e in events[1:])
-    stream_s = back_to_back_seconds(queue, lambda: [kernel(queue, (64,), (64,))], stream)
-    return {"empty_kernel_event_us": single, "empty_kernel_stream_us": stream_s * 1e6}
+    profiled = back_to_back_seconds(queue, launch, stream)
+    unprofiled = host_clock_seconds(cl.CommandQueue(context), launch, stream)
+    return {"empty_kernel_event_us": single, "empty_kernel_stream_us": profiled * 1e6,
+            "empty_kernel_unprofiled_us": unprofiled * 1e6}  # fmt: skip
 
 
 def torch_copy_gbs() -> float:
@@ -191,15 +197,18 @@ def main() -> None:
         best = timed[0]
         seconds, stream_s = best.seconds, best.back_to_back_s
         theirs = anchor(workload)
-        row |= {"octune_s": seconds, "octune_back_to_back_s": stream_s, "kernel": best.kernel.name,
+        row |= {"octune_s": seconds, "octune_back_to_back_s": stream_s,
+                "octune_unprofiled_s": best.unprofiled_s, "kernel": best.kernel.name,
                 "config": best.config, "anchor_s": theirs,
                 "gbs": traffic_bytes(workload) / seconds / 1e9,
                 "kernels_s": {t.kernel.name: t.seconds for t in timed}}  # fmt: skip
         rows.append(row)
         others = "  ".join(f"{t.kernel.name} {t.seconds * 1e6:.1f}" for t in timed[1:])
         print(f"{shape_class:14s} {text:16s} {best.kernel.name:15s} {seconds * 1e6:9.1f} us "
-              f"(stream {stream_s * 1e6:.1f})  {anchor_name} {theirs * 1e6:9.1f} us  ratio "
-              f"{theirs / seconds:5.2f} (stream {theirs / stream_s:5.2f})  {row['gbs']:7.0f} GB/s  "
+              f"(stream {stream_s * 1e6:.1f}, unprofiled {best.unprofiled_s * 1e6:.1f})  "
+              f"{anchor_name} {theirs * 1e6:9.1f} us  ratio {theirs / seconds:5.2f} (stream "
+              f"{theirs / stream_s:5.2f}, unprofiled {theirs / best.unprofiled_s:5.2f})  "
+              f"{row['gbs']:7.0f} GB/s  "
               f"(others, us: {others or '-'})", flush=True)  # fmt: skip
         args.out.write_text(json.dumps({"device": info.name, "anchor": anchor_name, **copy,
                                         **floor, "seconds_per_shape": args.seconds,
@@ -208,37 +217,43 @@ def main() -> None:
     report(rows, anchor_name, copy["opencl_copy_gbs"])
 
 
+#: A row's octune times by each clock: profiling events of single runs, then streams of
+#: back-to-back runs by profiling events and by the host's clock without profiling (rows of
+#: runs before a clock existed fall back to the events).
+CLOCKS = ("octune_s", "octune_back_to_back_s", "octune_unprofiled_s")
+
+
 def report(rows: list[dict[str, object]], anchor_name: str, copy_gbs: float) -> None:
-    """One markdown row per shape, then each class's median ratio."""
-    print(f"\n| class | shape | kernel | octune us (stream) | {anchor_name} us | "
-          f"{anchor_name} / octune (stream) | octune TFLOP/s | GB/s | % of copy | "
+    """One markdown row per shape, then each class's median ratio by each clock."""
+    print(f"\n| class | shape | kernel | octune us (stream; unprofiled) | {anchor_name} us | "
+          f"{anchor_name} / octune (stream; unprofiled) | octune TFLOP/s | GB/s | % of copy | "
           f"runner-up kernel, us |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    ratios: dict[str, list[float]] = {}
-    streamed: dict[str, list[float]] = {}
+    ratios: dict[str, list[tuple[float, ...]]] = {}
     for row in rows:
         if "octune_s" not in row:
             print(f"| {row['class']} | {row['shape']} | none verified | | | | | | | |")
             continue
-        ours, theirs, flops, gbs = (float(str(row[key])) for key in ("octune_s", "anchor_s",
-                                                                     "flops", "gbs"))  # fmt: skip
-        stream = float(str(row.get("octune_back_to_back_s", ours)))
-        ratios.setdefault(str(row["class"]), []).append(theirs / ours)
-        streamed.setdefault(str(row["class"]), []).append(theirs / stream)
-        print(f"| {row['class']} | {row['shape']} | {row['kernel']} | {ours * 1e6:.1f} "
-              f"({stream * 1e6:.1f}) | {theirs * 1e6:.1f} | {theirs / ours:.2f} "
-              f"({theirs / stream:.2f}) | {flops / ours / 1e12:.2f} | {gbs:.0f} | "
-              f"{100 * gbs / copy_gbs:.0f} | {runner_up(row)} |")  # fmt: skip
-    print(f"\n| class | shapes | median {anchor_name} / octune | lowest | "
-          f"median, both streamed | lowest, both streamed |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- |")
+        theirs, flops, gbs = (float(str(row[key])) for key in ("anchor_s", "flops", "gbs"))
+        ours = [float(str(row.get(clock, row["octune_s"]))) for clock in CLOCKS]
+        ratios.setdefault(str(row["class"]), []).append(tuple(theirs / t for t in ours))
+        print(f"| {row['class']} | {row['shape']} | {row['kernel']} | {ours[0] * 1e6:.1f} "
+              f"({ours[1] * 1e6:.1f}; {ours[2] * 1e6:.1f}) | {theirs * 1e6:.1f} | "
+              f"{theirs / ours[0]:.2f} ({theirs / ours[1]:.2f}; {theirs / ours[2]:.2f}) | "
+              f"{flops / ours[0] / 1e12:.2f} | {gbs:.0f} | {100 * gbs / copy_gbs:.0f} | "
+              f"{runner_up(row)} |")  # fmt: skip
+    print(f"\n| class | shapes | median {anchor_name} / octune (stream; unprofiled) | "
+          f"lowest (stream; unprofiled) |")  # fmt: skip
+    print("| --- | --- | --- | --- |")
     for name in [*ratios, "all"]:
-        values = ratios.get(name) or [r for v in ratios.values() for r in v]
-        both = streamed.get(name) or [r for v in streamed.values() for r in v]
-        if values:
-            print(f"| {name} | {len(values)} | {statistics.median(values):.2f} | "
-                  f"{min(values):.2f} | {statistics.median(both):.2f} | "
-                  f"{min(both):.2f} |")  # fmt: skip
+        by_shape = ratios.get(name) or [r for v in ratios.values() for r in v]
+        if by_shape:
+            medians = [statistics.median(clock) for clock in zip(*by_shape, strict=True)]
+            lowest = [min(clock) for clock in zip(*by_shape, strict=True)]
+            print(
+                f"| {name} | {len(by_shape)} | {medians[0]:.2f} ({medians[1]:.2f}; "
+                f"{medians[2]:.2f}) | {lowest[0]:.2f} ({lowest[1]:.2f}; {lowest[2]:.2f}) |"
+            )
 
 
 def runner_up(row: dict[str, object]) -> str:

@@ -46,9 +46,11 @@ class DeviceRunner:
     never rebuilds it. Timing uses profiling events: warm up, then repeat until `repeats` runs
     or `max_seconds` of kernel time, and keep every run. With an energy sensor, a burst of
     back-to-back runs gives joules per run and mean power. With ``back_to_back`` > 0, bursts of
-    that many runs enqueued back to back also give seconds per run as a runtime sees them
-    (``extra["back_to_back_s"]``): some drivers' profiling events of one short kernel include a
-    fixed cost that a stream of launches hides, as a CUDA graph of vendor calls does.
+    that many runs enqueued back to back also give seconds per run as a runtime sees them: some
+    drivers' profiling events of one short kernel include a fixed cost that a stream of launches
+    hides, as a CUDA graph of vendor calls does. ``extra["back_to_back_s"]`` times the stream by
+    its profiling events; ``extra["back_to_back_unprofiled_s"]`` by the host's clock in a queue
+    without profiling, as a runtime's queue is, in case profiling itself costs per launch.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class DeviceRunner:
         self.data = self.workload.bind(
             self.kernel.name, self.context, self.queue, np.random.default_rng(self.seed)
         )
+        self.unprofiled_queue = cl.CommandQueue(self.context) if self.back_to_back else None
         self._programs: dict[tuple[str, ...], cl.Program] = {}
         self._scratch: cl.Buffer | None = None
 
@@ -146,14 +149,12 @@ class DeviceRunner:
             separates them (a runtime enqueues prepared kernels the same way).
             """
             set_args(input_set)
-            return launch()
+            return launch(self.queue)
 
-        def launch() -> list[cl.Event]:
+        def launch(queue: cl.CommandQueue) -> list[cl.Event]:
             """The launches with the arguments last set."""
             return [
-                cl.enqueue_nd_range_kernel(
-                    self.queue, kernel, launch.global_size, launch.local_size
-                )
+                cl.enqueue_nd_range_kernel(queue, kernel, launch.global_size, launch.local_size)
                 for kernel, launch in zip(kernels, launches, strict=True)
             ]
 
@@ -208,10 +209,13 @@ class DeviceRunner:
                     break
             if self.energy is not None:
                 extra = self._energy_burst(enqueue, sorted(times))
-            if self.back_to_back:
+            if self.unprofiled_queue is not None:
                 set_args(1 % self.data.input_sets)
                 extra["back_to_back_s"] = back_to_back_seconds(
                     self.queue, launch, self.back_to_back
+                )
+                extra["back_to_back_unprofiled_s"] = host_clock_seconds(
+                    self.unprofiled_queue, launch, self.back_to_back
                 )
             again = verify(first=False)
             if isinstance(again, Measurement):
@@ -261,20 +265,50 @@ class DeviceRunner:
         return {"energy_j": spent / runs, "power_w": spent / elapsed, "energy_runs": runs}
 
 
+Launch = Callable[[cl.CommandQueue], list[cl.Event]]
+
+
+def _gated_burst(
+    queue: cl.CommandQueue, launch: Launch, runs: int
+) -> tuple[tuple[cl.Event, cl.Event], float]:
+    """``runs`` of ``launch`` enqueued behind a user event, released once all are enqueued:
+    enqueueing from Python takes longer than a short kernel runs, so the device would otherwise
+    wait on the host. Returns the first and last run's events and the host's seconds from the
+    release to the queue's end.
+    """
+    queue.finish()
+    gate = cl.UserEvent(queue.context)
+    cl.enqueue_marker(queue, wait_for=[gate])
+    events = [launch(queue) for _ in range(runs)]
+    started = time.perf_counter()
+    gate.set_status(cl.command_execution_status.COMPLETE)
+    queue.finish()
+    return (events[0][0], events[-1][-1]), time.perf_counter() - started
+
+
 def back_to_back_seconds(
-    queue: cl.CommandQueue, launch: Callable[[], list[cl.Event]], runs: int, bursts: int = 5
+    queue: cl.CommandQueue, launch: Launch, runs: int, bursts: int = 5
 ) -> float:
-    """Seconds per run of ``launch`` (one or more kernels) in bursts of ``runs`` enqueued back
-    to back: the median over bursts of the first launch's start to the last one's end. Each
-    burst is held behind a user event until all of it is enqueued: enqueueing from Python takes
-    longer than a short kernel runs, so the device would otherwise wait on the host.
+    """Seconds per run of ``launch`` (one or more kernels) in gated bursts of ``runs`` back to
+    back, by the queue's profiling events: the median over bursts of the first launch's start
+    to the last one's end.
     """
     periods = []
     for _ in range(bursts):
-        gate = cl.UserEvent(queue.context)
-        cl.enqueue_marker(queue, wait_for=[gate])
-        events = [launch() for _ in range(runs)]
-        gate.set_status(cl.command_execution_status.COMPLETE)
-        events[-1][-1].wait()
-        periods.append((events[-1][-1].profile.end - events[0][0].profile.start) * 1e-9 / runs)
+        (first, last), _ = _gated_burst(queue, launch, runs)
+        periods.append((last.profile.end - first.profile.start) * 1e-9 / runs)
     return statistics.median(periods)
+
+
+def host_clock_seconds(queue: cl.CommandQueue, launch: Launch, runs: int, bursts: int = 5) -> float:
+    """Seconds per run of ``launch`` in gated bursts by the host's clock, in any queue (one
+    without profiling too): the fastest burst of 2 ``runs`` less the fastest of ``runs``, per
+    run, so that the gate's release and the final wait cancel out. The fastest, because other
+    work on the host only ever adds time.
+    """
+    _gated_burst(queue, launch, runs)  # warm
+    fastest = {count: math.inf for count in (runs, 2 * runs)}
+    for _ in range(bursts):
+        for count in fastest:
+            fastest[count] = min(fastest[count], _gated_burst(queue, launch, count)[1])
+    return (fastest[2 * runs] - fastest[runs]) / runs
