@@ -137,7 +137,9 @@ def test_best_when_every_measurement_failed_says_why(
     ],
 )
 def test_bad_input_is_one_line_error(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
-    assert_one_line_error(octune(*args, db=tmp_path / "bad.db"), *fragments)
+    result = octune(*args, db=tmp_path / "bad.db")
+    assert_one_line_error(result, *fragments)
+    assert result.stdout == "", "checked before any work starts"
 
 
 def test_unwritable_database_is_one_line_error(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from octune.tuner.session import (
     parse_duration,
 )
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
-from octune.tuner.strategies.base import available_strategies
+from octune.tuner.strategies.base import available_strategies, get_strategy
 from octune.tuner.workers import default_jobs
 
 app = typer.Typer(
@@ -168,6 +168,7 @@ def tune(
     if upload is not None and not token:
         raise OctuneError("--upload needs a write token: pass --token or set OCTUNE_TOKEN")
     check_seed(seed)
+    get_strategy(strategy)  # a misspelt strategy is a one-line error before any work
     if model is not None:
         if kernel_name is not None or ctx.args or workloads is not None:
             raise OctuneError("give one of --model, --workloads FILE, or a kernel and its shape")
