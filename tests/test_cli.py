@@ -285,6 +285,7 @@ def test_workloads_file_shares_the_budget_and_its_summary_matches_the_database(
         ("workloads: [{kernel: gemm, m: 4, n: 4, k: 4, colour: 1}]", ["colour", "no parameter"]),
         ("workloads: [{kernel: gemm, m: 4, n: 4, k: 4", ["not valid YAML"]),
         ("workloads: []", ["workloads"]),
+        ("root:x:0:0:root:/root:/bin/bash", ["the file: input should be a valid dictionary ("]),
         (
             "workloads: [{kernel: gemm, m: 4, n: 4, k: 4}, {kernel: gemm, m: 4, n: 4, k: 4}]",
             ["listed twice"],

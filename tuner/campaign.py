@@ -31,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import OctuneError
+from octune.tuner.errors import OctuneError, validation_message
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, resolve_kernels
 from octune.tuner.results import Measurement
@@ -125,7 +125,8 @@ def tasks_from(data: object, source: str) -> list[Task]:
         first = error.errors()[0]
         place = ".".join(str(part) for part in first["loc"]) or "the file"
         raise OctuneError(
-            f"{source}: {place}: {first['msg'].lower()} ({error.error_count()} problem(s)); "
+            f"{source}: {place}: {validation_message(first).lower()} "
+            f"({error.error_count()} problem(s)); "
             f"write it like: {EXAMPLE}"
         ) from error
     tasks = []

@@ -4,6 +4,9 @@ The CLI prints ``str(error)`` and exits non-zero; anything that is not an ``Octu
 is a bug in octune and keeps its traceback.
 """
 
+import re
+from typing import Any
+
 
 class OctuneError(Exception):
     """A mistake in the user's input or environment, explained in one line."""
@@ -23,3 +26,11 @@ class StoreError(OctuneError):
 
 class WorkloadError(OctuneError):
     """A problem shape that the kernel cannot accept (for example M < 1)."""
+
+
+def validation_message(item: Any) -> str:
+    """One pydantic problem's message as a user can act on it: without pydantic's
+    "Value error, " prefix, and without the name of octune's private schema class in "a valid
+    dictionary or instance of _WorkloadFile".
+    """
+    return re.sub(r" or instance of _\w+", "", str(item["msg"]).removeprefix("Value error, "))

@@ -23,7 +23,7 @@ import yaml
 from numpy.typing import NDArray
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from octune.tuner.errors import SpaceError
+from octune.tuner.errors import SpaceError, validation_message
 from octune.tuner.expr import FUNCTIONS, Expression, Mask, Value
 
 #: The device limits a space may name: the keys of ``device_limits`` (here, not in
@@ -215,8 +215,7 @@ def _condense(error: ValidationError) -> str:
         elif item["type"] == "missing":
             parts.append(f"missing key '{location[-1]}'{where}")
         else:
-            message = item["msg"].removeprefix("Value error, ")
-            message = re.sub(r" or instance of _\w+", "", message)
+            message = validation_message(item)
             if location[:1] == ("parameters",) and len(location) == 2:
                 message += " (write NAME: {values: [...], help: ...})"
             parts.append(f"{path or 'top level'}: {message}")
