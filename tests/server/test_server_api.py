@@ -15,7 +15,7 @@ from octune.db.models import ApiToken, MeasurementRow, SessionUpload
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.tables import StoreLookup
-from octune.server.client import OctuneClient, session_uploads
+from octune.server.client import session_uploads
 from octune.server.tokens import token_hash
 from octune.tuner.family import MAX_DIM
 from octune.tuner.results import Measurement, Status
@@ -370,19 +370,6 @@ def test_shapes_the_tuner_refuses_are_not_answered(client, seeder, device_info):
         },
     )
     assert batch.status_code == 422
-
-
-def test_client_reports_server_errors_in_one_line(client, seeder, device_info):
-    seeder.session(W64, [5])
-    with OctuneClient("http://testserver", transport=client._transport) as runtime:
-        exact = runtime.lookup(device_info.name, "gemm", {"m": 64, "n": 64, "k": 64})
-        assert exact.match == "exact"
-        flagged = runtime.lookup(device_info.name, "gemm", {"m": 64, "n": 64, "k": 64, "transa": 1})
-        assert flagged.match == "nearest" and flagged.defines["TRANSA"] == 1
-        answers = runtime.lookup_batch(device_info.fingerprint, "gemm", [{"m": 3, "n": 3, "k": 3}])
-        assert answers[0].match == "nearest"
-        with pytest.raises(Exception, match=r"server answered 404: unknown device 'nope'"):
-            runtime.lookup("nope", "gemm", {"m": 1, "n": 1, "k": 1})
 
 
 def test_repeated_lookups_follow_new_measurements(store, seeder, device_info, write_token):

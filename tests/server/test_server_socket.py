@@ -63,6 +63,14 @@ def test_tuned_results_answered_over_a_socket(tuned, served, device_info, gemm_k
             assert client.kernel_source(answer.kernel_sha256).template_source == gemm_kernel.source
             near = client.lookup(device_info.fingerprint, "gemm", {"m": 48, "n": 40, "k": 32})
             assert near.match == "nearest"
+            flagged = client.lookup(device_info.name, "gemm", {"m": 32, "n": 32, "k": 32,
+                                                               "transa": 1})  # fmt: skip
+            assert flagged.match == "nearest" and flagged.defines["TRANSA"] == 1
+            (small,) = client.lookup_batch(device_info.fingerprint, "gemm", [{"m": 3, "n": 3,
+                                                                              "k": 3}])  # fmt: skip
+            assert small.match == "nearest"
+            with pytest.raises(ClientError, match=r"server answered 404: unknown device 'nope'"):
+                client.lookup("nope", "gemm", {"m": 1, "n": 1, "k": 1})
             again = client.upload_session(local, ids[0])
             assert again.added == 0 and again.already_stored > 0
     with OctuneClient(server.url) as anonymous, pytest.raises(ClientError, match="401"):
