@@ -27,6 +27,7 @@ from gemm_classes import launch_floor, parse_shape, vendor_anchor  # beside this
 from gemm_k_groups import chosen_configs
 
 from octune.tuner.device import select_device
+from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import load_kernel
 from octune.tuner.measure import DeviceRunner, host_clock_seconds
 
@@ -90,9 +91,14 @@ def main() -> None:
         workload = parse_shape(shape)
         runner = DeviceRunner(device, load_kernel(name), workload, seed=7, repeats=50,
                               max_seconds=0.5, back_to_back=STREAM)  # fmt: skip
-        measured = runner.measure(config)
         row: dict[str, object] = {"shape": shape, "kernel": name, "config": config}
         rows.append(row)
+        try:
+            measured = runner.measure(config)
+        except OctuneError as error:  # a config the space has outlawed since that run
+            row["failed"] = str(error)[:300]
+            print(f"{shape:>18} {name:>18} failed: {row['failed']}", flush=True)
+            continue
         if not measured.ok or not measured.median_s:
             row["failed"] = measured.message[:300]
             print(f"{shape:>18} {name:>18} failed: {row['failed']}", flush=True)
