@@ -87,6 +87,7 @@ def launch_floor(device: cl.Device, runs: int = 50, stream: int = 20) -> dict[st
     """Microseconds an empty kernel takes by its profiling event (median of ``runs``), and per
     launch in a stream of ``stream`` back-to-back launches, by profiling events and by the
     host's clock in a queue without profiling: the least any kernel's time can read each way.
+    The host's clock in the profiling queue too tells the clock's share from profiling's.
     """
     context = cl.Context([device])
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -101,8 +102,10 @@ def launch_floor(device: cl.Device, runs: int = 50, stream: int = 20) -> dict[st
         events[-1].wait()
     single = statistics.median((e.profile.end - e.profile.start) * 1e-3 for e in events[1:])
     profiled = back_to_back_seconds(queue, launch, stream)
+    profiled_host = host_clock_seconds(queue, launch, stream)
     unprofiled = host_clock_seconds(cl.CommandQueue(context), launch, stream)
     return {"empty_kernel_event_us": single, "empty_kernel_stream_us": profiled * 1e6,
+            "empty_kernel_host_clock_us": profiled_host * 1e6,
             "empty_kernel_unprofiled_us": unprofiled * 1e6}  # fmt: skip
 
 

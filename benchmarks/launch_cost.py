@@ -8,9 +8,9 @@ run beside the vendor library, without tuning again:
 - ``unprofiled``: the same bursts in a queue without profiling, as a runtime's queue is, by the
   host's clock (``back_to_back_unprofiled_s``).
 
-An empty kernel is timed the same ways, and by the host's clock in the profiling queue too, which
-tells the clock's share from profiling's. cuBLAS runs as a CUDA graph of back-to-back calls, and
-an empty CUDA kernel the same way gives that side's floor.
+An empty kernel is timed the same ways, and by the host's clock in the profiling queue too
+(``gemm_classes.launch_floor``), which tells the clock's share from profiling's. cuBLAS runs as
+a CUDA graph of back-to-back calls, and an empty CUDA kernel the same way gives that side's floor.
 
     python benchmarks/launch_cost.py --device NVIDIA --runs data/h100_async/four_classes.json.gz
 """
@@ -22,30 +22,15 @@ import json
 import statistics
 from pathlib import Path
 
-import pyopencl as cl
 from gemm_classes import launch_floor, parse_shape, vendor_anchor  # beside this script
 from gemm_k_groups import chosen_configs
 
 from octune.tuner.device import select_device
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import load_kernel
-from octune.tuner.measure import DeviceRunner, host_clock_seconds
+from octune.tuner.measure import DeviceRunner
 
 STREAM = 20  # runs per burst
-
-
-def empty_kernel(device: cl.Device) -> dict[str, float]:
-    """``launch_floor``'s clocks, and the host's clock in the profiling queue."""
-    context = cl.Context([device])
-    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    kernel = cl.Kernel(cl.Program(context, "__kernel void empty() {}").build(), "empty")
-    profiled_host = host_clock_seconds(
-        queue, lambda into: [cl.enqueue_nd_range_kernel(into, kernel, (64,), (64,))], STREAM
-    )
-    return {
-        **launch_floor(device, stream=STREAM),
-        "empty_kernel_host_clock_us": profiled_host * 1e6,
-    }
 
 
 def cuda_empty_us() -> float | None:
@@ -77,17 +62,20 @@ def main() -> None:
     missing = {name: int(value) for name, _, value in (m.partition("=") for m in args.missing)}
     device = select_device(args.device)
     anchor_name, anchor = vendor_anchor(device)
-    floor = {**empty_kernel(device), "cuda_empty_graph_us": cuda_empty_us()}
+    floor = {**launch_floor(device, stream=STREAM), "cuda_empty_graph_us": cuda_empty_us()}
     print(f"an empty kernel (us): {floor}", flush=True)
     print(f"{'shape':>18} {'kernel':>18} {'event':>8} {'stream':>8} {'unprof.':>8} "
           f"{anchor_name:>8}   {anchor_name} / octune: event stream unprofiled (us)",
           flush=True)  # fmt: skip
     rows = []
     ratios: list[tuple[float, float, float]] = []
-    for shape, name, chosen in dict.fromkeys(
-        (shape, name, json.dumps(config)) for shape, name, config in chosen_configs(args.runs)
-    ):
-        config = {**missing, **json.loads(chosen)}
+    seen: set[tuple[str, str, tuple[tuple[str, int], ...]]] = set()
+    for shape, name, chosen in chosen_configs(args.runs):
+        config = {**missing, **chosen}
+        key = (shape, name, tuple(sorted(config.items())))
+        if key in seen:
+            continue
+        seen.add(key)
         workload = parse_shape(shape)
         runner = DeviceRunner(device, load_kernel(name), workload, seed=7, repeats=50,
                               max_seconds=0.5, back_to_back=STREAM)  # fmt: skip
@@ -95,12 +83,11 @@ def main() -> None:
         rows.append(row)
         try:
             measured = runner.measure(config)
+            failure = None if measured.ok and measured.median_s else measured.message
         except OctuneError as error:  # a config the space has outlawed since that run
-            row["failed"] = str(error)[:300]
-            print(f"{shape:>18} {name:>18} failed: {row['failed']}", flush=True)
-            continue
-        if not measured.ok or not measured.median_s:
-            row["failed"] = measured.message[:300]
+            failure = str(error)
+        if failure is not None:
+            row["failed"] = failure[:300]
             print(f"{shape:>18} {name:>18} failed: {row['failed']}", flush=True)
             continue
         ours = (measured.median_s, measured.extra["back_to_back_s"],
