@@ -6,6 +6,7 @@ a wrong result is recorded with its message, and the session carries on.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import time
@@ -300,15 +301,22 @@ def back_to_back_seconds(
     return statistics.median(periods)
 
 
-def host_clock_seconds(queue: cl.CommandQueue, launch: Launch, runs: int, bursts: int = 5) -> float:
+def host_clock_seconds(queue: cl.CommandQueue, launch: Launch, runs: int, bursts: int = 3) -> float:
     """Seconds per run of ``launch`` in gated bursts by the host's clock, in any queue (one
-    without profiling too): the fastest burst of 2 ``runs`` less the fastest of ``runs``, per
-    run, so that the gate's release and the final wait cancel out. The fastest, because other
-    work on the host only ever adds time.
+    without profiling too): the slope of burst time over bursts of 1 to 4 x ``runs``, so that
+    the gate's release and the final wait drop out. Each size keeps its fastest burst, since
+    other work on the host only ever adds time, and the slope is the median over pairs of sizes,
+    since one size's bursts can all be slowed (on an H100 host with the tuner's build processes
+    winding down, a difference of two sizes read -107 us). NaN where no pair of sizes grows.
     """
+    sizes = [runs * multiple for multiple in range(1, 5)]
     _gated_burst(queue, launch, runs)  # warm
-    fastest = {count: math.inf for count in (runs, 2 * runs)}
+    fastest = dict.fromkeys(sizes, math.inf)
     for _ in range(bursts):
-        for count in fastest:
+        for count in sizes:
             fastest[count] = min(fastest[count], _gated_burst(queue, launch, count)[1])
-    return (fastest[2 * runs] - fastest[runs]) / runs
+    slope = statistics.median(
+        (fastest[big] - fastest[small]) / (big - small)
+        for small, big in itertools.combinations(sizes, 2)
+    )
+    return slope if slope > 0 else math.nan
