@@ -106,9 +106,9 @@ class Runtime:
         self.device = device
         self.info = DeviceInfo.from_cl(device)
         self.context = cl.Context([device])
-        self.queue = cl.CommandQueue(
-            self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
-        )
+        # No profiling in the queue that runs the model: on NVIDIA's OpenCL it doubles the
+        # per-launch cost of a stream of short kernels (benchmarks/RESULTS.md, launch cost).
+        self.queue = cl.CommandQueue(self.context)
         self.cache = cache or ProgramCache()
         self._programs: dict[tuple[str, tuple[str, ...]], cl.Program] = {}
         source = configs if configs is not None and policy != "default" else None
@@ -353,24 +353,28 @@ class Runtime:
         return value
 
     def time(self, repeats: int) -> Timing:
-        """Kernel and wall time of forward passes on the inputs already written."""
+        """Kernel time (profiling events) and wall time (the model's own queue, without
+        profiling) of forward passes on the inputs already written.
+        """
+        profiled = cl.CommandQueue(
+            self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
+        )
         per_launch = []
-        self.enqueue(self.queue)
-        self.queue.finish()
+        self.enqueue(profiled)
+        profiled.finish()
         for _ in range(repeats):
-            events = self.enqueue(self.queue)
-            self.queue.finish()
+            events = self.enqueue(profiled)
+            profiled.finish()
             per_launch.append([(e.profile.end - e.profile.start) * 1e-9 for e in events])
         medians = iter(np.median(np.array(per_launch), axis=0).tolist())
         kernel_s = tuple(sum(next(medians) for _ in p.launches) for p in self.plan)
-        plain = cl.CommandQueue(self.context)
-        self.enqueue(plain)
-        plain.finish()
+        self.enqueue(self.queue)
+        self.queue.finish()
         best = math.inf
         for _ in range(repeats):
             started = time.perf_counter()
-            self.enqueue(plain)
-            plain.finish()
+            self.enqueue(self.queue)
+            self.queue.finish()
             best = min(best, time.perf_counter() - started)
         return Timing(kernel_s, best, repeats)
 
