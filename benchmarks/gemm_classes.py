@@ -19,6 +19,7 @@ T = transposed in memory, e.g. ``1x1000x2048:NT`` is a fully connected layer's y
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import statistics
@@ -52,6 +53,14 @@ CLASSES = {
     "large-square": ["4096x4096x4096", "8192x8192x8192"],
 }  # fmt: skip
 COPY_BYTES = 256 << 20
+
+
+def class_of(shape: str) -> str:
+    return next((name for name, shapes in CLASSES.items() if shape in shapes), "given")
+
+
+def read_run(path: Path) -> bytes:
+    return gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
 
 
 def parse_shape(text: str) -> Workload:
@@ -167,7 +176,15 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("gemm_classes.json"))
+    parser.add_argument("--report", type=Path, nargs="+", default=None, metavar="RUN",
+                        help="only print the tables over earlier runs' --out files")  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        runs = [json.loads(read_run(path)) for path in args.report]
+        rows = [{**row, "class": class_of(row["shape"])} if row["class"] == "given" else row
+                for run in runs for row in run["rows"]]  # fmt: skip
+        report(rows, runs[0]["anchor"], runs[0]["opencl_copy_gbs"])
+        return
 
     device = select_device(args.device)
     info = DeviceInfo.from_cl(device)
@@ -179,7 +196,7 @@ def main() -> None:
     floor = launch_floor(device)
     print(f"device: {info.name}; anchor: {anchor_name}; {args.seconds:g} s per shape; "
           f"copy bandwidth (GB/s): {copy}; an empty kernel (us): {floor}", flush=True)  # fmt: skip
-    shapes = [("given", text) for text in args.shapes] if args.shapes else [
+    shapes = [(class_of(text), text) for text in args.shapes] if args.shapes else [
         (name, text) for name in args.classes for text in CLASSES[name]
     ]  # fmt: skip
     settings = Settings(jobs=default_jobs(device), confirm=args.confirm)
