@@ -56,10 +56,14 @@ COPY_BYTES = 256 << 20
 
 
 def class_of(shape: str) -> str:
+    """The class that lists a shape given by ``--shapes``, so that runs split by hand report
+    as one list does.
+    """
     return next((name for name, shapes in CLASSES.items() if shape in shapes), "given")
 
 
 def read_run(path: Path) -> bytes:
+    """An earlier run's ``--out`` file, gzipped as the kept ones are, or not."""
     return gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
 
 

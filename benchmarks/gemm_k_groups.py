@@ -10,11 +10,10 @@ are too few to fill the device, without search getting in the way.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from pathlib import Path
 
-from gemm_classes import parse_shape, vendor_anchor  # beside this script
+from gemm_classes import parse_shape, read_run, vendor_anchor  # beside this script
 
 from octune.tuner.device import select_device
 from octune.tuner.errors import OctuneError
@@ -26,8 +25,7 @@ def chosen_configs(paths: list[Path]) -> list[tuple[str, str, dict[str, int]]]:
     """(shape, kernel, config) of every row whose kernel has K groups, first run first."""
     rows = []
     for path in paths:
-        text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        for row in json.loads(text)["rows"]:
+        for row in json.loads(read_run(path))["rows"]:
             if row.get("config") and row["kernel"].startswith("gemm"):
                 rows.append((row["shape"], row["kernel"], row["config"]))
     return rows
