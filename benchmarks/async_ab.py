@@ -13,8 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from gemm_classes import parse_shape, vendor_anchor  # beside this script
-from gemm_k_groups import chosen_configs
+from gemm_classes import chosen_configs, parse_shape, vendor_anchor  # beside this script
 from template_ab import in_turns
 
 from octune.tuner.device import DeviceInfo, select_device

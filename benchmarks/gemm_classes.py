@@ -67,6 +67,20 @@ def read_run(path: Path) -> bytes:
     return gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
 
 
+def chosen_configs(
+    paths: list[Path], prefix: str = "gemm"
+) -> list[tuple[str, str, dict[str, int]]]:
+    """(shape, kernel, config) of each row of earlier runs whose kernel's name starts with
+    ``prefix`` (by default gemm.cl's kernels, whose tiles the A/B scripts vary), first run first.
+    """
+    return [
+        (row["shape"], row["kernel"], row["config"])
+        for path in paths
+        for row in json.loads(read_run(path))["rows"]
+        if row.get("config") and row["kernel"].startswith(prefix)
+    ]
+
+
 def parse_shape(text: str) -> Workload:
     sizes, _, layout = text.partition(":")
     m, n, k = (int(part) for part in sizes.lower().split("x"))

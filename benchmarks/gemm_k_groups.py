@@ -13,22 +13,12 @@ import argparse
 import json
 from pathlib import Path
 
-from gemm_classes import parse_shape, read_run, vendor_anchor  # beside this script
+from gemm_classes import chosen_configs, parse_shape, vendor_anchor  # beside this script
 
 from octune.tuner.device import select_device
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import load_kernel
 from octune.tuner.measure import DeviceRunner
-
-
-def chosen_configs(paths: list[Path]) -> list[tuple[str, str, dict[str, int]]]:
-    """(shape, kernel, config) of every row whose kernel has K groups, first run first."""
-    rows = []
-    for path in paths:
-        for row in json.loads(read_run(path))["rows"]:
-            if row.get("config") and row["kernel"].startswith("gemm"):
-                rows.append((row["shape"], row["kernel"], row["config"]))
-    return rows
 
 
 def main() -> None:

@@ -23,8 +23,13 @@ import math
 import statistics
 from pathlib import Path
 
-from gemm_classes import finite, launch_floor, parse_shape, vendor_anchor  # beside this script
-from gemm_k_groups import chosen_configs
+from gemm_classes import (  # beside this script
+    chosen_configs,
+    finite,
+    launch_floor,
+    parse_shape,
+    vendor_anchor,
+)
 
 from octune.tuner.device import select_device
 from octune.tuner.errors import OctuneError
@@ -71,7 +76,7 @@ def main() -> None:
     rows = []
     ratios: list[tuple[float, float, float]] = []
     seen: set[tuple[str, str, tuple[tuple[str, int], ...]]] = set()
-    for shape, name, chosen in chosen_configs(args.runs):
+    for shape, name, chosen in chosen_configs(args.runs, prefix=""):
         config = {**missing, **chosen}
         key = (shape, name, tuple(sorted(config.items())))
         if key in seen:

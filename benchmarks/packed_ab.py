@@ -16,8 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
-from gemm_classes import opencl_copy_gbs, parse_shape, vendor_anchor  # beside this script
-from gemm_k_groups import chosen_configs
+from gemm_classes import (  # beside this script
+    chosen_configs,
+    opencl_copy_gbs,
+    parse_shape,
+    vendor_anchor,
+)
 from template_ab import in_turns
 
 from octune.tuner.device import DeviceInfo, select_device

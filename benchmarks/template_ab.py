@@ -15,8 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from gemm_classes import parse_shape, vendor_anchor  # beside this script
-from gemm_k_groups import chosen_configs
+from gemm_classes import chosen_configs, parse_shape, vendor_anchor  # beside this script
 
 from octune.tuner.device import select_device
 from octune.tuner.kernels import expand_includes, kernel_from_texts, load_kernel
