@@ -61,7 +61,7 @@ def main() -> None:
         kernels = cublas_kernels(parse_shape(text))
         rows.append({"class": class_of(text), "shape": text, "kernels": kernels})
         for name, seen in sorted(kernels.items(), key=lambda item: -item[1]["median_us"]):
-            print(f"{class_of(text):14s} {text:16s} {seen['per_call']:4.1f} x "
+            print(f"{rows[-1]['class']:14s} {text:16s} {seen['per_call']:4.1f} x "
                   f"{seen['median_us']:8.1f} us  {name}", flush=True)  # fmt: skip
     if args.out:
         args.out.write_text(json.dumps({"device": torch.cuda.get_device_name(), "rows": rows},

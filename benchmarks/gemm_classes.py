@@ -287,9 +287,9 @@ def report(rows: list[dict[str, object]], anchor_name: str, copy_gbs: float) -> 
     for name in [*ratios, "all"]:
         by_shape = ratios.get(name) or [r for v in ratios.values() for r in v]
         if by_shape:
-            clocks = [finite(clock) for clock in zip(*by_shape, strict=True)]
-            medians = [statistics.median(clock) if clock else math.nan for clock in clocks]
-            lowest = [min(clock, default=math.nan) for clock in clocks]
+            clocks = list(zip(*by_shape, strict=True))
+            medians = [finite_median(clock) for clock in clocks]
+            lowest = [min(finite(clock), default=math.nan) for clock in clocks]
             print(
                 f"| {name} | {len(by_shape)} | {medians[0]:.2f} ({medians[1]:.2f}; "
                 f"{medians[2]:.2f}) | {lowest[0]:.2f} ({lowest[1]:.2f}; {lowest[2]:.2f}) |"
@@ -299,6 +299,12 @@ def report(rows: list[dict[str, object]], anchor_name: str, copy_gbs: float) -> 
 def finite(ratios: Iterable[float]) -> list[float]:
     """The ratios a clock gave: the host's clock gives NaN where its noise swamped the kernel."""
     return [ratio for ratio in ratios if math.isfinite(ratio)]
+
+
+def finite_median(ratios: Iterable[float]) -> float:
+    """The median of the ratios a clock gave; NaN where it gave none."""
+    kept = finite(ratios)
+    return statistics.median(kept) if kept else math.nan
 
 
 def runner_up(row: dict[str, object]) -> str:

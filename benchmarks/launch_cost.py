@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
 from pathlib import Path
 
 from gemm_classes import (  # beside this script
     chosen_configs,
-    finite,
+    finite_median,
     launch_floor,
     parse_shape,
     vendor_anchor,
@@ -106,8 +104,7 @@ def main() -> None:
               + f" {theirs * 1e6:8.1f}   " + " ".join(f"{r:5.2f}" for r in ratios[-1]),
               flush=True)  # fmt: skip
     if ratios:
-        clocks = [finite(clock) for clock in zip(*ratios, strict=True)]
-        medians = [statistics.median(clock) if clock else math.nan for clock in clocks]
+        medians = [finite_median(clock) for clock in zip(*ratios, strict=True)]
         print(f"median {anchor_name} / octune over {len(ratios)} configs: event {medians[0]:.2f}, "
               f"stream {medians[1]:.2f}, unprofiled {medians[2]:.2f}")  # fmt: skip
     if args.out:
