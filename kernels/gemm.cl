@@ -274,17 +274,18 @@ inline void store_b(__local float* Bls, const float* regs, const int tid) {
 }
 
 // Local buffers per operand and K group: PF + 1 (compute on one while the others are filled).
-// OpenCL declares local arrays in the kernel, so the entries below pass them in; an operand
-// that is not staged gets a one-float placeholder, and so does the sum of the K groups'
-// register tiles with one K group.
+// OpenCL declares local arrays in the kernel, so the entries below pass one in. The sum of the
+// K groups' register tiles takes the same memory once the K loop is over: a work-group needs the
+// larger of the two, not both, which leaves room in 48 KB for K groups beside 64 x 128 tiles.
 #define NBUF (PF + 1)
-#define A_LOCAL (SA ? KDIMC * NBUF * KWG * MWG : 1)  // [K group][buffer][k][m]
-#define B_LOCAL (SB ? KDIMC * NBUF * KWG * NWG : 1)  // [K group][buffer][k][n]
-#define SUM_LOCAL (KDIMC > 1 ? MWG * NWG : 1)        // [i * NWI + j][tid]
+#define A_LOCAL (SA ? KDIMC * NBUF * KWG * MWG : 0)  // [K group][buffer][k][m]
+#define B_LOCAL (SB ? KDIMC * NBUF * KWG * NWG : 0)  // [K group][buffer][k][n], after A's
+#define SUM_LOCAL (KDIMC > 1 ? MWG * NWG : 0)        // [i * NWI + j][tid], over both
+#define MAX_(a, b) ((a) > (b) ? (a) : (b))
+#define TILES_LOCAL MAX_(MAX_(A_LOCAL + B_LOCAL, SUM_LOCAL), 1)
 
 // The work-group's tile of C over the K range A and B point at (K deep).
-inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
-                      __local float* sums) {
+inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
     const int tn = get_local_id(0);
     const int tm = get_local_id(1);
     const int tk = get_local_id(2);  // K group: takes K tiles tk, tk + KDIMC, ...
@@ -294,10 +295,10 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
     const int m_left = M - m0;
     const int n_left = N - n0;
 #if SA
-    Als += tk * (NBUF * KWG * MWG);
+    __local float* Als = tiles + tk * (NBUF * KWG * MWG);
 #endif
 #if SB
-    Bls += tk * (NBUF * KWG * NWG);
+    __local float* Bls = tiles + A_LOCAL + tk * (NBUF * KWG * NWG);
 #endif
 
 #if SA
@@ -490,7 +491,10 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
 
 #if KDIMC > 1
     // K groups KDIMC - 1 .. 1 add their tiles into sums in turn (a fixed order, so results do
-    // not depend on scheduling), then K group 0 adds sums to its own tile and stores C.
+    // not depend on scheduling), then K group 0 adds sums to its own tile and stores C. The
+    // sums overwrite the K tiles: everyone must be done reading them first.
+    __local float* sums = tiles;
+    barrier(CLK_LOCAL_MEM_FENCE);
     for (int g = KDIMC - 1; g > 0; --g) {
         if (tk == g) {
 #pragma unroll
@@ -546,16 +550,13 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* Als, __local float* Bls,
 }
 
 // Aligned for the widest vector access: local arrays of float are only 4-byte aligned.
-#define LOCAL_TILES                                                     \
-    __local float Als[A_LOCAL] __attribute__((aligned(32)));            \
-    __local float Bls[B_LOCAL] __attribute__((aligned(32)));            \
-    __local float sums[SUM_LOCAL]
+#define LOCAL_TILES __local float tiles[TILES_LOCAL] __attribute__((aligned(32)))
 
 #ifndef PACK_A
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm(GEMM_ARGUMENTS) {
     LOCAL_TILES;
-    gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, Als, Bls, sums);
+    gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, tiles);
 }
 #else
 // Two launches, as CLBlast's indirect GEMM: a transposing copy of A costs one read and one
@@ -619,7 +620,7 @@ void gemm_pack_a(GEMM_ARGUMENTS, __global float* restrict workspace) {
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm_packed(GEMM_ARGUMENTS, const __global float* restrict workspace) {
     LOCAL_TILES;
-    gemm_tile(M, N, K, alpha, beta, workspace, M, B, ldb, C, ldc, Als, Bls, sums);
+    gemm_tile(M, N, K, alpha, beta, workspace, M, B, ldb, C, ldc, tiles);
 }
 #endif
 
@@ -630,8 +631,7 @@ void gemm_packed(GEMM_ARGUMENTS, const __global float* restrict workspace) {
 // in the same order, so results do not depend on scheduling.
 
 // Slice z of K for this work-group, multiplied into partials + z * M * N.
-inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* Als,
-                       __local float* Bls, __local float* sums) {
+inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* tiles) {
     const int slice = (((K + KSPLIT - 1) / KSPLIT + KWG - 1) / KWG) * KWG;
     const int kb = get_group_id(2) * slice;
     const int depth = max(0, min(slice, K - kb));  // a trailing slice may be empty: zeros
@@ -646,7 +646,7 @@ inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* 
     const __global float* b = B + (size_t)kb * ldb;
 #endif
     __global float* partial = partials + (size_t)get_group_id(2) * M * N;
-    gemm_tile(M, N, depth, 1.0f, 0.0f, a, lda, b, ldb, partial, N, Als, Bls, sums);
+    gemm_tile(M, N, depth, 1.0f, 0.0f, a, lda, b, ldb, partial, N, tiles);
 }
 
 // C at (m, n) from the KSPLIT partial products at index i = m * N + n, with alpha and beta.
@@ -663,7 +663,7 @@ inline void add_slices(const volatile __global float* partials, const int M, con
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm_splitk(GEMM_ARGUMENTS, __global float* restrict workspace) {
     LOCAL_TILES;
-    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, workspace, Als, Bls, sums);
+    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, workspace, tiles);
 }
 
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
@@ -694,7 +694,7 @@ void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
     LOCAL_TILES;
     __local int last;
     __global float* partials = workspace + COUNTERS(M, N);
-    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, Als, Bls, sums);
+    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, tiles);
 
     // Every work-item's stores reach the device-wide level before the slice is counted.
     DEVICE_FENCE();
