@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from gemm_classes import chosen_configs, parse_shape, vendor_anchor  # beside this script
@@ -57,6 +58,13 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="parameters newer than the runs, at the value that builds the kernel they ran",
     )
+    parser.add_argument(
+        "--local-memory",
+        type=int,
+        default=None,
+        metavar="KIB",
+        help="local memory the spaces may assume, in place of what the device reports",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     device = select_device(args.device)
@@ -78,6 +86,9 @@ def main() -> None:
             label: DeviceRunner(device, kernel, workload, seed=7, repeats=50, max_seconds=0.5)
             for label, kernel in versions.items()
         }
+        if args.local_memory:  # a config's legality is checked against runner.info's limits
+            for runner in runners.values():
+                runner.info = replace(runner.info, local_mem_size=args.local_memory * 1024)
         times, failed = in_turns({label: (runner, config) for label, runner in runners.items()})
         best = {label: min(t) if t else float("nan") for label, t in times.items()}
         anchor_s = anchor(workload)
