@@ -200,7 +200,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.report:
         runs = [json.loads(read_run(path)) for path in args.report]
-        latest: dict[str, dict[str, Any]] = {}  # a shape measured again (after a template change) reports its last run
+        # A shape measured again (after a template change) reports its last run.
+        latest: dict[str, dict[str, Any]] = {}
         for row in (row for run in runs for row in run["rows"]):
             latest[row["shape"]] = {**row, "class": class_of(row["shape"])}
         report(list(latest.values()), runs[0]["anchor"], runs[0]["opencl_copy_gbs"])
