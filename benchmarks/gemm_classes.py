@@ -81,6 +81,12 @@ def chosen_configs(
     ]
 
 
+def assignments(items: Iterable[str]) -> dict[str, int]:
+    """``NAME=VALUE`` items (a config's parameters on the command line) as a mapping."""
+    pairs = (item.partition("=") for item in items if item)
+    return {name.strip(): int(value) for name, _, value in pairs}
+
+
 def parse_shape(text: str) -> Workload:
     sizes, _, layout = text.partition(":")
     m, n, k = (int(part) for part in sizes.lower().split("x"))

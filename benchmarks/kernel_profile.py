@@ -20,17 +20,11 @@ import argparse
 from pathlib import Path
 
 import pyopencl as cl
-from gemm_classes import cublas_seconds, parse_shape  # beside this script
+from gemm_classes import assignments, cublas_seconds, parse_shape  # beside this script
 
 from octune.tuner.device import select_device
 from octune.tuner.kernels import load_kernel
 from octune.tuner.measure import DeviceRunner
-
-
-def parse_config(text: str) -> dict[str, int]:
-    """``NAME=VALUE,NAME=VALUE``, as a config's parameters."""
-    pairs = (item.partition("=") for item in text.split(",") if item)
-    return {name.strip(): int(value) for name, _, value in pairs}
 
 
 def main() -> None:
@@ -38,7 +32,8 @@ def main() -> None:
     parser.add_argument("--device", default="NVIDIA")
     parser.add_argument("--shape", required=True, help="MxNxK[:TN], as gemm_classes.py")
     parser.add_argument("--kernel", default="gemm")
-    parser.add_argument("--config", type=parse_config, default={})
+    parser.add_argument("--config", type=lambda text: assignments(text.split(",")), default={},
+                        help="NAME=VALUE,NAME=VALUE,...")  # fmt: skip
     parser.add_argument("--ptx", type=Path, default=None, help="where to write the program")
     parser.add_argument("--cublas", action="store_true", help="time cuBLAS instead")
     args = parser.parse_args()

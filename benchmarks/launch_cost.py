@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 from gemm_classes import (  # beside this script
+    assignments,
     chosen_configs,
     finite_median,
     launch_floor,
@@ -63,7 +64,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    missing = {name: int(value) for name, _, value in (m.partition("=") for m in args.missing)}
+    missing = assignments(args.missing)
     device = select_device(args.device)
     anchor_name, anchor = vendor_anchor(device)
     floor = {**launch_floor(device, stream=STREAM), "cuda_empty_graph_us": cuda_empty_us()}

@@ -16,7 +16,12 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from gemm_classes import chosen_configs, parse_shape, vendor_anchor  # beside this script
+from gemm_classes import (  # beside this script
+    assignments,
+    chosen_configs,
+    parse_shape,
+    vendor_anchor,
+)
 
 from octune.tuner.device import select_device
 from octune.tuner.kernels import expand_includes, kernel_from_texts, load_kernel
@@ -73,7 +78,7 @@ def main() -> None:
     print(f"{'shape':>16} {'kernel':>18} {'before us':>10} {'after us':>10} {'after/before':>12} "
           f"{anchor_name + ' us':>10} {'ratio after':>11}", flush=True)  # fmt: skip
     rows = []
-    missing = {name: int(value) for name, _, value in (m.partition("=") for m in args.missing)}
+    missing = assignments(args.missing)
     for shape, name, chosen in chosen_configs(args.runs):
         config = {**missing, **chosen}
         workload = parse_shape(shape)
