@@ -315,6 +315,40 @@ def test_split_k_configs_match_float64_reference(
         )
 
 
+@pytest.mark.parametrize(("transa", "transb"), [(False, False), (True, True)])
+def test_one_and_two_launch_split_k_add_the_slices_alike(
+    cl_device: cl.Device, device_info: DeviceInfo, transa: bool, transb: bool
+) -> None:
+    """The one-launch kernel's last work-group reads the slices at its register tile's places,
+    by vectors where the tile is inside C and N a multiple of them; gemm_splitk_sum reads them
+    element by element. Both add in the order of the slices, so C agrees to the bit: with
+    interior and edge tiles, and with an N that vectors do not divide.
+    """
+    serial, two_launch = load_kernel("gemm_splitk_serial"), load_kernel("gemm_splitk")
+    table = two_launch.space.enumerate(device_info.limits)
+    rows = np.flatnonzero(
+        (table.column("MWG") == 32) & (table.column("NWG") == 64) & (table.column("VWN") == 4)
+        & (table.column("KSPLIT") == 6) & (table.column("KDIMC") == 2)
+    )  # fmt: skip
+    assert rows.size
+    config = table.config(int(np.random.default_rng(5).choice(rows)))
+    context = cl.Context([cl_device])
+    for m, n, k in [(96, 192, 1100), (70, 130, 1001)]:
+        workload = gemm_workload(m, n, k, transa, transb)
+        outs = []
+        for kernel, chosen in [
+            (two_launch, config),
+            (serial, {name: value for name, value in config.items() if name != "RWG"}),
+        ]:
+            out, expected, tolerance = run_gemm(
+                context, kernel, chosen, workload, np.random.default_rng(m), alpha=1.5,
+                beta=-0.5, pad=0,
+            )  # fmt: skip
+            assert (np.abs(out - expected) <= tolerance + 1e-6).all(), (chosen, workload)
+            outs.append(out)
+        assert np.array_equal(outs[0], outs[1]), workload
+
+
 @pytest.mark.parametrize("name", ["gemm_splitk", "gemm_splitk_serial"])
 def test_split_k_is_offered_only_where_c_has_few_tiles_for_its_depth(name: str) -> None:
     kernel = load_kernel(name)
