@@ -284,21 +284,8 @@ inline void store_b(__local float* Bls, const float* regs, const int tid) {
 #define MAX_(a, b) ((a) > (b) ? (a) : (b))
 #define TILES_LOCAL MAX_(MAX_(A_LOCAL + B_LOCAL, SUM_LOCAL), 1)
 
-// Where this work-item's rows and columns of the register tile lie in the work-group's tile.
-inline void register_tile_offsets(int* m_of, int* n_of) {
-#pragma unroll
-    for (int i = 0; i < MWI; ++i) m_of[i] = tile_offset(i, get_local_id(1), MWI, MDIMC, VWM, STRM);
-#pragma unroll
-    for (int j = 0; j < NWI; ++j) n_of[j] = tile_offset(j, get_local_id(0), NWI, NDIMC, VWN, STRN);
-}
-
-// This work-item's register tile of the work-group's tile of C over the K range A and B point
-// at (K deep). Returns false on the work-items of K groups 1.., which handed their tiles to
-// K group 0 and hold nothing to store.
-inline bool gemm_accumulate(const int M, const int N, const int K,
-                            const __global float* restrict A, const int lda,
-                            const __global float* restrict B, const int ldb,
-                            __local float* tiles, float acc[MWI][NWI]) {
+// The work-group's tile of C over the K range A and B point at (K deep).
+inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
     const int tn = get_local_id(0);
     const int tm = get_local_id(1);
     const int tk = get_local_id(2);  // K group: takes K tiles tk, tk + KDIMC, ...
@@ -325,8 +312,12 @@ inline bool gemm_accumulate(const int M, const int N, const int K,
 
     int m_of[MWI];
     int n_of[NWI];
-    register_tile_offsets(m_of, n_of);
+#pragma unroll
+    for (int i = 0; i < MWI; ++i) m_of[i] = tile_offset(i, tm, MWI, MDIMC, VWM, STRM);
+#pragma unroll
+    for (int j = 0; j < NWI; ++j) n_of[j] = tile_offset(j, tn, NWI, NDIMC, VWN, STRN);
 
+    float acc[MWI][NWI];
 #pragma unroll
     for (int i = 0; i < MWI; ++i) {
 #pragma unroll
@@ -517,27 +508,15 @@ inline bool gemm_accumulate(const int M, const int N, const int K,
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (tk != 0) return false;  // back to the caller: every work-item reaches its barriers
+    if (tk != 0) return;  // back to the caller: every work-item still reaches its barriers
 #pragma unroll
     for (int i = 0; i < MWI; ++i) {
 #pragma unroll
         for (int j = 0; j < NWI; ++j) acc[i][j] += sums[(i * NWI + j) * WGS + tid];
     }
 #endif
-    return true;
-}
 
-// alpha * acc + beta * C into the work-group's tile of C. Interior tiles with aligned rows
-// store whole vectors; edge tiles store element by element.
-inline void store_c(float acc[MWI][NWI], const int M, const int N, const float alpha,
-                    const float beta, __global float* C, const int ldc) {
-    const int m0 = get_group_id(1) * MWG;
-    const int n0 = get_group_id(0) * NWG;
-    const int m_left = M - m0;
-    const int n_left = N - n0;
-    int m_of[MWI];
-    int n_of[NWI];
-    register_tile_offsets(m_of, n_of);
+    // Interior tiles with aligned rows store whole vectors; edge tiles store element by element.
     const bool fast_store = m_left >= MWG && n_left >= NWG && (ldc % VWN) == 0;
 #pragma unroll
     for (int i = 0; i < MWI; ++i) {
@@ -568,12 +547,6 @@ inline void store_c(float acc[MWI][NWI], const int M, const int N, const float a
             }
         }
     }
-}
-
-// The work-group's tile of C over the K range A and B point at (K deep).
-inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
-    float acc[MWI][NWI];
-    if (gemm_accumulate(M, N, K, A, lda, B, ldb, tiles, acc)) store_c(acc, M, N, alpha, beta, C, ldc);
 }
 
 // Aligned for the widest vector access: local arrays of float are only 4-byte aligned.
@@ -657,10 +630,8 @@ void gemm_packed(GEMM_ARGUMENTS, const __global float* restrict workspace) {
 // into a partial product (M x N, row stride N) in the workspace. The slices are always summed
 // in the same order, so results do not depend on scheduling.
 
-// Slice z of K for this work-group, multiplied into acc and stored at partials + z * M * N;
-// returns gemm_accumulate's answer.
-inline bool gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* tiles,
-                       float acc[MWI][NWI]) {
+// Slice z of K for this work-group, multiplied into partials + z * M * N.
+inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* tiles) {
     const int slice = (((K + KSPLIT - 1) / KSPLIT + KWG - 1) / KWG) * KWG;
     const int kb = get_group_id(2) * slice;
     const int depth = max(0, min(slice, K - kb));  // a trailing slice may be empty: zeros
@@ -674,9 +645,17 @@ inline bool gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* 
 #else
     const __global float* b = B + (size_t)kb * ldb;
 #endif
-    const bool holds = gemm_accumulate(M, N, depth, a, lda, b, ldb, tiles, acc);
-    if (holds) store_c(acc, M, N, 1.0f, 0.0f, partials + (size_t)get_group_id(2) * M * N, N);
-    return holds;
+    __global float* partial = partials + (size_t)get_group_id(2) * M * N;
+    gemm_tile(M, N, depth, 1.0f, 0.0f, a, lda, b, ldb, partial, N, tiles);
+}
+
+// C at (m, n) from the KSPLIT partial products at index i = m * N + n, with alpha and beta.
+inline void add_slices(const volatile __global float* partials, const int M, const int N,
+                       const int i, const float alpha, const float beta, __global float* c) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int z = 0; z < KSPLIT; ++z) sum += partials[(size_t)z * M * N + i];
+    *c = beta != 0.0f ? mad(beta, *c, alpha * sum) : alpha * sum;
 }
 
 #ifdef RWG
@@ -684,28 +663,20 @@ inline bool gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm_splitk(GEMM_ARGUMENTS, __global float* restrict workspace) {
     LOCAL_TILES;
-    float acc[MWI][NWI];
-    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, workspace, tiles, acc);
+    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, workspace, tiles);
 }
 
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
 void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace) {
-    const int i = get_global_id(0);  // C at (i / N, i % N)
+    const int i = get_global_id(0);
     if (i >= M * N) return;
-    float sum = 0.0f;
-#pragma unroll
-    for (int z = 0; z < KSPLIT; ++z) sum += workspace[(size_t)z * M * N + i];
-    __global float* c = C + (i / N) * ldc + i % N;
-    *c = beta != 0.0f ? mad(beta, *c, alpha * sum) : alpha * sum;
+    add_slices(workspace, M, N, i, alpha, beta, C + (i / N) * ldc + i % N);
 }
 #else
 // One launch (a second costs a whole launch on some drivers: 5 us and more on NVIDIA's
 // OpenCL): the workspace starts with one counter per tile of C (zero when the launch starts,
 // see gemm_splitk_serial.yaml's `zeroed`), then the partial products. Each work-group counts
 // its slice done; the last of a tile adds the slices into C and sets the counter back to zero.
-// The last one reads the slices at its register tile's places, every load of them in flight at
-// once: a loop over the tile's elements, a few loads at a time, kept tiles of 64 x 64 and more
-// waiting on the loads' latency for microseconds.
 #define COUNTERS(M, N) ((((M + MWG - 1) / MWG) * ((N + NWG - 1) / NWG) + 63) / 64 * 64)
 
 // The hand-off between work-groups needs a fence at device scope, which OpenCL C 1.2 lacks:
@@ -718,27 +689,12 @@ void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace) {
 #define DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
 #endif
 
-// load_vec through a volatile pointer, which reads past the compute unit's cache (NVIDIA:
-// ld.volatile): another work-group wrote these floats during this launch.
-inline void load_volatile_vec(const int w, const volatile __global float* src, float* dst) {
-    if (w == 8) {
-        vstore8(*(const volatile __global float8*)src, 0, dst);
-    } else if (w == 4) {
-        vstore4(*(const volatile __global float4*)src, 0, dst);
-    } else if (w == 2) {
-        vstore2(*(const volatile __global float2*)src, 0, dst);
-    } else {
-        dst[0] = src[0];
-    }
-}
-
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
     LOCAL_TILES;
     __local int last;
     __global float* partials = workspace + COUNTERS(M, N);
-    float acc[MWI][NWI];
-    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, tiles, acc);
+    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, tiles);
 
     // Every work-item's stores reach the device-wide level before the slice is counted.
     DEVICE_FENCE();
@@ -748,43 +704,17 @@ void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
         (volatile __global int*)workspace + get_group_id(1) * get_num_groups(0) + get_group_id(0);
     if (tid == 0) last = atomic_inc(counter) == KSPLIT - 1;
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (!last || get_local_id(2) != 0) return;  // last: the same for the whole work-group
+    if (!last) return;  // the same for the whole work-group
 
-    // The other slices' stores are in; volatile loads read them past any per-unit cache. K group
-    // 0 adds them in the order of z (whichever work-group is last, so results do not depend on
-    // scheduling) at its register tile's places. Its own slice is read back too: a register tile
-    // kept across the barriers above costs a CPU device's work-items their stacks (PoCL).
+    // The other slices' stores are in; volatile loads read them past any per-unit cache.
     DEVICE_FENCE();
     const int m0 = get_group_id(1) * MWG;
     const int n0 = get_group_id(0) * NWG;
-    const bool fast = M - m0 >= MWG && N - n0 >= NWG && N % VWN == 0;
-    float sum[MWI][NWI];
-    int m_of[MWI];
-    int n_of[NWI];
-    register_tile_offsets(m_of, n_of);
-#pragma unroll
-    for (int i = 0; i < MWI; ++i) {
-        const int m = min(m0 + m_of[i], M - 1);  // rows and columns past C read a valid place
-#pragma unroll
-        for (int j = 0; j < NWI; j += VWN) {
-#pragma unroll
-            for (int e = 0; e < VWN; ++e) sum[i][j + e] = 0.0f;
-#pragma unroll
-            for (int z = 0; z < KSPLIT; ++z) {
-                const volatile __global float* p = partials + (size_t)z * M * N + (size_t)m * N;
-                float x[VWN];
-                if (fast) {
-                    load_volatile_vec(VWN, p + n0 + n_of[j], x);
-                } else {
-#pragma unroll
-                    for (int e = 0; e < VWN; ++e) x[e] = p[min(n0 + n_of[j + e], N - 1)];
-                }
-#pragma unroll
-                for (int e = 0; e < VWN; ++e) sum[i][j + e] += x[e];
-            }
-        }
+    for (int e = tid; e < MWG * NWG; e += WGT) {
+        const int m = m0 + e / NWG;
+        const int n = n0 + e % NWG;
+        if (m < M && n < N) add_slices(partials, M, N, m * N + n, alpha, beta, C + m * ldc + n);
     }
-    store_c(sum, M, N, alpha, beta, C, ldc);
     if (tid == 0) atomic_xchg(counter, 0);
 }
 #endif

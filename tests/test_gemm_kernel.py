@@ -319,10 +319,9 @@ def test_split_k_configs_match_float64_reference(
 def test_one_and_two_launch_split_k_add_the_slices_alike(
     cl_device: cl.Device, device_info: DeviceInfo, transa: bool, transb: bool
 ) -> None:
-    """The one-launch kernel's last work-group reads the slices at its register tile's places,
-    by vectors where the tile is inside C and N a multiple of them; gemm_splitk_sum reads them
-    element by element. Both add in the order of the slices, so C agrees to the bit: with
-    interior and edge tiles, and with an N that vectors do not divide.
+    """The one-launch kernel's last work-group and gemm_splitk_sum both add the slices in
+    their order, whichever work-group finishes last, so C agrees to the bit: with interior and
+    edge tiles, and with an N that vectors do not divide.
     """
     serial, two_launch = load_kernel("gemm_splitk_serial"), load_kernel("gemm_splitk")
     table = two_launch.space.enumerate(device_info.limits)
