@@ -649,12 +649,17 @@ inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* 
     gemm_tile(M, N, depth, 1.0f, 0.0f, a, lda, b, ldb, partial, N, tiles);
 }
 
-// C at (m, n) from the KSPLIT partial products at index i = m * N + n, with alpha and beta.
-inline void add_slices(const volatile __global float* partials, const int M, const int N,
-                       const int i, const float alpha, const float beta, __global float* c) {
+// The KSPLIT partial products at index i = m * N + n added, always in the same order.
+inline float slices_sum(const volatile __global float* partials, const int M, const int N,
+                        const int i) {
     float sum = 0.0f;
 #pragma unroll
     for (int z = 0; z < KSPLIT; ++z) sum += partials[(size_t)z * M * N + i];
+    return sum;
+}
+
+// An element of C from the slices' sum, with alpha and beta.
+inline void store_sum(const float sum, const float alpha, const float beta, __global float* c) {
     *c = beta != 0.0f ? mad(beta, *c, alpha * sum) : alpha * sum;
 }
 
@@ -670,13 +675,15 @@ __kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
 void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace) {
     const int i = get_global_id(0);
     if (i >= M * N) return;
-    add_slices(workspace, M, N, i, alpha, beta, C + (i / N) * ldc + i % N);
+    store_sum(slices_sum(workspace, M, N, i), alpha, beta, C + (i / N) * ldc + i % N);
 }
 #else
 // One launch (a second costs a whole launch on some drivers: 5 us and more on NVIDIA's
 // OpenCL): the workspace starts with one counter per tile of C (zero when the launch starts,
 // see gemm_splitk_serial.yaml's `zeroed`), then the partial products. Each work-group counts
 // its slice done; the last of a tile adds the slices into C and sets the counter back to zero.
+#define SUM_BATCH MIN_(8, (MWG * NWG + WGT - 1) / WGT)  // see gemm_splitk_serial
+#define MIN_(a, b) ((a) < (b) ? (a) : (b))
 #define COUNTERS(M, N) ((((M + MWG - 1) / MWG) * ((N + NWG - 1) / NWG) + 63) / 64 * 64)
 
 // The hand-off between work-groups needs a fence at device scope, which OpenCL C 1.2 lacks:
@@ -708,12 +715,27 @@ void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
 
     // The other slices' stores are in; volatile loads read them past any per-unit cache.
     DEVICE_FENCE();
+    // Each work-item takes SUM_BATCH elements at a time, all their loads issued before the
+    // first sum needs one: one element at a time, a 64 x 64 tile's sum waited out 32 round
+    // trips to memory.
     const int m0 = get_group_id(1) * MWG;
     const int n0 = get_group_id(0) * NWG;
-    for (int e = tid; e < MWG * NWG; e += WGT) {
-        const int m = m0 + e / NWG;
-        const int n = n0 + e % NWG;
-        if (m < M && n < N) add_slices(partials, M, N, m * N + n, alpha, beta, C + m * ldc + n);
+    for (int e0 = tid; e0 < MWG * NWG; e0 += SUM_BATCH * WGT) {
+        float sums[SUM_BATCH];
+#pragma unroll
+        for (int b = 0; b < SUM_BATCH; ++b) {
+            const int e = e0 + b * WGT;
+            const int m = min(m0 + e / NWG, M - 1);  // places outside C read a valid place
+            const int n = min(n0 + e % NWG, N - 1);
+            sums[b] = slices_sum(partials, M, N, m * N + n);
+        }
+#pragma unroll
+        for (int b = 0; b < SUM_BATCH; ++b) {
+            const int e = e0 + b * WGT;
+            const int m = m0 + e / NWG;
+            const int n = n0 + e % NWG;
+            if (e < MWG * NWG && m < M && n < N) store_sum(sums[b], alpha, beta, C + m * ldc + n);
+        }
     }
     if (tid == 0) atomic_xchg(counter, 0);
 }
