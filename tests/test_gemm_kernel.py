@@ -94,13 +94,16 @@ def assert_gemm_matches_reference(
     beta: float,
     pad: int,
     limits: dict[str, int] | None = None,
-) -> None:
-    """``run_gemm``'s result is finite and within the family's tolerance of the reference."""
+) -> np.ndarray:
+    """``run_gemm``'s result, checked finite and within the family's tolerance of the
+    reference.
+    """
     out, expected, tolerance = run_gemm(
         context, kernel_spec, config, workload, rng, alpha=alpha, beta=beta, pad=pad, limits=limits
     )
     error = np.abs(out - expected) - tolerance - 1e-6 * max(1.0, abs(beta))
     assert np.isfinite(out).all() and (error <= 0).all(), (config, workload)
+    return out
 
 
 def sample_configs(table: ConfigTable, count: int, seed: int) -> list[dict[str, int]]:
@@ -331,20 +334,23 @@ def test_one_and_two_launch_split_k_add_the_slices_alike(
     )  # fmt: skip
     assert rows.size
     config = table.config(int(np.random.default_rng(5).choice(rows)))
+    serial_config = {name: value for name, value in config.items() if name != "RWG"}
     context = cl.Context([cl_device])
     for m, n, k in [(96, 192, 1100), (70, 130, 1001)]:
         workload = gemm_workload(m, n, k, transa, transb)
-        outs = []
-        for kernel, chosen in [
-            (two_launch, config),
-            (serial, {name: value for name, value in config.items() if name != "RWG"}),
-        ]:
-            out, expected, tolerance = run_gemm(
-                context, kernel, chosen, workload, np.random.default_rng(m), alpha=1.5,
-                beta=-0.5, pad=0,
-            )  # fmt: skip
-            assert (np.abs(out - expected) <= tolerance + 1e-6).all(), (chosen, workload)
-            outs.append(out)
+        outs = [
+            assert_gemm_matches_reference(
+                context,
+                kernel,
+                chosen,
+                workload,
+                np.random.default_rng(m),
+                alpha=1.5,
+                beta=-0.5,
+                pad=0,
+            )
+            for kernel, chosen in [(two_launch, config), (serial, serial_config)]
+        ]
         assert np.array_equal(outs[0], outs[1]), workload
 
 
