@@ -30,13 +30,15 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
+from ptx_in_cuda import CudaDriver, PtxOffReference, cuda_driver_for, graph_seconds
 from side_by_side import cuda_graph_seconds, stored_timings, tune_workload  # beside this script
 
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
-from octune.tuner.measure import back_to_back_seconds, host_clock_seconds
+from octune.tuner.kernels import KernelSpec
+from octune.tuner.measure import DeviceRunner, back_to_back_seconds, host_clock_seconds
 from octune.tuner.session import Settings, open_workers
 from octune.tuner.workers import default_jobs
 
@@ -189,6 +191,25 @@ def vendor_anchor(device: cl.Device) -> tuple[str, Callable[[Workload], float]]:
     return "NumPy", numpy_seconds
 
 
+def ptx_graph_seconds(
+    cuda: CudaDriver | None,
+    device: cl.Device,
+    kernel: KernelSpec,
+    workload: Workload,
+    config: dict[str, int],
+) -> float:
+    """Seconds per run of the config's PTX through CUDA, as a graph of back-to-back runs, where
+    the device is NVIDIA's (``ptx_in_cuda``); NaN elsewhere, or where it missed the reference.
+    """
+    if cuda is None:
+        return math.nan
+    try:
+        return graph_seconds(cuda, DeviceRunner(device, kernel, workload, seed=7), config)
+    except PtxOffReference as error:
+        print(f"{workload.key}: {error}", flush=True)
+        return math.nan
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--classes", nargs="+", choices=sorted(CLASSES), default=sorted(CLASSES))
@@ -221,6 +242,7 @@ def main() -> None:
     if gpu:
         copy["torch_copy_gbs"] = torch_copy_gbs()
     floor = launch_floor(device)
+    cuda = cuda_driver_for(device)
     print(f"device: {info.name}; anchor: {anchor_name}; {args.seconds:g} s per shape; "
           f"copy bandwidth (GB/s): {copy}; an empty kernel (us): {floor}", flush=True)  # fmt: skip
     shapes = [(class_of(text), text) for text in args.shapes] if args.shapes else [
@@ -244,18 +266,21 @@ def main() -> None:
             continue
         best = timed[0]
         seconds, stream_s = best.seconds, best.back_to_back_s
+        ptx_s = ptx_graph_seconds(cuda, device, best.kernel, workload, best.config)
         theirs = anchor(workload)
         row |= {"octune_s": seconds, "octune_back_to_back_s": stream_s,
-                "octune_unprofiled_s": best.unprofiled_s, "kernel": best.kernel.name,
+                "octune_unprofiled_s": best.unprofiled_s, "octune_ptx_graph_s": ptx_s,
+                "kernel": best.kernel.name,
                 "config": best.config, "anchor_s": theirs,
                 "gbs": traffic_bytes(workload) / seconds / 1e9,
                 "kernels_s": {t.kernel.name: t.seconds for t in timed}}  # fmt: skip
         rows.append(row)
         others = "  ".join(f"{t.kernel.name} {t.seconds * 1e6:.1f}" for t in timed[1:])
         print(f"{shape_class:14s} {text:16s} {best.kernel.name:15s} {seconds * 1e6:9.1f} us "
-              f"(stream {stream_s * 1e6:.1f}, unprofiled {best.unprofiled_s * 1e6:.1f})  "
-              f"{anchor_name} {theirs * 1e6:9.1f} us  ratio {theirs / seconds:5.2f} (stream "
-              f"{theirs / stream_s:5.2f}, unprofiled {theirs / best.unprofiled_s:5.2f})  "
+              f"(stream {stream_s * 1e6:.1f}, unprofiled {best.unprofiled_s * 1e6:.1f}, PTX in a "
+              f"CUDA graph {ptx_s * 1e6:.1f})  {anchor_name} {theirs * 1e6:9.1f} us  ratio "
+              f"{theirs / seconds:5.2f} (stream {theirs / stream_s:5.2f}, unprofiled "
+              f"{theirs / best.unprofiled_s:5.2f}, PTX graph {theirs / ptx_s:5.2f})  "
               f"{row['gbs']:7.0f} GB/s  "
               f"(others, us: {others or '-'})", flush=True)  # fmt: skip
         args.out.write_text(json.dumps({"device": info.name, "anchor": anchor_name, **copy,
@@ -266,15 +291,23 @@ def main() -> None:
 
 
 #: A row's octune times by each clock: profiling events of single runs, then streams of
-#: back-to-back runs by profiling events and by the host's clock without profiling (rows of
-#: runs before a clock existed fall back to the events).
-CLOCKS = ("octune_s", "octune_back_to_back_s", "octune_unprofiled_s")
+#: back-to-back runs by profiling events and by the host's clock without profiling, then the
+#: same PTX through CUDA as a graph of back-to-back runs, as cuBLAS is timed (rows of runs
+#: before a stream clock existed fall back to the events; before the PTX clock, NaN).
+CLOCKS = ("octune_s", "octune_back_to_back_s", "octune_unprofiled_s", "octune_ptx_graph_s")
+
+
+def row_times(row: dict[str, object]) -> list[float]:
+    """The row's seconds by each of ``CLOCKS``."""
+    fallback = {"octune_ptx_graph_s": math.nan}
+    return [float(str(row.get(clock, fallback.get(clock, row["octune_s"])))) for clock in CLOCKS]
 
 
 def report(rows: list[dict[str, object]], anchor_name: str, copy_gbs: float) -> None:
     """One markdown row per shape, then each class's median ratio by each clock."""
-    print(f"\n| class | shape | kernel | octune us (stream; unprofiled) | {anchor_name} us | "
-          f"{anchor_name} / octune (stream; unprofiled) | octune TFLOP/s | GB/s | % of copy | "
+    clocks = "stream; unprofiled; PTX in a CUDA graph"
+    print(f"\n| class | shape | kernel | octune us ({clocks}) | {anchor_name} us | "
+          f"{anchor_name} / octune ({clocks}) | octune TFLOP/s | GB/s | % of copy | "
           f"runner-up kernel, us |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     ratios: dict[str, list[tuple[float, ...]]] = {}
@@ -283,26 +316,25 @@ def report(rows: list[dict[str, object]], anchor_name: str, copy_gbs: float) -> 
             print(f"| {row['class']} | {row['shape']} | none verified | | | | | | | |")
             continue
         theirs, flops, gbs = (float(str(row[key])) for key in ("anchor_s", "flops", "gbs"))
-        ours = [float(str(row.get(clock, row["octune_s"]))) for clock in CLOCKS]
-        ratios.setdefault(str(row["class"]), []).append(tuple(theirs / t for t in ours))
+        ours = row_times(row)
+        ratio = tuple(theirs / t for t in ours)
+        ratios.setdefault(str(row["class"]), []).append(ratio)
         print(f"| {row['class']} | {row['shape']} | {row['kernel']} | {ours[0] * 1e6:.1f} "
-              f"({ours[1] * 1e6:.1f}; {ours[2] * 1e6:.1f}) | {theirs * 1e6:.1f} | "
-              f"{theirs / ours[0]:.2f} ({theirs / ours[1]:.2f}; {theirs / ours[2]:.2f}) | "
+              f"({'; '.join(f'{t * 1e6:.1f}' for t in ours[1:])}) | {theirs * 1e6:.1f} | "
+              f"{ratio[0]:.2f} ({'; '.join(f'{r:.2f}' for r in ratio[1:])}) | "
               f"{flops / ours[0] / 1e12:.2f} | {gbs:.0f} | {100 * gbs / copy_gbs:.0f} | "
               f"{runner_up(row)} |")  # fmt: skip
-    print(f"\n| class | shapes | median {anchor_name} / octune (stream; unprofiled) | "
-          f"lowest (stream; unprofiled) |")  # fmt: skip
+    print(f"\n| class | shapes | median {anchor_name} / octune ({clocks}) | lowest ({clocks}) |")
     print("| --- | --- | --- | --- |")
     for name in [*ratios, "all"]:
         by_shape = ratios.get(name) or [r for v in ratios.values() for r in v]
         if by_shape:
-            clocks = list(zip(*by_shape, strict=True))
-            medians = [finite_median(clock) for clock in clocks]
-            lowest = [min(finite(clock), default=math.nan) for clock in clocks]
-            print(
-                f"| {name} | {len(by_shape)} | {medians[0]:.2f} ({medians[1]:.2f}; "
-                f"{medians[2]:.2f}) | {lowest[0]:.2f} ({lowest[1]:.2f}; {lowest[2]:.2f}) |"
-            )
+            by_clock = list(zip(*by_shape, strict=True))
+            medians = [finite_median(clock) for clock in by_clock]
+            lowest = [min(finite(clock), default=math.nan) for clock in by_clock]
+            print(f"| {name} | {len(by_shape)} | {medians[0]:.2f} "
+                  f"({'; '.join(f'{m:.2f}' for m in medians[1:])}) | {lowest[0]:.2f} "
+                  f"({'; '.join(f'{m:.2f}' for m in lowest[1:])}) |")  # fmt: skip
 
 
 def finite(ratios: Iterable[float]) -> list[float]:

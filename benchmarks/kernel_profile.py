@@ -1,15 +1,15 @@
 """One GEMM-family config on one shape, measured and verified, with the PTX NVIDIA's OpenCL
 compiler made of it, so that the assembler's report and the SASS can say where its time goes;
-or, with ``--cublas``, the vendor library's call on the same shape, for Nsight Compute.
-
-The timing figures leave a gap unexplained (issue 19: mid-size shapes at 0.62-0.79 x cuBLAS
-with the search converged); this script is the way into the kernels. Nsight Compute does not
-see kernels that NVIDIA's OpenCL launches ("No kernels were profiled"), so octune's side is read
-from its SASS (benchmarks/profile_h100.sh) and cuBLAS's from the profiler:
+with ``--cuda N``, that PTX launched N more times through CUDA, where Nsight Compute sees it
+(it sees no kernel that NVIDIA's OpenCL launches; ``ptx_in_cuda.py``); or, with ``--cublas``,
+the vendor library's call on the same shape:
 
     python benchmarks/kernel_profile.py --shape 1000x999x997 --kernel gemm \\
         --config MWG=64,NWG=128,... --ptx out/gemm.ptx
     ptxas -arch=sm_90 -v out/gemm.ptx -o out/gemm.cubin && cuobjdump -sass out/gemm.cubin
+    ncu --set full -k regex:'^gemm' --launch-skip 2 -c 1 --cache-control none --csv \\
+        --page details python benchmarks/kernel_profile.py --shape 1000x999x997 --kernel gemm \\
+        --config MWG=64,NWG=128,... --cuda 3
     ncu --set full -k regex:xmma --launch-skip 3 -c 1 --csv --page details \\
         python benchmarks/kernel_profile.py --shape 1000x999x997 --cublas
 """
@@ -19,8 +19,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pyopencl as cl
 from gemm_classes import assignments, cublas_seconds, parse_shape  # beside this script
+from ptx_in_cuda import cuda_driver_for, graph_seconds, program_ptx
 
 from octune.tuner.device import select_device
 from octune.tuner.kernels import load_kernel
@@ -35,6 +35,13 @@ def main() -> None:
     parser.add_argument("--config", type=lambda text: assignments(text.split(",")), default={},
                         help="NAME=VALUE,NAME=VALUE,...")  # fmt: skip
     parser.add_argument("--ptx", type=Path, default=None, help="where to write the program")
+    parser.add_argument(
+        "--cuda",
+        type=int,
+        default=0,
+        metavar="N",
+        help="then launch the PTX N more times through CUDA (for Nsight Compute)",
+    )
     parser.add_argument("--cublas", action="store_true", help="time cuBLAS instead")
     args = parser.parse_args()
     workload = parse_shape(args.shape)
@@ -48,10 +55,15 @@ def main() -> None:
     print(f"{args.kernel} {args.shape}: {result.status.value} {median} {result.message}",
           flush=True)  # fmt: skip
     if args.ptx:
-        program = runner.build(kernel.build_options(result.config, workload))
-        binary = program.get_info(cl.program_info.BINARIES)[0]
-        # NVIDIA's driver appends a metadata section (and NULs) that ptxas does not read.
-        args.ptx.write_bytes(binary.split(b".metadata_section")[0].rstrip(b"\0"))
+        args.ptx.write_bytes(
+            program_ptx(runner.build(kernel.build_options(result.config, workload)))
+        )
+    if args.cuda and result.ok:
+        driver = cuda_driver_for(runner.device)
+        if driver is None:
+            raise SystemExit("--cuda needs NVIDIA's OpenCL and a GPU PyTorch can reach")
+        seconds = graph_seconds(driver, runner, result.config, eager=args.cuda)
+        print(f"{args.kernel} {args.shape} through CUDA: {seconds * 1e6:.1f} us", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,29 +6,37 @@ run beside the vendor library, without tuning again:
 - ``stream``: gated bursts of back-to-back runs in the profiling queue, first start to last end
   by their events (``DeviceRunner``'s ``back_to_back_s``);
 - ``unprofiled``: the same bursts in a queue without profiling, as a runtime's queue is, by the
-  host's clock (``back_to_back_unprofiled_s``).
+  host's clock (``back_to_back_unprofiled_s``);
+- ``PTX graph``: on NVIDIA's OpenCL, the same PTX launched through CUDA as a graph of 20
+  back-to-back runs, as cuBLAS is timed (``ptx_in_cuda.py``): the kernel without OpenCL's
+  launch cost.
 
 An empty kernel is timed the same ways, and by the host's clock in the profiling queue too
 (``gemm_classes.launch_floor``), which tells the clock's share from profiling's. cuBLAS runs as
 a CUDA graph of back-to-back calls, and an empty CUDA kernel the same way gives that side's floor.
 
     python benchmarks/launch_cost.py --device NVIDIA --runs data/h100_async/four_classes.json.gz
+    python benchmarks/launch_cost.py --device NVIDIA --latest --runs <the class runs, in order>
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from gemm_classes import (  # beside this script
     assignments,
     chosen_configs,
+    finite,
     finite_median,
     launch_floor,
     parse_shape,
+    ptx_graph_seconds,
     vendor_anchor,
 )
+from ptx_in_cuda import cuda_driver_for
 
 from octune.tuner.device import select_device
 from octune.tuner.errors import OctuneError
@@ -62,21 +70,28 @@ def main() -> None:
         metavar="NAME=VALUE",
         help="parameters newer than the runs, at the value that builds the kernel they ran",
     )
+    parser.add_argument("--latest", action="store_true",
+                        help="each shape's last chosen config only, as gemm_classes --report "
+                             "keeps them")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     missing = assignments(args.missing)
     device = select_device(args.device)
+    cuda = cuda_driver_for(device)
+    chosen = chosen_configs(args.runs, prefix="")
+    if args.latest:
+        chosen = list({shape: (shape, name, config) for shape, name, config in chosen}.values())
     anchor_name, anchor = vendor_anchor(device)
     floor = {**launch_floor(device, stream=STREAM), "cuda_empty_graph_us": cuda_empty_us()}
     print(f"an empty kernel (us): {floor}", flush=True)
     print(f"{'shape':>18} {'kernel':>18} {'event':>8} {'stream':>8} {'unprof.':>8} "
-          f"{anchor_name:>8}   {anchor_name} / octune: event stream unprofiled (us)",
-          flush=True)  # fmt: skip
+          f"{'PTX gr.':>8} {anchor_name:>8}   {anchor_name} / octune: event stream unprofiled "
+          f"PTX-graph (us)", flush=True)  # fmt: skip
     rows = []
-    ratios: list[tuple[float, float, float]] = []
+    ratios: list[tuple[float, ...]] = []
     seen: set[tuple[str, str, tuple[tuple[str, int], ...]]] = set()
-    for shape, name, chosen in chosen_configs(args.runs, prefix=""):
-        config = {**missing, **chosen}
+    for shape, name, picked in chosen:
+        config = {**missing, **picked}
         key = (shape, name, tuple(sorted(config.items())))
         if key in seen:
             continue
@@ -95,19 +110,24 @@ def main() -> None:
             row["failed"] = failure[:300]
             print(f"{shape:>18} {name:>18} failed: {row['failed']}", flush=True)
             continue
+        ptx_s = ptx_graph_seconds(cuda, device, runner.kernel, workload, measured.config)
         ours = (measured.median_s, measured.extra["back_to_back_s"],
-                measured.extra["back_to_back_unprofiled_s"])  # fmt: skip
+                measured.extra["back_to_back_unprofiled_s"], ptx_s)  # fmt: skip
         theirs = anchor(workload)
         row |= {"event_s": ours[0], "stream_s": ours[1], "unprofiled_s": ours[2],
-                "anchor_s": theirs}  # fmt: skip
-        ratios.append((theirs / ours[0], theirs / ours[1], theirs / ours[2]))
+                "ptx_graph_s": ptx_s, "anchor_s": theirs}  # fmt: skip
+        ratios.append(tuple(theirs / t for t in ours))
         print(f"{shape:>18} {name:>18} " + " ".join(f"{t * 1e6:8.1f}" for t in ours)
               + f" {theirs * 1e6:8.1f}   " + " ".join(f"{r:5.2f}" for r in ratios[-1]),
               flush=True)  # fmt: skip
     if ratios:
-        medians = [finite_median(clock) for clock in zip(*ratios, strict=True)]
-        print(f"median {anchor_name} / octune over {len(ratios)} configs: event {medians[0]:.2f}, "
-              f"stream {medians[1]:.2f}, unprofiled {medians[2]:.2f}")  # fmt: skip
+        by_clock = list(zip(*ratios, strict=True))
+        medians = [finite_median(clock) for clock in by_clock]
+        lowest = [min(finite(clock), default=math.nan) for clock in by_clock]
+        print(f"{anchor_name} / octune over {len(ratios)} configs, median (lowest): event "
+              f"{medians[0]:.2f} ({lowest[0]:.2f}), stream {medians[1]:.2f} ({lowest[1]:.2f}), "
+              f"unprofiled {medians[2]:.2f} ({lowest[2]:.2f}), PTX graph {medians[3]:.2f} "
+              f"({lowest[3]:.2f})")  # fmt: skip
     if args.out:
         args.out.write_text(json.dumps({"device": device.name, **floor, "rows": rows}, indent=1))
 

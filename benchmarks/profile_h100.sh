@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# SASS of GEMM configs on the H100 (NVIDIA's OpenCL hides its kernels from Nsight Compute, so
-# the assembler's report and the disassembly are the way in). Runs inside
+# SASS of GEMM configs on the H100, from the PTX NVIDIA's OpenCL made (for Nsight Compute's view
+# of the same code, see kernel_profile.py --cuda). Runs inside
 # benchmarks/device_run.sh: benchmarks/profile_h100.sh NAME SHAPE KERNEL CONFIG [NAME ...]
 set -euo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
