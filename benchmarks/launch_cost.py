@@ -29,11 +29,13 @@ from pathlib import Path
 from gemm_classes import (  # beside this script
     assignments,
     chosen_configs,
+    class_of,
     finite,
     finite_median,
     launch_floor,
     parse_shape,
     ptx_graph_seconds,
+    read_run,
     vendor_anchor,
 )
 from ptx_in_cuda import cuda_driver_for
@@ -62,7 +64,9 @@ def cuda_empty_us() -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=None)
-    parser.add_argument("--runs", type=Path, nargs="+", required=True)
+    parser.add_argument("--runs", type=Path, nargs="+", default=None)
+    parser.add_argument("--report", type=Path, default=None, metavar="OUT",
+                        help="only print the summary of an earlier run's --out file")  # fmt: skip
     parser.add_argument(
         "--missing",
         nargs="*",
@@ -75,6 +79,12 @@ def main() -> None:
                              "keeps them")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.report:
+        earlier = json.loads(read_run(args.report))
+        summary(earlier["rows"], earlier.get("anchor", "cuBLAS"))
+        return
+    if not args.runs:
+        parser.error("--runs is required (or --report)")
     missing = assignments(args.missing)
     device = select_device(args.device)
     cuda = cuda_driver_for(device)
@@ -88,7 +98,6 @@ def main() -> None:
           f"{'PTX gr.':>8} {anchor_name:>8}   {anchor_name} / octune: event stream unprofiled "
           f"PTX-graph (us)", flush=True)  # fmt: skip
     rows = []
-    ratios: list[tuple[float, ...]] = []
     seen: set[tuple[str, str, tuple[tuple[str, int], ...]]] = set()
     for shape, name, picked in chosen:
         config = {**missing, **picked}
@@ -116,20 +125,42 @@ def main() -> None:
         theirs = anchor(workload)
         row |= {"event_s": ours[0], "stream_s": ours[1], "unprofiled_s": ours[2],
                 "ptx_graph_s": ptx_s, "anchor_s": theirs}  # fmt: skip
-        ratios.append(tuple(theirs / t for t in ours))
         print(f"{shape:>18} {name:>18} " + " ".join(f"{t * 1e6:8.1f}" for t in ours)
-              + f" {theirs * 1e6:8.1f}   " + " ".join(f"{r:5.2f}" for r in ratios[-1]),
+              + f" {theirs * 1e6:8.1f}   " + " ".join(f"{theirs / t:5.2f}" for t in ours),
               flush=True)  # fmt: skip
-    if ratios:
-        by_clock = list(zip(*ratios, strict=True))
-        medians = [finite_median(clock) for clock in by_clock]
-        lowest = [min(finite(clock), default=math.nan) for clock in by_clock]
-        print(f"{anchor_name} / octune over {len(ratios)} configs, median (lowest): event "
-              f"{medians[0]:.2f} ({lowest[0]:.2f}), stream {medians[1]:.2f} ({lowest[1]:.2f}), "
-              f"unprofiled {medians[2]:.2f} ({lowest[2]:.2f}), PTX graph {medians[3]:.2f} "
-              f"({lowest[3]:.2f})")  # fmt: skip
     if args.out:
-        args.out.write_text(json.dumps({"device": device.name, **floor, "rows": rows}, indent=1))
+        args.out.write_text(json.dumps({"device": device.name, "anchor": anchor_name, **floor,
+                                        "rows": rows}, indent=1))  # fmt: skip
+    summary(rows, anchor_name)
+
+
+#: A row's seconds by each clock, in the order of the tables.
+CLOCKS = {"event": "event_s", "stream": "stream_s", "unprofiled": "unprofiled_s",
+          "PTX graph": "ptx_graph_s"}  # fmt: skip
+
+
+def summary(rows: list[dict[str, object]], anchor_name: str) -> None:
+    """The median and lowest anchor / octune ratio by each clock, per shape class and over all."""
+    by_class: dict[str, list[list[float]]] = {}
+    for row in rows:
+        if "anchor_s" in row:
+            theirs = float(str(row["anchor_s"]))
+            ratio = [theirs / float(str(row.get(key, math.nan))) for key in CLOCKS.values()]
+            by_class.setdefault(class_of(str(row["shape"])), []).append(ratio)
+    print(
+        f"\n| class | configs | median {anchor_name} / octune: "
+        + "; ".join(CLOCKS)
+        + " | lowest: "
+        + "; ".join(CLOCKS)
+        + " |"
+    )
+    print("| --- | --- | --- | --- |")
+    for name in [*sorted(by_class), "all"]:
+        ratios = by_class.get(name) or [r for v in by_class.values() for r in v]
+        by_clock = list(zip(*ratios, strict=True))
+        medians = "; ".join(f"{finite_median(clock):.2f}" for clock in by_clock)
+        lowest = "; ".join(f"{min(finite(clock), default=math.nan):.2f}" for clock in by_clock)
+        print(f"| {name} | {len(ratios)} | {medians} | {lowest} |")
 
 
 if __name__ == "__main__":
