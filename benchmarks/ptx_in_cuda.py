@@ -141,6 +141,7 @@ class CudaDriver:
 
 
 def padded(sizes: Sequence[int]) -> tuple[int, int, int]:
+    """Work sizes in three dimensions, as CUDA takes them."""
     return (*sizes, *(1,) * (3 - len(sizes)))  # type: ignore[return-value]
 
 
@@ -162,17 +163,18 @@ class CudaLaunches:
         for function, grid, block, params in self.steps:
             self.driver.launch(function, grid, block, params, stream)
 
+    def outputs(self) -> list[tuple[cl.Buffer, Any]]:
+        """The buffers the kernels may write (the workspace aside), with their CUDA copies."""
+        return [(b, t) for b, t in self.tensors.values() if not b.flags & cl.mem_flags.READ_ONLY]
+
     def poison_outputs(self) -> None:
-        """NaN into the CUDA copies of the buffers the kernels may write (not the workspace)."""
-        for buffer, tensor in self.tensors.values():
-            if not buffer.flags & cl.mem_flags.READ_ONLY:
-                tensor.fill_(float("nan"))
+        for _, tensor in self.outputs():
+            tensor.fill_(float("nan"))
 
     def copy_back(self, queue: cl.CommandQueue) -> None:
-        """The CUDA copies of the buffers the kernels may write, back into the OpenCL ones."""
+        """The outputs' CUDA copies back into the OpenCL buffers, where the reference reads."""
         with self.driver.current():
-            written = [(buffer, tensor.cpu().numpy()) for buffer, tensor in self.tensors.values()
-                       if not buffer.flags & cl.mem_flags.READ_ONLY]  # fmt: skip
+            written = [(buffer, tensor.cpu().numpy()) for buffer, tensor in self.outputs()]
         for buffer, host in written:
             cl.enqueue_copy(queue, buffer, host)
         queue.finish()
