@@ -66,6 +66,7 @@
 
 #include "vector_io.clh"
 #include "gemm_arguments.clh"
+#include "slice_handoff.clh"
 
 // Staging a tile goes global memory -> private registers -> local memory in two steps, so that
 // with PF the loads of the next tile can be issued before the compute loop of the current one
@@ -679,22 +680,11 @@ void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace) {
     store_sum(slices_sum(workspace, M, N, i), alpha, beta, C + (i / N) * ldc + i % N);
 }
 #else
-// One launch (a second costs a whole launch on some drivers: 5 us and more on NVIDIA's
-// OpenCL): the workspace starts with one counter per tile of C (zero when the launch starts,
-// see gemm_splitk_serial.yaml's `zeroed`), then the partial products. Each work-group counts
-// its slice done; the last of a tile adds the slices into C and sets the counter back to zero.
+// One launch (slice_handoff.clh): the workspace starts with one counter per tile of C (zero when
+// the launch starts, see gemm_splitk_serial.yaml's `zeroed`), then the partial products. The
+// last work-group of a tile adds the slices into C and sets the counter back to zero.
 #define SUM_BATCH MIN_(8, (MWG * NWG + WGT - 1) / WGT)  // see gemm_splitk_serial
 #define COUNTERS(M, N) ((((M + MWG - 1) / MWG) * ((N + NWG - 1) / NWG) + 63) / 64 * 64)
-
-// The hand-off between work-groups needs a fence at device scope, which OpenCL C 1.2 lacks:
-// its mem_fence orders memory for the work-group only. NVIDIA's compiler emits membar.cta for
-// it, and on an H100 the last work-group then read slices before they landed in most runs
-// (benchmarks/splitk_race.py); NVIDIA's own membar.gl orders them for the whole device.
-#ifdef cl_nv_pragma_unroll
-#define DEVICE_FENCE() asm volatile("membar.gl;" ::: "memory")
-#else
-#define DEVICE_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
-#endif
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
@@ -703,21 +693,14 @@ void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
     __global float* partials = workspace + COUNTERS(M, N);
     gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, tiles);
 
-    // Every work-item's stores reach the device-wide level before the slice is counted.
-    DEVICE_FENCE();
-    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    const int tid = (get_local_id(2) * MDIMC + get_local_id(1)) * NDIMC + get_local_id(0);
     volatile __global int* counter =
         (volatile __global int*)workspace + get_group_id(1) * get_num_groups(0) + get_group_id(0);
-    if (tid == 0) last = atomic_inc(counter) == KSPLIT - 1;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (!last) return;  // the same for the whole work-group
+    if (!last_slice_done(counter, KSPLIT, &last)) return;  // the same for the whole work-group
 
-    // The other slices' stores are in; volatile loads read them past any per-unit cache.
-    DEVICE_FENCE();
     // Each work-item takes SUM_BATCH elements at a time, all their loads issued before the
     // first sum needs one: one element at a time, a 64 x 64 tile's sum by 128 work-items waited
     // out 32 round trips to memory (on an H100, 8 at a time took up to 22 % off such a launch).
+    const int tid = (get_local_id(2) * MDIMC + get_local_id(1)) * NDIMC + get_local_id(0);
     const int m0 = get_group_id(1) * MWG;
     const int n0 = get_group_id(0) * NWG;
     for (int e0 = tid; e0 < MWG * NWG; e0 += SUM_BATCH * WGT) {

@@ -42,6 +42,7 @@
 
 #include "vector_io.clh"
 #include "gemm_arguments.clh"
+#include "slice_handoff.clh"
 
 // The product as y = mat . x, whichever of A and B is the vector.
 typedef struct {
@@ -253,15 +254,13 @@ inline void axpy_rows(const bool edge, const Operands o, const int* x_of, const 
     for (; k < K; k += WG1) axpy_step(edge, o, x_of, r0, t0, k, acc);
 }
 
-__kernel __attribute__((reqd_work_group_size(WG0, WG1, 1)))
-void gemv_axpy(GEMM_ARGUMENTS) {
-    const Operands o = operands(M, N, A, lda, B, ldb, ldc);
+// y = alpha * mat . x + beta * y over the matrix rows [0, K) for this work-group's RT outputs
+// (y: C as the operands lay it out). `partial` holds the WG1 partial sums of the tile.
+inline void axpy_tile(const Operands o, const int K, const float alpha, const float beta,
+                      __global float* C, __local float* partial) {
     const int t0 = get_local_id(0);
     const int t1 = get_local_id(1);
     const int r0 = get_group_id(0) * RT;
-#if WG1 > 1
-    __local float partial[WG1 * RT];  // [t1][output of the tile]
-#endif
     const bool edge = r0 + RT > o.outputs || o.ldm % VW != 0;
 
     for (int b0 = 0; b0 < o.batch; b0 += MB) {
@@ -321,3 +320,54 @@ void gemv_axpy(GEMM_ARGUMENTS) {
         }
     }
 }
+
+#define AXPY_LOCAL (WG1 > 1 ? WG1 * RT : 1)  // [t1][output of the tile]
+
+__kernel __attribute__((reqd_work_group_size(WG0, WG1, 1)))
+void gemv_axpy(GEMM_ARGUMENTS) {
+    __local float partial[AXPY_LOCAL];
+    axpy_tile(operands(M, N, A, lda, B, ldb, ldc), K, alpha, beta, C, partial);
+}
+
+#ifdef KSPLIT
+// Split-K (search_spaces/gemv_axpy_splitk.yaml): where the outputs are too few to give enough
+// work-groups long row segments, work-group z of the second launch dimension sums rows
+// [z * slice, (z + 1) * slice) into a partial y in the workspace, after one counter per tile of
+// outputs (zero when the launch starts); the last work-group of a tile adds the KSPLIT partial
+// ys in the order of z and sets the counter back to zero (slice_handoff.clh).
+#define AXPY_COUNTERS(tiles) (((tiles) + 63) / 64 * 64)
+
+__kernel __attribute__((reqd_work_group_size(WG0, WG1, 1)))
+void gemv_axpy_splitk(GEMM_ARGUMENTS, __global float* workspace) {
+    __local float partial[AXPY_LOCAL];
+    __local int last;
+    const Operands o = operands(M, N, A, lda, B, ldb, ldc);
+    const int z = get_group_id(1);
+    const int slice = (K + KSPLIT - 1) / KSPLIT;
+    const int kb = min(z * slice, K);
+    const int span = o.outputs * o.batch;  // one partial y: the outputs of every x vector
+    __global float* partials = workspace + AXPY_COUNTERS(get_num_groups(0));
+    Operands part = o;  // this slice's rows, its y contiguous in its part of the workspace
+    part.mat += kb * o.ldm;
+    part.x += kb * o.incx;
+    part.incy = 1;
+    part.ldy = o.outputs;
+    axpy_tile(part, min(slice, K - kb), 1.0f, 0.0f, partials + z * span, partial);
+
+    volatile __global int* counter = (volatile __global int*)workspace + get_group_id(0);
+    if (!last_slice_done(counter, KSPLIT, &last)) return;  // the same for the whole work-group
+    const int r0 = get_group_id(0) * RT;
+    const volatile __global float* sums = partials;
+    for (int i = get_local_id(1) * WG0 + get_local_id(0); i < RT * o.batch; i += WG0 * WG1) {
+        const int b = i / RT;
+        const int r = r0 + i % RT;
+        if (r < o.outputs) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int s = 0; s < KSPLIT; ++s) sum += sums[s * span + b * o.outputs + r];
+            store_output(C + b * o.ldy, r * o.incy, sum, alpha, beta);
+        }
+    }
+    if (get_local_id(0) == 0 && get_local_id(1) == 0) atomic_xchg(counter, 0);
+}
+#endif
