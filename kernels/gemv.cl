@@ -29,6 +29,8 @@
 //   UNROLL     iterations of the streaming loop issued together (loads in flight per item)
 //   MB         x vectors per pass over the matrix (optional, default 1; the batch spaces
 //              gemv_dot_batch.yaml and gemv_axpy_batch.yaml tune it)
+//   KSPLIT     gemv_axpy_splitk only (gemv_axpy_splitk.yaml): slices of K summed by separate
+//              work-groups, added up in the same launch
 
 #if !defined(WG0) || !defined(WG1) || !defined(RT) || !defined(VW) || !defined(UNROLL)
 #error "tuning parameters missing: build with -D WG0=.. -D WG1=.. -D RT=.. -D VW=.. -D UNROLL=.."
