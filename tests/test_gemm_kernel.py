@@ -242,11 +242,20 @@ GEMV_SHAPES = [
 GEMV_KERNELS = ("gemv_dot", "gemv_axpy", "gemv_dot_batch", "gemv_axpy_batch")
 
 
+# gemv_axpy's split of K: K long against the outputs (the kernel's ``requires``), K that no
+# slice divides, outputs that no tile divides, and rows of the matrix that vectors do not align.
+GEMV_SPLITK_SHAPES = [(1, 77, 1500), (1, 300, 1031), (700, 1, 1100)]
+#: The parameter whose largest value the first config of each kernel takes: the widest vectors,
+#: and for the split, the most slices.
+GEMV_EXTREME = {"gemv_axpy_splitk": "KSPLIT"}
+
+
 def gemv_cases() -> list[tuple[str, int, int, int, bool, bool]]:
+    shapes = {name: GEMV_SHAPES for name in GEMV_KERNELS} | {"gemv_axpy_splitk": GEMV_SPLITK_SHAPES}
     return [
         (name, m, n, k, transa, transb)
-        for name in GEMV_KERNELS
-        for m, n, k in GEMV_SHAPES
+        for name, listed in shapes.items()
+        for m, n, k in listed
         for transa, transb in LAYOUTS
         if load_kernel(name).takes(gemm_workload(m, n, k, transa, transb)) is None
     ]
@@ -276,51 +285,10 @@ def test_gemv_configs_match_float64_reference(
 ) -> None:
     kernel = load_kernel(name)
     table = kernel.space.enumerate(device_info.limits)
-    widths = table.column("VW")
+    values = table.column(GEMV_EXTREME.get(name, "VW"))
     seed = m + 3 * n + 7 * k + 2 * transa + transb
-    widest = np.random.default_rng(seed).choice(np.flatnonzero(widths == widths.max()))
-    configs = [table.config(int(widest)), *sample_configs(table, 2, seed)]
-    context = cl.Context([cl_device])
-    rng = np.random.default_rng(seed)
-    workload = gemm_workload(m, n, k, transa, transb)
-    for index, config in enumerate(configs):
-        beta = 0.0 if index % 2 else -0.5
-        assert_gemm_matches_reference(
-            context, kernel, config, workload, rng, alpha=1.5, beta=beta, pad=(0, 1, 3)[index]
-        )
-
-
-# gemv_axpy's split of K: K long against the outputs (the kernel's ``requires``), K that no
-# slice divides, outputs that no tile divides, and rows of the matrix that vectors do not align.
-GEMV_SPLITK_SHAPES = [(1, 77, 1500), (1, 300, 1031), (700, 1, 1100)]
-
-
-def gemv_splitk_cases() -> list[tuple[int, int, int, bool, bool]]:
-    kernel = load_kernel("gemv_axpy_splitk")
-    return [
-        (m, n, k, transa, transb)
-        for m, n, k in GEMV_SPLITK_SHAPES
-        for transa, transb in LAYOUTS
-        if kernel.takes(gemm_workload(m, n, k, transa, transb)) is None
-    ]
-
-
-@pytest.mark.parametrize(("m", "n", "k", "transa", "transb"), gemv_splitk_cases())
-def test_gemv_axpy_split_k_matches_float64_reference(
-    cl_device: cl.Device,
-    device_info: DeviceInfo,
-    m: int,
-    n: int,
-    k: int,
-    transa: bool,
-    transb: bool,
-) -> None:
-    kernel = load_kernel("gemv_axpy_splitk")
-    table = kernel.space.enumerate(device_info.limits)
-    seed = m + 3 * n + 7 * k + 2 * transa + transb
-    splits = table.column("KSPLIT")
-    most = np.random.default_rng(seed).choice(np.flatnonzero(splits == splits.max()))
-    configs = [table.config(int(most)), *sample_configs(table, 2, seed)]
+    extreme = np.random.default_rng(seed).choice(np.flatnonzero(values == values.max()))
+    configs = [table.config(int(extreme)), *sample_configs(table, 2, seed)]
     context = cl.Context([cl_device])
     rng = np.random.default_rng(seed)
     workload = gemm_workload(m, n, k, transa, transb)
