@@ -341,15 +341,27 @@ def report(rows: list[dict[str, object]], anchor_name: str, copy_gbs: float) -> 
               f"{runner_up(row)} |")  # fmt: skip
     print(f"\n| class | shapes | median {anchor_name} / octune ({clocks}) | lowest ({clocks}) |")
     print("| --- | --- | --- | --- |")
-    for name in [*ratios, "all"]:
+    for name, count, medians, lowest in class_summary(ratios, list(ratios)):
+        print(f"| {name} | {count} | {medians[0]:.2f} "
+              f"({'; '.join(f'{m:.2f}' for m in medians[1:])}) | {lowest[0]:.2f} "
+              f"({'; '.join(f'{m:.2f}' for m in lowest[1:])}) |")  # fmt: skip
+
+
+def class_summary(
+    ratios: dict[str, list[tuple[float, ...]]], order: list[str]
+) -> list[tuple[str, int, list[float], list[float]]]:
+    """(class, shapes, median and lowest ratio by each clock) for each class in ``order``, then
+    for all of them together ("all"); a clock's NaNs are left out.
+    """
+    summary = []
+    for name in [*order, "all"]:
         by_shape = ratios.get(name) or [r for v in ratios.values() for r in v]
         if by_shape:
             by_clock = list(zip(*by_shape, strict=True))
             medians = [finite_median(clock) for clock in by_clock]
             lowest = [min(finite(clock), default=math.nan) for clock in by_clock]
-            print(f"| {name} | {len(by_shape)} | {medians[0]:.2f} "
-                  f"({'; '.join(f'{m:.2f}' for m in medians[1:])}) | {lowest[0]:.2f} "
-                  f"({'; '.join(f'{m:.2f}' for m in lowest[1:])}) |")  # fmt: skip
+            summary.append((name, len(by_shape), medians, lowest))
+    return summary
 
 
 def finite(ratios: Iterable[float]) -> list[float]:

@@ -30,8 +30,7 @@ from gemm_classes import (  # beside this script
     assignments,
     chosen_configs,
     class_of,
-    finite,
-    finite_median,
+    class_summary,
     launch_floor,
     parse_shape,
     ptx_graph_seconds,
@@ -141,26 +140,18 @@ CLOCKS = {"event": "event_s", "stream": "stream_s", "unprofiled": "unprofiled_s"
 
 def summary(rows: list[dict[str, object]], anchor_name: str) -> None:
     """The median and lowest anchor / octune ratio by each clock, per shape class and over all."""
-    by_class: dict[str, list[list[float]]] = {}
+    by_class: dict[str, list[tuple[float, ...]]] = {}
     for row in rows:
         if "anchor_s" in row:
             theirs = float(str(row["anchor_s"]))
-            ratio = [theirs / float(str(row.get(key, math.nan))) for key in CLOCKS.values()]
+            ratio = tuple(theirs / float(str(row.get(key, math.nan))) for key in CLOCKS.values())
             by_class.setdefault(class_of(str(row["shape"])), []).append(ratio)
-    print(
-        f"\n| class | configs | median {anchor_name} / octune: "
-        + "; ".join(CLOCKS)
-        + " | lowest: "
-        + "; ".join(CLOCKS)
-        + " |"
-    )
+    clocks = "; ".join(CLOCKS)
+    print(f"\n| class | configs | median {anchor_name} / octune: {clocks} | lowest: {clocks} |")
     print("| --- | --- | --- | --- |")
-    for name in [*sorted(by_class), "all"]:
-        ratios = by_class.get(name) or [r for v in by_class.values() for r in v]
-        by_clock = list(zip(*ratios, strict=True))
-        medians = "; ".join(f"{finite_median(clock):.2f}" for clock in by_clock)
-        lowest = "; ".join(f"{min(finite(clock), default=math.nan):.2f}" for clock in by_clock)
-        print(f"| {name} | {len(ratios)} | {medians} | {lowest} |")
+    for name, count, medians, lowest in class_summary(by_class, sorted(by_class)):
+        print(f"| {name} | {count} | {'; '.join(f'{m:.2f}' for m in medians)} | "
+              f"{'; '.join(f'{m:.2f}' for m in lowest)} |")  # fmt: skip
 
 
 if __name__ == "__main__":
