@@ -41,6 +41,13 @@
 #ifndef MB
 #define MB 1
 #endif
+// octune builds with -D OCTUNE_ENTRY_<the space's entry>: only that entry's section compiles.
+// The other, built with this config's tiles, can be far bigger (gemv_dot with a gemv_axpy
+// config's RT 512 and WG1 1 unrolls 512 rows per work-item). Without it, both compile.
+#if !defined(OCTUNE_ENTRY_gemv_dot) && !defined(OCTUNE_ENTRY_gemv_axpy) && \
+    !defined(OCTUNE_ENTRY_gemv_axpy_splitk)
+#define GEMV_EVERY_ENTRY
+#endif
 
 #include "vector_io.clh"
 #include "gemm_arguments.clh"
@@ -97,6 +104,7 @@ inline void load_x(const int w, const Operands o, const int x_at, const int k, f
     }
 }
 
+#if defined(GEMV_EVERY_ENTRY) || defined(OCTUNE_ENTRY_gemv_dot)
 // --- gemv_dot ----------------------------------------------------------------------------------
 
 #define ROWS_PER_ITEM (RT / WG1)
@@ -214,6 +222,10 @@ void gemv_dot(GEMM_ARGUMENTS) {
     }
 }
 
+#endif  // gemv_dot
+
+#if defined(GEMV_EVERY_ENTRY) || defined(OCTUNE_ENTRY_gemv_axpy) || \
+    defined(OCTUNE_ENTRY_gemv_axpy_splitk)
 // --- gemv_axpy ---------------------------------------------------------------------------------
 
 #define VECS_PER_ITEM (RT / (WG0 * VW))
@@ -373,3 +385,4 @@ void gemv_axpy_splitk(GEMM_ARGUMENTS, __global float* workspace) {
     if (get_local_id(0) == 0 && get_local_id(1) == 0) atomic_xchg(counter, 0);
 }
 #endif
+#endif  // gemv_axpy, gemv_axpy_splitk

@@ -272,6 +272,28 @@ def test_every_matrix_vector_layout_has_exactly_one_gemv_kernel() -> None:
         assert all(load_kernel(name).takes(beyond_a_batch) is not None for name in GEMV_KERNELS)
 
 
+def test_a_gemv_kernel_compiles_only_its_own_entry(cl_device: cl.Device) -> None:
+    """gemv.cl's other entry, built with a config's tiles, can cost the compiler far more than
+    the entry tuned; a build without octune's entry define (a runtime's own) gets both.
+    """
+    context = cl.Context([cl_device])
+    workload = gemm_workload(1, 4096, 4096)
+    config = {"WG0": 16, "WG1": 1, "RT": 512, "VW": 1, "UNROLL": 8, "KSPLIT": 16}
+
+    def entries(name: str, *, octune_define: bool = True) -> set[str]:
+        kernel = load_kernel(name)
+        options = kernel.build_options(config, workload)
+        if not octune_define:
+            options = [o for o in options if not o.startswith("-DOCTUNE_ENTRY_")]
+        program = cl.Program(context, kernel.source).build(options=options)
+        return set(program.get_info(cl.program_info.KERNEL_NAMES).split(";"))
+
+    assert entries("gemv_axpy") == {"gemv_axpy"}
+    assert entries("gemv_axpy_splitk") == {"gemv_axpy", "gemv_axpy_splitk"}
+    assert entries("gemv_dot") == {"gemv_dot"}
+    assert entries("gemv_axpy", octune_define=False) == {"gemv_axpy", "gemv_dot"}
+
+
 @pytest.mark.parametrize(("name", "m", "n", "k", "transa", "transb"), gemv_cases())
 def test_gemv_configs_match_float64_reference(
     cl_device: cl.Device,

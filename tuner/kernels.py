@@ -63,13 +63,16 @@ class KernelSpec:
         return {**workload.defines(), **self.space.defines(config)}
 
     def build_options(self, config: Mapping[str, int], workload: Workload) -> list[str]:
-        """The defines, plus -w: compilers' remarks (e.g. PoCL's "loop not unrolled") would
-        otherwise land on the user's terminal once per candidate; errors still fail the build.
+        """The defines; then OCTUNE_ENTRY_<entry>, so that a template with several entries can
+        compile only this kernel's (gemv.cl's gemv_dot built with a gemv_axpy config's tiles
+        unrolls hundreds of rows and held NVIDIA's compiler for seconds per candidate); then
+        -w: compilers' remarks (e.g. PoCL's "loop not unrolled") would otherwise land on the
+        user's terminal once per candidate; errors still fail the build.
         """
         defines = [
             f"-D{name}={int(value)}" for name, value in self.defines(config, workload).items()
         ]
-        return [*defines, "-w"]
+        return [*defines, f"-DOCTUNE_ENTRY_{self.space.entry}", "-w"]
 
     def takes(self, workload: Workload) -> str | None:
         """Why this kernel cannot run the workload (its space's ``requires:``), or None."""
