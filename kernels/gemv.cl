@@ -7,7 +7,8 @@
 // Seen as y = mat . x: when N == 1 < M, mat is op(A) (M outputs), x the column op(B); otherwise
 // (M == 1, or a small batch M of rows times a wide op(B)) mat is op(B) (N outputs) and each of
 // the M rows of op(A) is an x: one pass over the matrix serves MB of them, so a batch of rows
-// streams the matrix ceil(M / MB) times, not M times. R outputs per x, each a sum over K.
+// streams the matrix ceil(M / MB) times, not M times. R outputs per x, each a sum over K. The
+// passes are the launch's second dimension of work-groups (one, without a batch).
 // Two entries, for the two ways the matrix can lie (the search spaces' `requires:` pick one):
 //   gemv_dot   mat(r, k) at mat[r * ldm + k]: each output is the dot product of a contiguous
 //              row with x. WG0 work-items along K each sum every WG0-th vector of a row (the
@@ -173,7 +174,7 @@ void gemv_dot(GEMM_ARGUMENTS) {
 #pragma unroll
     for (int i = 0; i < ROWS_PER_ITEM; ++i) rows[i] = min(r0 + t1 + i * WG1, o.outputs - 1);
     const bool aligned = o.ldm % VW == 0 && o.incx == 1 && (o.batch == 1 || o.ldx % VW == 0);
-    for (int b0 = 0; b0 < o.batch; b0 += MB) {
+    for (int b0 = get_group_id(1) * MB; b0 < o.batch; b0 += get_num_groups(1) * MB) {
         int x_of[MB];
         batch_offsets(o, b0, x_of);
         float sums[MB * ROWS_PER_ITEM];
@@ -269,15 +270,17 @@ inline void axpy_rows(const bool edge, const Operands o, const int* x_of, const 
 }
 
 // y = alpha * mat . x + beta * y over the matrix rows [0, K) for this work-group's RT outputs
-// (y: C as the operands lay it out). `partial` holds the WG1 partial sums of the tile.
+// (y: C as the operands lay it out), for the passes of x vectors pass, pass + passes, ...
+// `partial` holds the WG1 partial sums of the tile.
 inline void axpy_tile(const Operands o, const int K, const float alpha, const float beta,
-                      __global float* C, __local float* partial) {
+                      __global float* C, __local float* partial, const int pass,
+                      const int passes) {
     const int t0 = get_local_id(0);
     const int t1 = get_local_id(1);
     const int r0 = get_group_id(0) * RT;
     const bool edge = r0 + RT > o.outputs || o.ldm % VW != 0;
 
-    for (int b0 = 0; b0 < o.batch; b0 += MB) {
+    for (int b0 = pass * MB; b0 < o.batch; b0 += passes * MB) {
         int x_of[MB];
         batch_offsets(o, b0, x_of);
         float acc[MB * AXPY_ACC];
@@ -340,7 +343,8 @@ inline void axpy_tile(const Operands o, const int K, const float alpha, const fl
 __kernel __attribute__((reqd_work_group_size(WG0, WG1, 1)))
 void gemv_axpy(GEMM_ARGUMENTS) {
     __local float partial[AXPY_LOCAL];
-    axpy_tile(operands(M, N, A, lda, B, ldb, ldc), K, alpha, beta, C, partial);
+    axpy_tile(operands(M, N, A, lda, B, ldb, ldc), K, alpha, beta, C, partial, get_group_id(1),
+              get_num_groups(1));
 }
 
 #ifdef KSPLIT
@@ -366,7 +370,7 @@ void gemv_axpy_splitk(GEMM_ARGUMENTS, __global float* workspace) {
     part.x += kb * o.incx;
     part.incy = 1;
     part.ldy = o.outputs;
-    axpy_tile(part, min(slice, K - kb), 1.0f, 0.0f, partials + z * span, partial);
+    axpy_tile(part, min(slice, K - kb), 1.0f, 0.0f, partials + z * span, partial, 0, 1);
 
     volatile __global int* counter = (volatile __global int*)workspace + get_group_id(0);
     if (!last_slice_done(counter, KSPLIT, &last)) return;  // the same for the whole work-group
