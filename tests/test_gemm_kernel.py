@@ -272,6 +272,26 @@ def test_every_matrix_vector_layout_has_exactly_one_gemv_kernel() -> None:
         assert all(load_kernel(name).takes(beyond_a_batch) is not None for name in GEMV_KERNELS)
 
 
+def test_every_gemv_work_group_has_outputs_and_a_pass_of_its_own(device_info: DeviceInfo) -> None:
+    """Work-groups past the last tile stream the matrix for nothing (the batch kernels' launches
+    once had M times too many); along the second dimension, one per pass of MB x vectors.
+    """
+    for name, m, n, k, transa, transb in gemv_cases():
+        space = load_kernel(name).space
+        shape = gemm_workload(m, n, k, transa, transb).shape_vars()
+        outputs = n if n > 1 or m == 1 else m
+        table = space.enumerate(device_info.limits)
+        for config in (table.config(i) for i in range(0, len(table), max(1, len(table) // 25))):
+            launch = space.launches(config, shape, device_info.limits)[0]
+            sizes = zip(launch.global_size, launch.local_size, strict=True)
+            tiles, rows = (whole // group for whole, group in sizes)
+            assert (tiles - 1) * config["RT"] < outputs <= tiles * config["RT"], (name, config)
+            if "MB" in config:
+                assert rows == -(-m // config["MB"]), (name, m, config)
+            elif "KSPLIT" not in config:
+                assert rows == 1, (name, config)
+
+
 def test_a_gemv_kernel_compiles_only_its_own_entry(cl_device: cl.Device) -> None:
     """gemv.cl's other entry, built with a config's tiles, can cost the compiler far more than
     the entry tuned; a build without octune's entry define (a runtime's own) gets both.
