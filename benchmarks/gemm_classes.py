@@ -82,6 +82,12 @@ def read_run(path: Path) -> bytes:
     return gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
 
 
+def write_run(path: Path, run: dict[str, object]) -> None:
+    """``--out``: gzipped where its name ends in .gz, as ``read_run`` reads it."""
+    text = json.dumps(run, indent=1).encode()
+    path.write_bytes(gzip.compress(text) if path.suffix == ".gz" else text)
+
+
 def chosen_configs(
     paths: list[Path], prefix: str = "gemm"
 ) -> list[tuple[str, str, dict[str, int]]]:
@@ -298,9 +304,8 @@ def main() -> None:
               f"{theirs / best.unprofiled_s:5.2f}, PTX graph {theirs / ptx_s:5.2f})  "
               f"{row['gbs']:7.0f} GB/s  "
               f"(others, us: {others or '-'})", flush=True)  # fmt: skip
-        args.out.write_text(json.dumps({"device": info.name, "anchor": anchor_name, **copy,
-                                        **floor, "seconds_per_shape": args.seconds,
-                                        "rows": rows}, indent=1))  # fmt: skip
+        write_run(args.out, {"device": info.name, "anchor": anchor_name, **copy, **floor,
+                             "seconds_per_shape": args.seconds, "rows": rows})  # fmt: skip
     workers.close()
     report(rows, anchor_name, copy["opencl_copy_gbs"])
 

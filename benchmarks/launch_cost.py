@@ -36,6 +36,7 @@ from gemm_classes import (  # beside this script
     ptx_graph_seconds,
     read_run,
     vendor_anchor,
+    write_run,
 )
 from ptx_in_cuda import cuda_driver_for
 
@@ -128,8 +129,7 @@ def main() -> None:
               + f" {theirs * 1e6:8.1f}   " + " ".join(f"{theirs / t:5.2f}" for t in ours),
               flush=True)  # fmt: skip
     if args.out:
-        args.out.write_text(json.dumps({"device": device.name, "anchor": anchor_name, **floor,
-                                        "rows": rows}, indent=1))  # fmt: skip
+        write_run(args.out, {"device": device.name, "anchor": anchor_name, **floor, "rows": rows})
     summary(rows, anchor_name)
 
 
