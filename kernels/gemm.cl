@@ -554,13 +554,15 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
 // Aligned for the widest vector access: local arrays of float are only 4-byte aligned.
 #define LOCAL_TILES __local float tiles[TILES_LOCAL] __attribute__((aligned(32)))
 
-#ifndef PACK_A
+// A build compiles one family member's kernels: a split-K build (KSPLIT) that also held `gemm`
+// compiled the tile twice.
+#if !defined(PACK_A) && !defined(KSPLIT)
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
 void gemm(GEMM_ARGUMENTS) {
     LOCAL_TILES;
     gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, tiles);
 }
-#else
+#elif defined(PACK_A)
 // Two launches, as CLBlast's indirect GEMM: a transposing copy of A costs one read and one
 // write of A, and in exchange both tiles reach local memory as they lie (by cp.async where
 // ASYNC), without a transpose through registers. Where the product is large against A, that

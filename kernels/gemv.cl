@@ -340,14 +340,14 @@ inline void axpy_tile(const Operands o, const int K, const float alpha, const fl
 
 #define AXPY_LOCAL (WG1 > 1 ? WG1 * RT : 1)  // [t1][output of the tile]
 
+#ifndef KSPLIT  // the split's build holds its own kernel only
 __kernel __attribute__((reqd_work_group_size(WG0, WG1, 1)))
 void gemv_axpy(GEMM_ARGUMENTS) {
     __local float partial[AXPY_LOCAL];
     axpy_tile(operands(M, N, A, lda, B, ldb, ldc), K, alpha, beta, C, partial, get_group_id(1),
               get_num_groups(1));
 }
-
-#ifdef KSPLIT
+#else
 // Split-K (search_spaces/gemv_axpy_splitk.yaml): where the outputs are too few to give enough
 // work-groups long row segments, work-group z of the second launch dimension sums rows
 // [z * slice, (z + 1) * slice) into a partial y in the workspace, after one counter per tile of
