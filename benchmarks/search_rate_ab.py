@@ -74,11 +74,11 @@ def main() -> None:
     }
     workload = parse_shape(args.shape)
     print(f"{info.name}: {args.kernel} {args.shape}, {args.seconds:g} s per run", flush=True)
+    jobs = default_jobs(device)
     runs = []
     for turn in range(args.turns):
         for label, kernel in versions.items():
-            run = search(info, kernel, workload, args.seconds, args.seed + turn,
-                         default_jobs(device))  # fmt: skip
+            run = search(info, kernel, workload, args.seconds, args.seed + turn, jobs)
             runs.append({"version": label, "turn": turn, **run})
             best = run["best_s"]
             print(f"turn {turn} {label:>6}: {run['tried']:5d} candidates "
