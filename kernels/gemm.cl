@@ -2,8 +2,9 @@
 //
 // op(A) is M x K, op(B) is K x N, C is M x N; lda, ldb, ldc are row strides in elements.
 // Any M, N, K >= 1: tiles that overhang the matrix edges take a guarded path, interior tiles
-// a fast one, so odd sizes cost no padding kernels. With beta == 0, C is never read
-// (BLAS semantics: C may hold NaN).
+// a fast one, so odd sizes cost no padding kernels; in the plain kernel, an edge tile moves back
+// inside a matrix larger than it and takes the fast one too (edge_shift). With beta == 0, C is
+// never read (BLAS semantics: C may hold NaN).
 //
 // Workload defines (fixed per problem, not tuned):
 //   TRANSA, TRANSB  0: op(X) = X; 1: op(X) = X^T
@@ -286,14 +287,37 @@ inline void store_b(__local float* Bls, const float* regs, const int tid) {
 #define MIN_(a, b) ((a) < (b) ? (a) : (b))
 #define TILES_LOCAL MAX_(MAX_(A_LOCAL + B_LOCAL, SUM_LOCAL), 1)
 
+// How far a tile at `origin` that overhangs the edge of a matrix dimension of `size` moves back
+// to lie inside it. An edge tile took the checked loads on every K tile, and where the tiles
+// about fill the GPU once, the kernel waited for them (1000-cubed ran 13 % longer than
+// 1024-cubed on an H100). Moved, it loads whole tiles on the vector path, computes rows or
+// columns of the tile before it again and stores only its own. Not where the dimension is
+// smaller than the tile, or where the move would misalign the vectors of a dimension that runs
+// along memory (vw: their width); those keep the checks.
+//
+// The plain kernel only: the same lines in the split-K and packed builds, where no edge tile
+// was involved, changed how NVIDIA's compiler allocated their registers, up to 24 % slower
+// (benchmarks/RESULTS.md).
+#if !defined(PACK_A) && !defined(KSPLIT)
+#define EDGE_SHIFT 1
+#else
+#define EDGE_SHIFT 0
+#endif
+inline int edge_shift(const int size, const int origin, const int TILE, const int vw) {
+    const int left = size - origin;
+    return EDGE_SHIFT && left < TILE && size >= TILE && size % vw == 0 ? TILE - left : 0;
+}
+
 // The work-group's tile of C over the K range A and B point at (K deep).
 inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
     const int tn = get_local_id(0);
     const int tm = get_local_id(1);
     const int tk = get_local_id(2);  // K group: takes K tiles tk, tk + KDIMC, ...
     const int tid = tm * NDIMC + tn;
-    const int m0 = get_group_id(1) * MWG;
-    const int n0 = get_group_id(0) * NWG;
+    const int m_shift = edge_shift(M, get_group_id(1) * MWG, MWG, A_KM ? VWA : 1);
+    const int n_shift = edge_shift(N, get_group_id(0) * NWG, NWG, TRANSB ? 1 : VWB);
+    const int m0 = get_group_id(1) * MWG - m_shift;
+    const int n0 = get_group_id(0) * NWG - n_shift;
     const int m_left = M - m0;
     const int n_left = N - n0;
 #if SA
@@ -518,8 +542,10 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
     }
 #endif
 
-    // Interior tiles with aligned rows store whole vectors; edge tiles store element by element.
-    const bool fast_store = m_left >= MWG && n_left >= NWG && (ldc % VWN) == 0;
+    // Interior tiles with aligned rows store whole vectors; edge tiles store element by element,
+    // a moved one (edge_shift) its own rows and columns only.
+    const bool fast_store =
+        m_left >= MWG && n_left >= NWG && (ldc % VWN) == 0 && m_shift == 0 && n_shift == 0;
 #pragma unroll
     for (int i = 0; i < MWI; ++i) {
         const int m = m_of[i];
@@ -538,11 +564,11 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
                 }
                 store_vec(VWN, out, c_row + n_of[j]);
             }
-        } else if (m < m_left) {
+        } else if (m >= m_shift && m < m_left) {
 #pragma unroll
             for (int j = 0; j < NWI; ++j) {
                 const int n = n_of[j];
-                if (n < n_left) {
+                if (n >= n_shift && n < n_left) {
                     const float value = alpha * acc[i][j];
                     c_row[n] = beta != 0.0f ? mad(beta, c_row[n], value) : value;
                 }

@@ -198,6 +198,31 @@ def test_k_groups_share_out_k_tiles_and_sum_their_tiles(
             )
 
 
+def test_edge_tiles_move_inside_the_matrix_and_store_only_their_own(
+    cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    """A tile that overhangs M or N moves back inside the matrix (``edge_shift``), computes
+    rows or columns of its neighbour again and stores only its own: sizes that vectors divide
+    and tiles do not, aligned leading dimensions (so that moved tiles take the vector loads),
+    and beta != 0, which a tile that also stored its neighbour's part would apply twice. In
+    every layout, with K groups, and with either operand read straight from global memory.
+    """
+    context = cl.Context([cl_device])
+    rng = np.random.default_rng(17)
+    cases = [(1, 1, 1, 1), (2, 0, 1, 1), (1, 1, 0, 1), (4, 1, 1, 0)]
+    for transa, transb in LAYOUTS:
+        workload = gemm_workload(100, 76, 8 * 5 + 4, transa, transb)
+        for index, (kdimc, pf, sa, sb) in enumerate(cases):
+            config = first_config(
+                gemm_table, MWG=32, NWG=32, KWG=8, VWA=4 if sa else 1, VWB=4 if sb else 1,
+                VWN=4, KDIMC=kdimc, PF=pf, SA=sa, SB=sb,
+            )  # fmt: skip
+            assert_gemm_matches_reference(
+                context, gemm_kernel, config, workload, rng, alpha=0.75, beta=0.5,
+                pad=4 * (index % 2),
+            )  # fmt: skip
+
+
 @pytest.mark.parametrize(("transa", "transb"), LAYOUTS)
 def test_asynchronous_copies_keep_two_k_tiles_in_flight(
     cl_device: cl.Device,
