@@ -9,9 +9,9 @@ without search getting in the way; both versions are verified on every measureme
         --runs data/h100_k_groups/c2m_b.json.gz
 
 A list written by hand in the same form (``{"rows": [{"shape", "kernel", "config"}, ...]}``)
-works too: ``data/h100_edge/configs_edge_ab.json`` holds the latest class picks of 37 shapes and five more,
-the check for an edit to ``gemm_tile``, whose code NVIDIA's compiler allocates registers for
-differently after small edits (benchmarks/RESULTS.md, fifteenth part of issue 19).
+works too: ``data/h100_edge/configs_edge_ab.json`` holds the latest class picks of 37 shapes
+and five more, the check for an edit to ``gemm_tile``, whose code NVIDIA's compiler allocates
+registers for differently after small edits (benchmarks/RESULTS.md, fifteenth part of issue 19).
 """
 
 from __future__ import annotations
