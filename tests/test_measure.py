@@ -79,7 +79,7 @@ def test_config_that_cannot_build_is_a_build_error(
             "scaled",
         ),
         # One column at the matrix edge left unwritten: caught by the NaN poison.
-        ("if (n < n_left) {", "if (n < n_left - 1) {", "unwritten"),
+        ("if (n >= n_shift && n < n_left) {", "if (n >= n_shift && n < n_left - 1) {", "unwritten"),
         # The last K element ignored.
         ("const int k_left = K - k0;", "const int k_left = K - k0 - 1;", "short K"),
     ],
