@@ -297,16 +297,18 @@ inline void store_b(__local float* Bls, const float* regs, const int tid) {
 //
 // The plain kernel only: the same lines in the split-K and packed builds, where no edge tile
 // was involved, changed how NVIDIA's compiler allocated their registers, up to 24 % slower
-// (benchmarks/RESULTS.md).
+// (benchmarks/RESULTS.md, fifteenth part of issue 19); even the store's one comparison more
+// made the packed kernel 5 % slower at 4096-cubed (sixteenth part). So every line of the move
+// is under EDGE_SHIFT, and the other builds compile the code they compiled before it.
 #if !defined(PACK_A) && !defined(KSPLIT)
 #define EDGE_SHIFT 1
+inline int edge_shift(const int size, const int origin, const int TILE, const int vw) {
+    const int left = size - origin;
+    return left < TILE && size >= TILE && size % vw == 0 ? TILE - left : 0;
+}
 #else
 #define EDGE_SHIFT 0
 #endif
-inline int edge_shift(const int size, const int origin, const int TILE, const int vw) {
-    const int left = size - origin;
-    return EDGE_SHIFT && left < TILE && size >= TILE && size % vw == 0 ? TILE - left : 0;
-}
 
 // The work-group's tile of C over the K range A and B point at (K deep).
 inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
@@ -314,10 +316,15 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
     const int tm = get_local_id(1);
     const int tk = get_local_id(2);  // K group: takes K tiles tk, tk + KDIMC, ...
     const int tid = tm * NDIMC + tn;
+#if EDGE_SHIFT
     const int m_shift = edge_shift(M, get_group_id(1) * MWG, MWG, A_KM ? VWA : 1);
     const int n_shift = edge_shift(N, get_group_id(0) * NWG, NWG, TRANSB ? 1 : VWB);
     const int m0 = get_group_id(1) * MWG - m_shift;
     const int n0 = get_group_id(0) * NWG - n_shift;
+#else
+    const int m0 = get_group_id(1) * MWG;
+    const int n0 = get_group_id(0) * NWG;
+#endif
     const int m_left = M - m0;
     const int n_left = N - n0;
 #if SA
@@ -544,8 +551,12 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
 
     // Interior tiles with aligned rows store whole vectors; edge tiles store element by element,
     // a moved one (edge_shift) its own rows and columns only.
+#if EDGE_SHIFT
     const bool fast_store =
         m_left >= MWG && n_left >= NWG && (ldc % VWN) == 0 && m_shift == 0 && n_shift == 0;
+#else
+    const bool fast_store = m_left >= MWG && n_left >= NWG && (ldc % VWN) == 0;
+#endif
 #pragma unroll
     for (int i = 0; i < MWI; ++i) {
         const int m = m_of[i];
@@ -564,11 +575,19 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
                 }
                 store_vec(VWN, out, c_row + n_of[j]);
             }
-        } else if (m >= m_shift && m < m_left) {
+#if EDGE_SHIFT
+        } else if (m >= m_shift && m < m_left) {  // a moved tile's own rows only
+#else
+        } else if (m < m_left) {
+#endif
 #pragma unroll
             for (int j = 0; j < NWI; ++j) {
                 const int n = n_of[j];
+#if EDGE_SHIFT
                 if (n >= n_shift && n < n_left) {
+#else
+                if (n < n_left) {
+#endif
                     const float value = alpha * acc[i][j];
                     c_row[n] = beta != 0.0f ? mad(beta, c_row[n], value) : value;
                 }

@@ -1,0 +1,74 @@
+"""Which builds a template edit reaches, without a device: each config of earlier runs (the
+``--runs`` lists ``template_ab.py`` takes), the template before and the installed one run through
+the C preprocessor with that config's build options, and the lines that differ printed.
+
+NVIDIA's compiler allocates registers for a GEMM build differently after edits the build never
+executes (benchmarks/RESULTS.md, issue 19, fifteenth and sixteenth parts), so an edit meant for
+one kernel should leave the other builds' code as it was. Where this prints ``same`` (or only
+parentheses), the device has nothing to compare; where a build differs, time it with
+``template_ab.py``. Needs ``cpp`` (GCC's preprocessor).
+
+    git show HEAD:kernels/gemm.cl > build/ab/gemm.cl && cp kernels/*.clh build/ab/
+    python benchmarks/template_reach.py --baseline build/ab/gemm.cl \\
+        --runs data/h100_edge/configs_edge_ab.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import subprocess
+from pathlib import Path
+
+from gemm_classes import assignments, chosen_configs, parse_shape  # beside this script
+
+from octune.tuner.kernels import expand_includes, load_kernel
+
+#: Defined by NVIDIA's OpenCL compiler: the templates' NVIDIA paths (cp.async, fences) compare too.
+DEVICE_DEFINES = ["-Dcl_nv_pragma_unroll=1"]
+
+
+def preprocessed(source: str, defines: list[str]) -> list[str]:
+    """The source as the compiler's front end sees it: one line per line of code, whitespace
+    collapsed.
+    """
+    text = subprocess.run(
+        ["cpp", "-P", "-x", "c", *DEVICE_DEFINES, *defines, "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+
+
+def changed_lines(before: list[str], after: list[str]) -> list[str]:
+    """The lines removed (``-``) and added (``+``) between two preprocessed sources."""
+    diff = difflib.unified_diff(before, after, lineterm="", n=0)
+    return [line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", type=Path, required=True, help="the template before")
+    parser.add_argument("--runs", type=Path, nargs="+", required=True)
+    parser.add_argument("--missing", nargs="*", default=["ASYNC=0", "KDIMC=1"],
+                        metavar="NAME=VALUE",
+                        help="parameters newer than the runs, at the value that builds the "
+                             "kernel they ran")  # fmt: skip
+    parser.add_argument("--show", type=int, default=12, help="changed lines printed per build")
+    args = parser.parse_args()
+    before = expand_includes(args.baseline, args.baseline.parent)
+    missing = assignments(args.missing)
+    for shape, name, chosen in chosen_configs(args.runs):
+        kernel = load_kernel(name)
+        options = kernel.build_options({**missing, **chosen}, parse_shape(shape))
+        defines = [option for option in options if option.startswith("-D")]
+        changed = changed_lines(preprocessed(before, defines), preprocessed(kernel.source, defines))
+        print(f"{shape:>16} {name:>18}  " + (f"{len(changed)} lines differ" if changed else "same"))
+        for line in changed[: args.show]:
+            print(f"    {line[:150]}")
+
+
+if __name__ == "__main__":
+    main()
