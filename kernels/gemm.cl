@@ -297,9 +297,10 @@ inline void store_b(__local float* Bls, const float* regs, const int tid) {
 //
 // The plain kernel only: the same lines in the split-K and packed builds, where no edge tile
 // was involved, changed how NVIDIA's compiler allocated their registers, up to 24 % slower
-// (benchmarks/RESULTS.md, fifteenth part of issue 19); even the store's one comparison more
-// made the packed kernel 5 % slower at 4096-cubed (sixteenth part). So every line of the move
-// is under EDGE_SHIFT, and the other builds compile the code they compiled before it.
+// (benchmarks/RESULTS.md, fifteenth part of issue 19); even with its shift fixed at zero there
+// (a helper returning zero, two comparisons more in the edge store) the packed kernel ran 5 %
+// slower at 4096-cubed (sixteenth part). So every line of the move is under EDGE_SHIFT, and the
+// other builds compile the code they compiled before it (benchmarks/template_reach.py shows it).
 #if !defined(PACK_A) && !defined(KSPLIT)
 #define EDGE_SHIFT 1
 inline int edge_shift(const int size, const int origin, const int TILE, const int vw) {
