@@ -12,10 +12,10 @@ A list written by hand in the same form (``{"rows": [{"shape", "kernel", "config
 works too: ``data/h100_edge/configs_edge_ab.json`` holds the latest class picks of 37 shapes
 and five more, ``data/h100_held_out2/configs_top.json`` the packed picks at 4096- and
 8192-cubed, ``configs_plain_top.json`` beside it the plain kernel's top-end configs: together
-the check for an edit to ``gemm_tile``, whose code NVIDIA's compiler
-allocates registers for differently after small edits (benchmarks/RESULTS.md, fifteenth and
-sixteenth parts of issue 19). ``template_reach.py`` tells first, without a device, which of
-those builds the edit changes at all.
+the check for an edit to ``gemm_tile``, whose code NVIDIA's compiler allocates registers for
+differently after small edits (benchmarks/RESULTS.md, fifteenth and sixteenth parts of issue
+19). ``template_reach.py`` tells first, without a device, which of those builds the edit
+changes at all.
 """
 
 from __future__ import annotations
