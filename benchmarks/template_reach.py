@@ -4,9 +4,9 @@ the C preprocessor with that config's build options, and the lines that differ p
 
 NVIDIA's compiler allocates registers for a GEMM build differently after edits the build never
 executes (benchmarks/RESULTS.md, issue 19, fifteenth and sixteenth parts), so an edit meant for
-one kernel should leave the other builds' code as it was. Where this prints ``same`` (or only
-parentheses), the device has nothing to compare; where a build differs, time it with
-``template_ab.py``. Needs ``cpp`` (GCC's preprocessor).
+one kernel should leave the other builds' code as it was. Where this prints ``same``, the
+device has nothing to compare; where a build differs, time it with ``template_ab.py``. Needs
+``cpp`` (GCC's preprocessor).
 
     git show HEAD:kernels/gemm.cl > build/ab/gemm.cl && cp kernels/*.clh build/ab/
     python benchmarks/template_reach.py --baseline build/ab/gemm.cl \\
