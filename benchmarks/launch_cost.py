@@ -27,6 +27,7 @@ import math
 from pathlib import Path
 
 from gemm_classes import (  # beside this script
+    add_missing_argument,
     assignments,
     chosen_configs,
     class_of,
@@ -67,13 +68,7 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, nargs="+", default=None)
     parser.add_argument("--report", type=Path, default=None, metavar="OUT",
                         help="only print the summary of an earlier run's --out file")  # fmt: skip
-    parser.add_argument(
-        "--missing",
-        nargs="*",
-        default=["ASYNC=0", "KDIMC=1"],
-        metavar="NAME=VALUE",
-        help="parameters newer than the runs, at the value that builds the kernel they ran",
-    )
+    add_missing_argument(parser, "ASYNC=0", "KDIMC=1")
     parser.add_argument("--latest", action="store_true",
                         help="each shape's last chosen config only, as gemm_classes --report "
                              "keeps them")  # fmt: skip

@@ -21,15 +21,16 @@ changes at all.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 
 from gemm_classes import (  # beside this script
+    add_missing_argument,
     assignments,
     chosen_configs,
     parse_shape,
     vendor_anchor,
+    write_run,
 )
 
 from octune.tuner.device import select_device
@@ -65,13 +66,7 @@ def main() -> None:
     parser.add_argument("--device", default=None)
     parser.add_argument("--baseline", type=Path, required=True, help="the template before")
     parser.add_argument("--runs", type=Path, nargs="+", required=True)
-    parser.add_argument(
-        "--missing",
-        nargs="*",
-        default=[],
-        metavar="NAME=VALUE",
-        help="parameters newer than the runs, at the value that builds the kernel they ran",
-    )
+    add_missing_argument(parser)
     parser.add_argument(
         "--local-memory",
         type=int,
@@ -113,7 +108,7 @@ def main() -> None:
         rows.append({"shape": shape, "kernel": name, "config": config, "times_s": times,
                      "anchor_s": anchor_s, "failed": failed})  # fmt: skip
     if args.out:
-        args.out.write_text(json.dumps({"rows": rows}, indent=1))
+        write_run(args.out, {"device": device.name, "anchor": anchor_name, "rows": rows})
 
 
 if __name__ == "__main__":

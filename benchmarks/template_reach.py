@@ -20,7 +20,12 @@ import difflib
 import subprocess
 from pathlib import Path
 
-from gemm_classes import assignments, chosen_configs, parse_shape  # beside this script
+from gemm_classes import (  # beside this script
+    add_missing_argument,
+    assignments,
+    chosen_configs,
+    parse_shape,
+)
 
 from octune.tuner.kernels import expand_includes, load_kernel
 
@@ -52,10 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, required=True, help="the template before")
     parser.add_argument("--runs", type=Path, nargs="+", required=True)
-    parser.add_argument("--missing", nargs="*", default=["ASYNC=0", "KDIMC=1"],
-                        metavar="NAME=VALUE",
-                        help="parameters newer than the runs, at the value that builds the "
-                             "kernel they ran")  # fmt: skip
+    add_missing_argument(parser, "ASYNC=0", "KDIMC=1")
     parser.add_argument("--show", type=int, default=12, help="changed lines printed per build")
     args = parser.parse_args()
     before = expand_includes(args.baseline, args.baseline.parent)
