@@ -24,7 +24,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,13 +91,14 @@ def write_run(path: Path, run: dict[str, object]) -> None:
 
 
 def chosen_configs(
-    paths: list[Path], prefix: str = "gemm"
+    paths: list[Path], prefix: str = "gemm", missing: Mapping[str, int] | None = None
 ) -> list[tuple[str, str, dict[str, int]]]:
     """(shape, kernel, config) of each row of earlier runs whose kernel's name starts with
-    ``prefix`` (by default gemm.cl's kernels, whose tiles the A/B scripts vary), first run first.
+    ``prefix`` (by default gemm.cl's kernels, whose tiles the A/B scripts vary), first run first;
+    ``missing`` (``--missing``) fills the parameters a run's configs lack.
     """
     return [
-        (row["shape"], row["kernel"], row["config"])
+        (row["shape"], row["kernel"], {**(missing or {}), **row["config"]})
         for path in paths
         for row in json.loads(read_run(path))["rows"]
         if row.get("config") and row["kernel"].startswith(prefix)

@@ -80,10 +80,9 @@ def main() -> None:
         return
     if not args.runs:
         parser.error("--runs is required (or --report)")
-    missing = assignments(args.missing)
     device = select_device(args.device)
     cuda = cuda_driver_for(device)
-    chosen = chosen_configs(args.runs, prefix="")
+    chosen = chosen_configs(args.runs, prefix="", missing=assignments(args.missing))
     if args.latest:
         chosen = list({shape: (shape, name, config) for shape, name, config in chosen}.values())
     anchor_name, anchor = vendor_anchor(device)
@@ -94,8 +93,7 @@ def main() -> None:
           f"PTX-graph (us)", flush=True)  # fmt: skip
     rows = []
     seen: set[tuple[str, str, tuple[tuple[str, int], ...]]] = set()
-    for shape, name, picked in chosen:
-        config = {**missing, **picked}
+    for shape, name, config in chosen:
         key = (shape, name, tuple(sorted(config.items())))
         if key in seen:
             continue

@@ -82,9 +82,7 @@ def main() -> None:
     print(f"{'shape':>16} {'kernel':>18} {'before us':>10} {'after us':>10} {'after/before':>12} "
           f"{anchor_name + ' us':>10} {'ratio after':>11}", flush=True)  # fmt: skip
     rows = []
-    missing = assignments(args.missing)
-    for shape, name, chosen in chosen_configs(args.runs):
-        config = {**missing, **chosen}
+    for shape, name, config in chosen_configs(args.runs, missing=assignments(args.missing)):
         workload = parse_shape(shape)
         after = load_kernel(name)
         versions = {

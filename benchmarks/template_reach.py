@@ -61,10 +61,9 @@ def main() -> None:
     parser.add_argument("--show", type=int, default=12, help="changed lines printed per build")
     args = parser.parse_args()
     before = expand_includes(args.baseline, args.baseline.parent)
-    missing = assignments(args.missing)
-    for shape, name, chosen in chosen_configs(args.runs):
+    for shape, name, config in chosen_configs(args.runs, missing=assignments(args.missing)):
         kernel = load_kernel(name)
-        options = kernel.build_options({**missing, **chosen}, parse_shape(shape))
+        options = kernel.build_options(config, parse_shape(shape))
         defines = [option for option in options if option.startswith("-D")]
         changed = changed_lines(preprocessed(before, defines), preprocessed(kernel.source, defines))
         print(f"{shape:>16} {name:>18}  " + (f"{len(changed)} lines differ" if changed else "same"))
