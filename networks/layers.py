@@ -18,8 +18,14 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
+from onnx.external_data_helper import (
+    ExternalDataInfo,
+    load_external_data_for_model,
+    uses_external_data,
+)
 
 from octune.networks.models import BUILTIN, did_you_mean
+from octune.networks.normalize import normalize
 from octune.tuner.errors import OctuneError, WorkloadError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import family
@@ -93,9 +99,11 @@ def load_model(
                 f"give an .onnx file that exists or a built-in network: {', '.join(BUILTIN)}"
             )
         model, label, defaults = _read(path), str(path), {}
+    _fix_dims(model, label, batch, {**defaults, **(dims or {})}, set(dims or ()))
+    if not isinstance(source, str) or source not in BUILTIN:
+        model = normalize(model, label)  # octune's own networks are written plain
     for index, node in enumerate(model.graph.node):
         node.name = node_name(node, index)
-    _fix_dims(model, label, batch, {**defaults, **(dims or {})}, set(dims or ()))
     try:
         return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except onnx.shape_inference.InferenceError as error:
@@ -105,11 +113,13 @@ def load_model(
 def _read(path: Path) -> onnx.ModelProto:
     """The model in a file, checked; each way a file can fail to be one is a line naming it
     (protobuf reads an empty file as an empty model, and the checker would only say that it
-    has no IR version, or that a "field 'shape'" is missing without naming whose).
+    has no IR version, or that a "field 'shape'" is missing without naming whose). External
+    data is read only from files inside the model's folder, each checked to hold the bytes
+    the model says before any is read.
     """
     try:
         empty = path.stat().st_size == 0
-        model = onnx.load(path)
+        model = onnx.load(path, load_external_data=False)
     except OSError as error:
         raise OctuneError(f"cannot read model {path}: {error.strerror}") from None
     except DecodeError:
@@ -118,6 +128,7 @@ def _read(path: Path) -> onnx.ModelProto:
         ) from None
     if empty:
         raise OctuneError(f"{path} is empty (0 bytes): export or download the model again")
+    _load_external_data(model, path)
     graph = model.graph
     for kind, values in (("input", graph.input), ("output", graph.output)):
         for value in values:
@@ -129,9 +140,45 @@ def _read(path: Path) -> onnx.ModelProto:
                 )
     try:
         onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as error:
+    except (onnx.checker.ValidationError, ValueError) as error:
         raise OctuneError(f"{path} is not a valid ONNX model: {_first_line(error)}") from None
     return model
+
+
+def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Read the tensors stored beside the model, refusing a location outside its folder, a
+    missing file and one shorter than the tensor's offset and length (before reading any).
+    """
+    folder = path.parent.resolve()
+    constants = (a.t for node in model.graph.node for a in node.attribute if a.HasField("t"))
+    tensors = [*model.graph.initializer, *constants]
+    external = [tensor for tensor in tensors if uses_external_data(tensor)]
+    for tensor in external:
+        info = ExternalDataInfo(tensor)
+        target = (folder / info.location).resolve()
+        if not info.location or not target.is_relative_to(folder):
+            raise OctuneError(
+                f"{path}: tensor {tensor.name!r} keeps its data at {info.location!r}, outside "
+                "the model's folder: octune reads external data only beside the model"
+            )
+        if not target.is_file():
+            raise OctuneError(
+                f"{path}: tensor {tensor.name!r} keeps its data in {info.location!r}, which is "
+                "missing: copy it beside the model"
+            )
+        end = (info.offset or 0) + (info.length or 0)
+        if end > target.stat().st_size:
+            raise OctuneError(
+                f"{path}: tensor {tensor.name!r} needs bytes up to {end} of {info.location!r}, "
+                f"which has {target.stat().st_size} (truncated): copy it again"
+            )
+    if external:
+        try:
+            load_external_data_for_model(model, str(folder))
+        except (OSError, ValueError) as error:
+            raise OctuneError(
+                f"{path}: cannot read its external data: {_first_line(error)}"
+            ) from None
 
 
 def _first_line(error: Exception) -> str:

@@ -20,16 +20,22 @@ import onnx
 import pyopencl as cl
 
 from octune.runtime.graph import (
+    RESIZE_COORDINATES,
+    RESIZE_NEAREST,
     Alias,
+    Broadcast,
     Concat,
+    ConvTranspose,
     Elementwise,
     Epilogue,
     Graph,
+    IndexMap,
     LayerNorm,
     Pool,
+    Reduce,
+    Resize,
     Softmax,
     Step,
-    Transpose,
     Tuned,
     load_graph,
 )
@@ -48,7 +54,24 @@ from octune.tuner.results import one_line_reason
 
 #: Work-group size of the runtime's own (untuned) kernels.
 LOCAL = 64
-ACTIVATIONS = {"none": 0, "relu": 1, "clip": 2, "erf": 3}
+
+
+def _numbered(*names: str) -> dict[str, int]:
+    return {name: code for code, name in enumerate(names)}
+
+
+# The numbering of ops.cl's ACT, FUNCTION, REDUCTION and index_map MODE defines.
+ACTIVATIONS = _numbered(
+    "none", "relu", "clip", "erf", "sigmoid", "hardsigmoid", "hardswish", "tanh", "leakyrelu",
+    "elu", "gelu", "gelu_tanh", "silu", "softplus", "exp", "log", "sqrt", "reciprocal", "neg",
+    "abs", "pow", "floor", "ceil", "round", "not", "bool", "trunc", "sign", "sin", "cos",
+)  # fmt: skip
+FUNCTIONS = _numbered(
+    "add", "sub", "mul", "div", "pow", "min", "max", "mod", "fmod", "equal", "less",
+    "less_equal", "greater", "greater_equal", "and", "or", "xor", "prelu", "where", "expand",
+)  # fmt: skip
+REDUCTIONS = _numbered("sum", "mean", "max", "min", "l2", "sum_square", "prod")
+MODES = _numbered("plain", "tile", "constant", "edge", "reflect")
 
 
 @dataclass(frozen=True)
@@ -114,6 +137,7 @@ class Runtime:
         source = configs if configs is not None and policy != "default" else None
         self.choices = self._choose(source or default_configs(self.info), policy)
         self.buffers: dict[str, cl.Buffer] = {}
+        self._metas: list[cl.Buffer] = []
         self._allocate()
         self.plan = [self._plan(step) for step in self.graph.steps]
 
@@ -144,6 +168,7 @@ class Runtime:
     def _allocate(self) -> None:
         graph, flags = self.graph, cl.mem_flags
         used = {name for step in graph.steps for name in self._reads(step)}
+        self._check_memory(used & graph.constants.keys())
         for name in sorted(used & graph.constants.keys()):
             value = np.ascontiguousarray(graph.constants[name], dtype=np.float32)
             self.buffers[name] = cl.Buffer(
@@ -156,6 +181,26 @@ class Runtime:
                 self.buffers[step.output] = self.buffers[step.inputs[0]]
             else:
                 self.buffers[step.output] = self._tensor_buffer(step.output)
+
+    def _check_memory(self, constants: set[str]) -> None:
+        """Refuse, before allocating anything, a model whose tensors the device cannot hold."""
+        graph = self.graph
+        tensors = [*graph.inputs, *(s.output for s in graph.steps if not isinstance(s, Alias))]
+        sizes = {name: 4 * math.prod(graph.shapes[name]) for name in (*constants, *tensors)}
+        largest = max(sizes, key=sizes.__getitem__, default=None)
+        total, limit = sum(sizes.values()), self.device.global_mem_size
+        if total > limit:
+            raise OctuneError(
+                f"{graph.name} needs {total / 2**30:.2f} GiB of tensors and weights, and "
+                f"{self.info.name} has {limit / 2**30:.2f} GiB: give smaller inputs "
+                "(--batch, --dim) or a device with more memory"
+            )
+        if largest is not None and sizes[largest] > self.device.max_mem_alloc_size:
+            raise OctuneError(
+                f"{graph.name}: tensor '{largest}' needs {sizes[largest] / 2**20:.0f} MiB, more "
+                f"than the {self.device.max_mem_alloc_size / 2**20:.0f} MiB {self.info.name} "
+                "allocates at once: give smaller inputs (--batch, --dim)"
+            )
 
     def _tensor_buffer(self, name: str) -> cl.Buffer:
         size = 4 * max(math.prod(self.graph.shapes[name]), 1)
@@ -226,25 +271,60 @@ class Runtime:
             rows, length = n // shape[-1], shape[-1]
             args = (x, y, gamma, beta, np.int32(rows), np.int32(length), np.float32(step.epsilon))
             launches.append(self._ops(step, "layer_norm", args, rows))
-        elif isinstance(step, Transpose):
-            launches.append(self._transpose(step, x, y, n))
+        elif isinstance(step, IndexMap):
+            launches.append(self._index_map(step, x, y, n))
+        elif isinstance(step, Broadcast):
+            a, b, c = (*(self.buffers[name] for name in step.inputs), None, None)[:3]
+            meta = self._meta(step.dims, *step.strides)
+            args = (a, b, c, y, meta, np.int32(n))
+            defines = dict(FUNCTION=FUNCTIONS[step.function], INPUTS=len(step.inputs))
+            launches.append(self._ops(step, "broadcast", args, n, **defines))
+        elif isinstance(step, Reduce):
+            meta = self._meta(step.dims, step.strides, step.reduced)
+            args = (x, y, meta, np.int32(n), np.int32(math.prod(step.reduced)))
+            defines = dict(REDUCTION=REDUCTIONS[step.function])
+            launches.append(self._ops(step, "reduce", args, n, **defines))
+        elif isinstance(step, Resize):
+            images, c, h, w = self.graph.shapes[step.inputs[0]]
+            sizes = (images * c, h, w, shape[2], shape[3])
+            args = (x, y, *map(np.int32, sizes), *map(np.float32, step.scales))
+            defines = dict(LINEAR=int(step.linear),
+                           COORDINATES=RESIZE_COORDINATES.index(step.coordinates),
+                           NEAREST=RESIZE_NEAREST.index(step.nearest))  # fmt: skip
+            launches.append(self._ops(step, "resize", args, n, **defines))
+        elif isinstance(step, ConvTranspose):
+            launches.append(self._conv_transpose(step, x, y, n))
         else:
             raise AssertionError(f"no plan for {type(step).__name__}")
         if not step.epilogue.empty:
             launches.append(self._epilogue(step, step.output))
         return Planned(step, type(step).__name__.lower(), "-", {}, tuple(launches))
 
-    def _transpose(self, step: Transpose, x: cl.Buffer, y: cl.Buffer, n: int) -> Launch:
-        shape = self.graph.shapes[step.inputs[0]]
-        if len(shape) > 4:
-            raise OctuneError(f"layer '{step.name}': octune run transposes up to 4 axes")
-        pad = 4 - len(shape)
-        padded = (1,) * pad + shape
-        perm = (*range(pad), *(axis + pad for axis in step.perm))
-        strides = [math.prod(padded[axis + 1 :]) for axis in range(4)]
-        dims = [padded[axis] for axis in perm]
-        args = (x, y, *map(np.int32, (*dims[1:], n, *(strides[axis] for axis in perm))))
-        return self._ops(step, "transpose", args, n)
+    def _meta(self, *rows: Sequence[int]) -> cl.Buffer:
+        """A shape-generic kernel's axes: RANK ints a row (kept for the launches' lifetime)."""
+        value = np.array([v for row in rows for v in row], dtype=np.int32)
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        self._metas.append(cl.Buffer(self.context, flags, hostbuf=value))
+        return self._metas[-1]
+
+    def _index_map(self, step: IndexMap, x: cl.Buffer, y: cl.Buffer, n: int) -> Launch:
+        meta = self._meta(*step.axes)
+        table = self._meta(step.table or (0,))
+        args = (x, y, meta, table, np.int32(step.table_axis), np.int32(n), np.float32(step.value))
+        defines = dict(MODE=MODES[step.mode], TABLE=int(bool(step.table)))
+        return self._ops(step, "index_map", args, n, **defines)
+
+    def _conv_transpose(self, step: ConvTranspose, x: cl.Buffer, y: cl.Buffer, n: int) -> Launch:
+        images, c, h, w = self.graph.shapes[step.inputs[0]]
+        _, k, oh, ow = self.graph.shapes[step.output]
+        weight = self.buffers[step.inputs[1]]
+        bias = self.buffers[step.inputs[2]] if len(step.inputs) > 2 else None
+        args = (x, weight, bias, y, *map(np.int32, (images, c, h, w, k, oh, ow)))
+        defines = dict(KH=step.kernel[0], KW=step.kernel[1], SH=step.strides[0],
+                       SW=step.strides[1], PT=step.pads[0], PL=step.pads[1],
+                       DH=step.dilations[0], DW=step.dilations[1], GROUPS=step.groups,
+                       HAS_BIAS=int(bias is not None))  # fmt: skip
+        return self._ops(step, "conv_transpose", args, n, **defines)
 
     def _epilogue(self, step: Step, source: str) -> Launch:
         e: Epilogue = step.epilogue
@@ -252,7 +332,7 @@ class Runtime:
         scale, bias, other = (
             self.buffers[name] if name else None for name in (e.scale, e.bias, e.other)
         )
-        sizes = map(np.int32, (n, e.inner, e.channels))
+        sizes = map(np.int32, (n, e.inner, e.channels, e.other_inner, e.other_size))
         args = (self.buffers[source], self.buffers[step.output], scale, bias, other, *sizes,
                 np.float32(e.low), np.float32(e.high))  # fmt: skip
         defines = dict(HAS_SCALE=int(scale is not None), HAS_BIAS=int(bias is not None),

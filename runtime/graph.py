@@ -3,10 +3,17 @@
 Loading folds what an inference runtime folds, so a forward pass makes few launches:
 
 * BatchNormalization after a Conv goes into the Conv's weights and a bias;
-* the bias, batch-norm, constant scale, residual Add (or product) and activation that follow a
-  Conv, Gemm or MatMul, or that follow each other, become one element-wise epilogue
-  (``Epilogue``, kernel ``epilogue`` of ``ops.cl``), applied in place after a conv or GEMM;
-* Reshape, Flatten, Squeeze, Unsqueeze, Dropout and Identity alias their input: no launch.
+* the bias, batch-norm, constant scale, residual Add (or product), squeeze-and-excitation gate
+  and activation (SiLU and HardSwish written as ``x * sigmoid(x)`` too) that follow a Conv, Gemm
+  or MatMul, or that follow each other, become one element-wise epilogue (``Epilogue``, kernel
+  ``epilogue`` of ``ops.cl``), applied in place after a conv or GEMM;
+* Reshape, Flatten, Squeeze, Unsqueeze, Dropout, Identity and Cast to float alias their input:
+  no launch.
+
+What does not fuse runs through shape-generic kernels: broadcasting element-wise functions,
+index maps (transpose, slice, split, gather, expand, tile, pad), reductions, resize and
+transposed convolution. Models reach this module normalised (``octune.networks.normalize``):
+constants folded, so shape arithmetic is gone and every operand this module needs constant is.
 
 A fused step runs where its last node stands in the graph, so every input of every node it
 holds (a residual computed on another branch) is ready by then. Conv, Gemm and MatMul nodes get
@@ -25,34 +32,75 @@ import onnx
 from onnx import numpy_helper
 
 from octune.networks.layers import Layer, node_layers
+from octune.runtime import layout
 from octune.tuner.errors import OctuneError
 
 ALIASES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Identity"})
-ACTIVATIONS = {"Relu": "relu", "Clip": "clip", "Erf": "erf"}
+#: One-input functions an epilogue applies last, by ONNX operator (Pow: by a constant exponent;
+#: Cast: to bool or an integer type, float casts being aliases; Gelu: by its approximation).
+UNARY = {
+    "Relu": "relu", "Clip": "clip", "Erf": "erf", "Sigmoid": "sigmoid",
+    "HardSigmoid": "hardsigmoid", "HardSwish": "hardswish", "Tanh": "tanh",
+    "LeakyRelu": "leakyrelu", "Elu": "elu", "Gelu": "gelu", "Softplus": "softplus", "Exp": "exp",
+    "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Neg": "neg", "Abs": "abs",
+    "Pow": "pow", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Not": "not",
+    "Sign": "sign", "Sin": "sin", "Cos": "cos", "Cast": "cast",
+}  # fmt: skip
 #: Element-wise operators an epilogue takes: with a constant (a broadcast vector) or a tensor
-#: of the output's shape.
+#: that broadcasts along one block of the output's axes.
 ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "BatchNormalization"})
+#: Broadcasting functions of two or three tensors (``broadcast`` of ``ops.cl``).
+FUNCTIONS = {
+    "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Min": "min",
+    "Max": "max", "Mod": "mod", "Equal": "equal", "Less": "less", "LessOrEqual": "less_equal",
+    "Greater": "greater", "GreaterOrEqual": "greater_equal", "And": "and", "Or": "or",
+    "Xor": "xor", "PRelu": "prelu", "Where": "where", "Expand": "expand",
+}  # fmt: skip
+REDUCTIONS = {
+    "ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
+    "ReduceL2": "l2", "ReduceSumSquare": "sum_square", "ReduceProd": "prod",
+}  # fmt: skip
+RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                      "tf_half_pixel_for_nn")  # fmt: skip
+RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+INDEXING = frozenset({"Transpose", "Slice", "Split", "Gather", "Tile", "Pad"})
 POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
 OTHERS = frozenset({"Conv", "Gemm", "MatMul", "Concat", "Softmax", "LayerNormalization",
-                    "Transpose", "Constant"})  # fmt: skip
-SUPPORTED = sorted(ALIASES | set(ACTIVATIONS) | ARITHMETIC | POOLS | OTHERS)
+                    "Constant", "Resize", "Upsample", "ConvTranspose"})  # fmt: skip
+SUPPORTED = sorted(
+    ALIASES
+    | UNARY.keys()
+    | ARITHMETIC
+    | FUNCTIONS.keys()
+    | REDUCTIONS.keys()
+    | INDEXING
+    | POOLS
+    | OTHERS
+)
+_INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
+                            onnx.TensorProto.INT64, onnx.TensorProto.UINT8,
+                            onnx.TensorProto.UINT16, onnx.TensorProto.UINT32,
+                            onnx.TensorProto.UINT64})  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Epilogue:
-    """y = act(x * scale[c] + bias[c] (+ or *) other), c = (i // inner) % channels: names of
-    constants (scale, bias) and of a tensor of the output's shape (other).
+    """y = act(x * scale[c] + bias[c] (+ or *) other[j]), c = (i // inner) % channels and
+    j = (i // other_inner) % other_size: names of constants (scale, bias) and of a tensor
+    (other) that broadcasts along one block of the output's axes.
     """
 
     scale: str | None = None
     bias: str | None = None
     other: str | None = None
     multiply: bool = False  # other multiplies instead of adding
-    activation: str = "none"  # none, relu, clip (low..high), erf
-    low: float = 0.0
+    activation: str = "none"  # a value of UNARY (cast as bool or trunc), gelu_tanh or silu
+    low: float = 0.0  # the activation's parameters: clip's bounds, alpha and beta, exponent
     high: float = 0.0
     inner: int = 1
     channels: int = 1
+    other_inner: int = 1
+    other_size: int = 1
 
     @property
     def empty(self) -> bool:
@@ -118,8 +166,60 @@ class LayerNorm(Step):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Transpose(Step):
-    perm: tuple[int, ...]
+class Broadcast(Step):
+    """A function of one to three tensors or constants (``FUNCTIONS``), broadcast as numpy
+    does; ``strides``: each input's along the output's RANK axes ``dims``.
+    """
+
+    function: str
+    dims: tuple[int, ...]
+    strides: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexMap(Step):
+    """Every output element read from one input element (``layout``): transpose, slice,
+    split, gather with constant indices, expand, tile, pad.
+    """
+
+    axes: tuple[layout.Axis, ...]
+    mode: str = "plain"  # plain, tile, constant, edge, reflect
+    value: float = 0.0  # what a constant pad reads
+    table: tuple[int, ...] = ()  # gathered coordinates along table_axis
+    table_axis: int = -1
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reduce(Step):
+    """A reduction (``REDUCTIONS``) over ``reduced`` sizes, RANK axes each: the output's
+    dims (1 on reduced axes) and the input's strides.
+    """
+
+    function: str
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    reduced: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resize(Step):
+    """Nearest or bilinear resize of the last two axes; ``scales`` output over input."""
+
+    linear: bool
+    coordinates: str  # ONNX's coordinate_transformation_mode
+    nearest: str  # ONNX's nearest_mode
+    scales: tuple[float, float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvTranspose(Step):
+    """A 2-D transposed convolution; inputs (x, weight[, bias])."""
+
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    pads: tuple[int, int]  # top, left
+    dilations: tuple[int, int]
+    groups: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,32 +326,104 @@ class _Loader:
                 self.shapes[node.output[0]] = value.shape
                 self.done.add(node.name)
                 continue
-            step = self.step(node)
-            steps.append((max(self.position[name] for name in step.nodes), step))
+            for step in self.steps(node):
+                steps.append((max(self.position[name] for name in step.nodes), step))
         return [step for _, step in sorted(steps, key=lambda pair: pair[0])]
 
-    def step(self, node: onnx.NodeProto) -> Step:
+    def steps(self, node: onnx.NodeProto) -> list[Step]:
+        """The node's steps: one, but for a Split (one per output)."""
         self.done.add(node.name)
         op, out = node.op_type, node.output[0]
         common = {"name": node.name, "nodes": (node.name,), "ops": (op,), "output": out}
+        if op == "Split":
+            return self.split(node, common)
         if op in ("Conv", "Gemm", "MatMul"):
-            return self.tuned(node, common)
-        if op in ALIASES:
-            return Alias(inputs=(node.input[0],), **common)
+            return [self.tuned(node, common)]
+        if op in ALIASES or (op == "Cast" and self.cast(node) == "none"):
+            return [Alias(inputs=(node.input[0],), **common)]
         if op in POOLS:
-            return self.pool(node, common)
+            return [self.pool(node, common)]
         if op == "Concat":
             axis = _int(node, "axis", 0) % len(self.shape(node, out))
-            return Concat(inputs=tuple(node.input), axis=axis, **common)
+            return [Concat(inputs=tuple(node.input), axis=axis, **common)]
         if op == "Softmax":
-            return self.softmax(node, common)
+            return [self.softmax(node, common)]
         if op == "LayerNormalization":
-            return self.layer_norm(node, common)
-        if op == "Transpose":
-            rank = len(self.shape(node, out))
-            perm = tuple(_ints(node, "perm", range(rank - 1, -1, -1)))
-            return Transpose(inputs=(node.input[0],), perm=perm, **common)
-        return self.elementwise(node, common)
+            return [self.layer_norm(node, common)]
+        if op in INDEXING:
+            return [self.index_map(node, common)]
+        if op in REDUCTIONS:
+            return [self.reduce(node, common)]
+        if op in ("Resize", "Upsample"):
+            return [self.resize(node, common)]
+        if op == "ConvTranspose":
+            return [self.conv_transpose(node, common)]
+        return [self.elementwise(node, common)]
+
+    def cast(self, node: onnx.NodeProto) -> str:
+        """A Cast as an activation: none (to a float type), bool, or trunc (to an integer)."""
+        to = _int(node, "to", onnx.TensorProto.FLOAT)
+        if to == onnx.TensorProto.BOOL:
+            return "bool"
+        return "trunc" if to in _INTEGER_TYPES else "none"
+
+    def activation(self, node: onnx.NodeProto) -> tuple[str, float, float] | None:
+        """The node as an epilogue's activation and its two parameters, or None."""
+        op = node.op_type
+        if op not in UNARY:
+            return None
+        if op == "Clip":
+            return ("clip", *self.clip_bounds(node))
+        if op == "Cast":
+            return self.cast(node), 0.0, 0.0
+        if op == "Pow":
+            exponent = self.constants.get(node.input[1])
+            if exponent is None or exponent.size != 1:
+                return None
+            return "pow", float(exponent.reshape(())), 0.0
+        if op == "HardSigmoid":
+            return "hardsigmoid", _float(node, "alpha", 0.2), _float(node, "beta", 0.5)
+        if op in ("LeakyRelu", "Elu"):
+            return UNARY[op], _float(node, "alpha", 0.01 if op == "LeakyRelu" else 1.0), 0.0
+        if op == "Gelu" and _attribute(node, "approximate", b"none") == b"tanh":
+            return "gelu_tanh", 0.0, 0.0
+        if op in ("Softplus",) and len(node.input) > 1:
+            return None
+        return UNARY[op], 0.0, 0.0
+
+    def clip_bounds(self, node: onnx.NodeProto) -> tuple[float, float]:
+        bounds = [-math.inf, math.inf]
+        for index, name in enumerate(node.input[1:3]):
+            if name:
+                bounds[index] = float(self.constant(node, name).reshape(()))
+        for index, key in enumerate(("min", "max")):  # opset 6 keeps them as attributes
+            bounds[index] = _float(node, key, bounds[index])
+        return bounds[0], bounds[1]
+
+    def gate(self, tensor: str) -> tuple[list[onnx.NodeProto], str] | None:
+        """SiLU or HardSwish written out: ``tensor * sigmoid(tensor)`` (or HardSigmoid at
+        1/6, 1/2) with ``tensor`` read by those two nodes only: the nodes and the activation.
+        """
+        users = self.users.get(tensor, [])
+        if len(users) != 2 or tensor in self.outputs:
+            return None
+        gates = [n for n in users if n.op_type in ("Sigmoid", "HardSigmoid")]
+        products = [n for n in users if n.op_type == "Mul"]
+        if len(gates) != 1 or len(products) != 1:
+            return None
+        gate, product = gates[0], products[0]
+        if (
+            sorted(product.input) != sorted([tensor, gate.output[0]])
+            or len(self.users.get(gate.output[0], [])) != 1
+            or gate.output[0] in self.outputs
+            or {gate.name, product.name} & self.done
+        ):
+            return None
+        if gate.op_type == "Sigmoid":
+            return [gate, product], "silu"
+        if (_float(gate, "alpha", 0.2), _float(gate, "beta", 0.5)) == (1 / 6, 0.5):
+            return [gate, product], "hardswish"
+        return None
 
     def tuned(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
         layer = self.layers.get(node.name)
@@ -322,18 +494,211 @@ class _Loader:
         return LayerNorm(inputs=tuple(node.input[:3]), epsilon=epsilon, **common)
 
     def elementwise(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
-        """An epilogue of its own: x is the node's first tensor input (not a constant)."""
-        tensors = [name for name in node.input[:2] if name and name not in self.constants]
+        """An epilogue of its own where one tensor input has the output's shape and the node
+        fits an epilogue, else a broadcasting function.
+        """
+        out = self.shape(node, node.output[0])
+        tensors = [name for name in node.input if name and name not in self.constants]
         if not tensors:
-            raise self.fail(node, "computes on constants only: fold it before exporting")
-        if node.op_type in ("Sub", "Div") and tensors[0] != node.input[0]:
-            raise self.fail(node, "has its tensor second: octune run takes constant - x / x")
-        x = tensors[0]
-        chain = _Chain(self, node, self.shape(node, node.output[0]))
-        if not chain.absorb(node, x):
-            raise self.fail(node, "broadcasts a constant along several axes: not supported")
-        chain.extend(node.output[0])
+            raise self.fail(node, "computes on constants only, which normalising should fold")
+        fits = [name for name in tensors if self.shapes.get(name) == out]
+        x = fits[0] if fits else None
+        if node.op_type in ("Sub", "Div") and x != node.input[0]:
+            x = None
+        if node.op_type not in ARITHMETIC and self.activation(node) is None:
+            x = None
+        chain = _Chain(self, node, out)
+        gated = self.gate(node.input[0]) if node.op_type in ("Sigmoid", "HardSigmoid") else None
+        if gated is not None:
+            chain.nodes, chain.activation = gated[0], gated[1]
+            x = node.input[0]
+        elif x is None or not chain.absorb(node, x):
+            return self.broadcast(node, common)
+        chain.extend(chain.nodes[-1].output[0])
         return Elementwise(inputs=(x,), **chain.finish(common))
+
+    def broadcast(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
+        op, out = node.op_type, self.shape(node, node.output[0])
+        if op not in FUNCTIONS:
+            raise self.fail(node, "has parameters octune run does not take")
+        inputs = [name for name in node.input if name]
+        if op == "Expand":
+            inputs = inputs[:1]
+        if op in ("Min", "Max") and len(inputs) != 2:
+            raise self.fail(node, f"takes {len(inputs)} inputs; octune run takes two")
+        function = FUNCTIONS[op]
+        if op == "Mod" and _int(node, "fmod", 0):
+            function = "fmod"
+        if len(out) > layout.RANK:
+            raise self.fail(node, f"has {len(out)} axes; octune run takes up to {layout.RANK}")
+        for name in inputs:
+            self.shape(node, name)
+        chain = _Chain(self, node, out)
+        chain.extend(node.output[0])
+        return Broadcast(
+            inputs=tuple(inputs),
+            function=function,
+            dims=layout.padded(out, 1),
+            strides=tuple(layout.broadcast_strides(self.shapes[name], out) for name in inputs),
+            **chain.finish(common),
+        )
+
+    def constant_ints(self, node: onnx.NodeProto, index: int, attribute: str) -> list[int] | None:
+        """An operand given as a constant input (newer opsets) or an attribute (older)."""
+        if len(node.input) > index and node.input[index]:
+            return [int(v) for v in self.constant(node, node.input[index]).reshape(-1)]
+        found = _attribute(node, attribute, None)
+        return None if found is None else [int(v) for v in found]
+
+    def index_map(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
+        op, x = node.op_type, node.input[0]
+        shape, out = self.shape(node, x), self.shape(node, node.output[0])
+        if len(shape) > layout.RANK or len(out) > layout.RANK:
+            raise self.fail(node, f"has more than {layout.RANK} axes: not supported")
+        rank = len(shape)
+        axes = layout.identity_axes(shape)
+        extra: dict[str, Any] = {}
+        if op == "Transpose":
+            axes = layout.transpose(shape, _ints(node, "perm", range(rank - 1, -1, -1)))
+        elif op == "Slice":
+            starts = self.constant_ints(node, 1, "starts") or []
+            ends = self.constant_ints(node, 2, "ends") or []
+            which = self.constant_ints(node, 3, "axes") or list(range(len(starts)))
+            steps = self.constant_ints(node, 4, "steps") or [1] * len(starts)
+            for axis, start, end, step in zip(which, starts, ends, steps, strict=True):
+                axis %= rank
+                first, length = layout.slice_axis(shape[axis], start, end, step)
+                *_, dim, stride = axes[axis]
+                axes[axis] = (length, first, step, dim, stride)
+        elif op == "Gather":
+            axis = _int(node, "axis", 0) % rank
+            indices = self.constant(node, node.input[1]).astype(np.int64).reshape(-1)
+            if ((indices < -shape[axis]) | (indices >= shape[axis])).any():
+                raise self.fail(node, f"gathers indices outside 0..{shape[axis] - 1}")
+            table = tuple(int(i) % shape[axis] for i in indices)
+            _, _, _, dim, stride = axes[axis]
+            axes[axis] = (len(table), 0, 1, dim, stride)
+            extra = {"table": table, "table_axis": layout.RANK - rank + axis}
+        elif op == "Tile":
+            axes = [(size, 0, 1, dim, stride) for size, (_, _, _, dim, stride)
+                    in zip(out, axes, strict=True)]  # fmt: skip
+            extra = {"mode": "tile"}
+        elif op == "Pad":
+            extra = self.pad(node, axes, shape)
+        return IndexMap(inputs=(x,), axes=layout.index_axes(axes), **extra, **common)
+
+    def pad(
+        self, node: onnx.NodeProto, axes: list[layout.Axis], shape: tuple[int, ...]
+    ) -> dict[str, Any]:
+        """Pad's parameters, its axes' starts moved back by the padding before them."""
+        rank = len(shape)
+        pads = self.constant_ints(node, 1, "pads") or [0] * 2 * rank
+        which = self.constant_ints(node, 3, "axes") or list(range(rank))
+        mode = _attribute(node, "mode", b"constant").decode()
+        if mode not in ("constant", "edge", "reflect"):
+            raise self.fail(node, f"pads in mode {mode!r}; octune run pads constant, edge, reflect")
+        value = _float(node, "value", 0.0)
+        if len(node.input) > 2 and node.input[2]:
+            value = float(self.constant(node, node.input[2]).reshape(()))
+        count = len(which)
+        for position, axis in enumerate(which):
+            axis %= rank
+            begin, end = pads[position], pads[position + count]
+            _, _, step, dim, stride = axes[axis]
+            axes[axis] = (dim + begin + end, -begin, step, dim, stride)
+        return {"mode": mode, "value": value}
+
+    def split(self, node: onnx.NodeProto, common: dict[str, Any]) -> list[Step]:
+        x = node.input[0]
+        shape = self.shape(node, x)
+        if len(shape) > layout.RANK:
+            raise self.fail(node, f"has more than {layout.RANK} axes: not supported")
+        axis = _int(node, "axis", 0) % len(shape)
+        steps: list[Step] = []
+        start = 0
+        for output in node.output:
+            length = self.shape(node, output)[axis]
+            axes = layout.identity_axes(shape)
+            _, _, step, dim, stride = axes[axis]
+            axes[axis] = (length, start, step, dim, stride)
+            start += length
+            if output:
+                steps.append(IndexMap(inputs=(x,), axes=layout.index_axes(axes),
+                                      **{**common, "output": output}))  # fmt: skip
+        return steps
+
+    def reduce(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
+        x = node.input[0]
+        shape = self.shape(node, x)
+        rank = len(shape)
+        if rank > layout.RANK:
+            raise self.fail(node, f"has more than {layout.RANK} axes: not supported")
+        which = self.constant_ints(node, 1, "axes")
+        if not which:
+            if _int(node, "noop_with_empty_axes", 0):
+                return Alias(inputs=(x,), **common)
+            which = list(range(rank))
+        over = {axis % rank for axis in which}
+        reduced = [size if axis in over else 1 for axis, size in enumerate(shape)]
+        dims = [1 if axis in over else size for axis, size in enumerate(shape)]
+        return Reduce(
+            inputs=(x,),
+            function=REDUCTIONS[node.op_type],
+            dims=layout.padded(dims, 1),
+            strides=layout.padded(layout.strides(shape), 0),
+            reduced=layout.padded(reduced, 1),
+            **common,
+        )
+
+    def resize(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
+        x = node.input[0]
+        shape, out = self.shape(node, x), self.shape(node, node.output[0])
+        if len(shape) != 4 or tuple(shape[:2]) != tuple(out[:2]):
+            raise self.fail(node, "resizes more than the last two axes of a 4-D tensor")
+        mode = _attribute(node, "mode", b"nearest").decode()
+        if mode not in ("nearest", "linear"):
+            raise self.fail(node, f"resizes in mode {mode!r}; octune run takes nearest, linear")
+        if _int(node, "antialias", 0):
+            raise self.fail(node, "antialiases: not supported")
+        if node.op_type == "Upsample":
+            coordinates, nearest = "asymmetric", "floor"
+            scales = self.constant(node, node.input[1]).reshape(-1).tolist() if len(
+                node.input) > 1 else _attribute(node, "scales", [])  # fmt: skip
+        else:
+            coordinates = _attribute(node, "coordinate_transformation_mode", b"half_pixel").decode()
+            nearest = _attribute(node, "nearest_mode", b"round_prefer_floor").decode()
+            scales = []
+            if len(node.input) > 2 and node.input[2]:
+                scales = self.constant(node, node.input[2]).reshape(-1).tolist()
+        if coordinates not in RESIZE_COORDINATES or nearest not in RESIZE_NEAREST:
+            raise self.fail(node, f"maps coordinates by {coordinates}, {nearest}: not supported")
+        if len(scales) != 4:  # sizes given: the scale is the ratio of sizes
+            scales = [1.0, 1.0, out[2] / shape[2], out[3] / shape[3]]
+        return Resize(inputs=(x,), linear=mode == "linear", coordinates=coordinates,
+                      nearest=nearest, scales=(float(scales[2]), float(scales[3])),
+                      **common)  # fmt: skip
+
+    def conv_transpose(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
+        x, w = node.input[0], node.input[1]
+        if len(self.shape(node, x)) != 4:
+            raise self.fail(node, "is not 2-D; octune run transposes 2-D convolutions")
+        weight = self.constant(node, w)
+        if _attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", b"VALID"):
+            raise self.fail(node, "pads with auto_pad SAME: give explicit pads")
+        pads = _ints(node, "pads", [0, 0, 0, 0])
+        strides, dilations = _ints(node, "strides", [1, 1]), _ints(node, "dilations", [1, 1])
+        inputs = (x, w, node.input[2]) if len(node.input) > 2 and node.input[2] else (x, w)
+        chain = _Chain(self, node, self.shape(node, node.output[0]))
+        chain.extend(node.output[0])
+        return ConvTranspose(
+            inputs=inputs,
+            kernel=(weight.shape[2], weight.shape[3]),
+            strides=(strides[0], strides[1]),
+            pads=(pads[0], pads[1]),
+            dilations=(dilations[0], dilations[1]),
+            groups=_int(node, "group", 1),
+            **chain.finish(common),
+        )
 
 
 class _Chain:
@@ -347,6 +712,7 @@ class _Chain:
         self.bias: np.ndarray | None = None
         self.inner, self.channels = 1, 1
         self.other: str | None = None
+        self.other_inner, self.other_size = 1, 1
         self.multiply = False
         self.activation, self.low, self.high = "none", 0.0, 0.0
 
@@ -361,11 +727,25 @@ class _Chain:
         return None
 
     def extend(self, tensor: str) -> None:
-        """Absorb the nodes that follow while each is the only reader of the one before."""
+        """Absorb the nodes that follow while each is the only reader of the one before (or
+        the two nodes of a SiLU or HardSwish written out).
+        """
         loader = self.loader
-        while tensor not in loader.outputs and len(users := loader.users.get(tensor, [])) == 1:
+        while tensor not in loader.outputs:
+            gated = loader.gate(tensor)
+            if gated is not None and self.activation == "none":
+                self.activation = gated[1]
+                self.nodes.extend(gated[0])
+                loader.done.update(node.name for node in gated[0])
+                tensor = gated[0][-1].output[0]
+                continue
+            users = loader.users.get(tensor, [])
+            if len(users) != 1:
+                return
             node = users[0]
-            if node.name in loader.done or node.op_type not in ARITHMETIC | ACTIVATIONS.keys():
+            if node.name in loader.done or (
+                node.op_type not in ARITHMETIC and loader.activation(node) is None
+            ):
                 return
             if node.op_type in ("Sub", "Div") and node.input[0] != tensor:
                 return
@@ -383,10 +763,11 @@ class _Chain:
         if self.activation != "none" or node.output[0] not in self.loader.shapes:
             return False
         op, loader = node.op_type, self.loader
-        if op in ACTIVATIONS:
-            self.activation = ACTIVATIONS[op]
-            if op == "Clip":
-                self.low, self.high = self._clip_bounds(node)
+        activation = loader.activation(node)
+        if activation is not None:
+            if loader.shapes[node.output[0]] != self.shape:
+                return False
+            self.activation, self.low, self.high = activation
             return True
         if op == "BatchNormalization":
             if self.other is not None:
@@ -411,20 +792,12 @@ class _Chain:
             return self.scale_by(node, value if op == "Mul" else 1.0 / value)
         if op not in ("Add", "Mul") or self.other is not None:
             return False
-        if loader.shapes.get(operand) != self.shape:
-            raise loader.fail(node, f"broadcasts {loader.shapes.get(operand)} to {self.shape}: "
-                              "octune run adds and multiplies tensors of one shape")  # fmt: skip
+        found = layout.block(loader.shapes.get(operand, ()), self.shape)
+        if found is None or loader.shapes.get(node.output[0]) != self.shape:
+            return False
         self.other, self.multiply = operand, op == "Mul"
+        self.other_inner, self.other_size = found
         return True
-
-    def _clip_bounds(self, node: onnx.NodeProto) -> tuple[float, float]:
-        bounds = [-math.inf, math.inf]
-        for index, name in enumerate(node.input[1:3]):
-            if name:
-                bounds[index] = float(self.loader.constant(node, name))
-        for index, key in enumerate(("min", "max")):  # opset 6 keeps them as attributes
-            bounds[index] = _float(node, key, bounds[index])
-        return bounds[0], bounds[1]
 
     def _vector(
         self, node: onnx.NodeProto, value: np.ndarray, axis_end: int | None
@@ -494,6 +867,8 @@ class _Chain:
             high=self.high,
             inner=self.inner,
             channels=self.channels,
+            other_inner=self.other_inner,
+            other_size=self.other_size,
         )
         return {
             **common,

@@ -4,16 +4,92 @@
 //
 // Build defines, per kernel:
 //   epilogue   HAS_SCALE, HAS_BIAS (0/1), OTHER (0 none, 1 add, 2 multiply),
-//              ACT (0 none, 1 relu, 2 clip to [low, high], 3 erf)
+//              ACT (an activation, numbered as ACTIVATIONS in executor.py; low and high are
+//              its parameters: clip's bounds, alpha and beta, an exponent)
 //   pool       MAX (1 max, 0 average), KH, KW, SH, SW, PT, PL, PB, PR (pads), INCLUDE_PAD
+//   broadcast  FUNCTION (numbered as FUNCTIONS in executor.py), INPUTS (1 to 3)
+//   index_map  MODE (0 plain, 1 tile, 2 pad with a value, 3 edge, 4 reflect), TABLE (0/1)
+//   reduce     REDUCTION (numbered as REDUCTIONS in executor.py)
+//   resize     LINEAR (0 nearest, 1 linear), COORDINATES, NEAREST (numbered in executor.py)
+//   conv_transpose  KH, KW, SH, SW, PT, PL, DH, DW, GROUPS, HAS_BIAS
+//
+// Shape-generic kernels (broadcast, index_map, reduce) read their axes from a small int
+// buffer `meta`, six axes, leading ones of size 1.
+#define RANK 6
 
-// y = act(x * scale[c] + bias[c] (+ or *) other[i]): batch-norm, bias, residual add and
-// activation after a conv or GEMM in one pass, in place (y == x) or not. Element i's channel
-// is c = (i / inner) % channels, so one vector broadcasts along any one block of axes.
+// y = act(x * scale[c] + bias[c] (+ or *) other[j]): batch-norm, bias, residual add, a
+// squeeze-and-excitation gate and activation after a conv or GEMM in one pass, in place
+// (y == x) or not. Element i's channel is c = (i / inner) % channels and its other element
+// j = (i / other_inner) % other_size, so each broadcasts along any one block of axes.
 #ifdef ACT
+inline float activate(const float v, const float low, const float high) {
+#if ACT == 0
+    return v;
+#elif ACT == 1
+    return fmax(v, 0.0f);
+#elif ACT == 2
+    return fmin(fmax(v, low), high);
+#elif ACT == 3
+    return erf(v);
+#elif ACT == 4
+    return 1.0f / (1.0f + exp(-v));
+#elif ACT == 5  // HardSigmoid: alpha, beta
+    return fmin(fmax(low * v + high, 0.0f), 1.0f);
+#elif ACT == 6  // HardSwish
+    return v * fmin(fmax(v / 6.0f + 0.5f, 0.0f), 1.0f);
+#elif ACT == 7
+    return tanh(v);
+#elif ACT == 8  // LeakyRelu: alpha
+    return v >= 0.0f ? v : low * v;
+#elif ACT == 9  // Elu: alpha
+    return v >= 0.0f ? v : low * (exp(v) - 1.0f);
+#elif ACT == 10  // Gelu
+    return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+#elif ACT == 11  // Gelu, approximate="tanh"
+    return 0.5f * v * (1.0f + tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+#elif ACT == 12  // SiLU: x * sigmoid(x)
+    return v / (1.0f + exp(-v));
+#elif ACT == 13  // Softplus
+    return v > 20.0f ? v : log1p(exp(v));
+#elif ACT == 14
+    return exp(v);
+#elif ACT == 15
+    return log(v);
+#elif ACT == 16
+    return sqrt(v);
+#elif ACT == 17
+    return 1.0f / v;
+#elif ACT == 18
+    return -v;
+#elif ACT == 19
+    return fabs(v);
+#elif ACT == 20  // Pow by a constant exponent
+    return low == 2.0f ? v * v : pow(v, low);
+#elif ACT == 21
+    return floor(v);
+#elif ACT == 22
+    return ceil(v);
+#elif ACT == 23  // Round: half to even
+    return rint(v);
+#elif ACT == 24  // Not, and Cast to bool
+    return v == 0.0f ? 1.0f : 0.0f;
+#elif ACT == 25  // Cast to bool
+    return v != 0.0f ? 1.0f : 0.0f;
+#elif ACT == 26  // Cast to an integer type
+    return trunc(v);
+#elif ACT == 27
+    return sign(v);
+#elif ACT == 28
+    return sin(v);
+#elif ACT == 29
+    return cos(v);
+#endif
+}
+
 __kernel void epilogue(const __global float* x, __global float* y, const __global float* scale,
                        const __global float* bias, const __global float* other, const int n,
-                       const int inner, const int channels, const float low, const float high) {
+                       const int inner, const int channels, const int other_inner,
+                       const int other_size, const float low, const float high) {
     const int i = get_global_id(0);
     if (i >= n) return;
     const int c = (i / inner) % channels;
@@ -25,25 +101,18 @@ __kernel void epilogue(const __global float* x, __global float* y, const __globa
     v += bias[c];
 #endif
 #if OTHER == 1
-    v += other[i];
+    v += other[(i / other_inner) % other_size];
 #elif OTHER == 2
-    v *= other[i];
+    v *= other[(i / other_inner) % other_size];
 #endif
-#if ACT == 1
-    v = fmax(v, 0.0f);
-#elif ACT == 2
-    v = fmin(fmax(v, low), high);
-#elif ACT == 3
-    v = erf(v);
-#endif
-    y[i] = v;
+    y[i] = activate(v, low, high);
 }
 #endif
 
 // Max or average pooling of planes x[planes x H x W] into y[planes x OH x OW]; windows that
 // run past the input (padding, ceil mode) skip those taps. An average divides by the taps
 // inside the input, or with INCLUDE_PAD by the window clipped to the padded input (ONNX).
-#ifdef KH
+#ifdef INCLUDE_PAD
 __kernel void pool(const __global float* x, __global float* y, const int planes, const int H,
                    const int W, const int OH, const int OW) {
     const int i = get_global_id(0);
@@ -105,17 +174,6 @@ __kernel void layer_norm(const __global float* x, __global float* y, const __glo
         y[(size_t)r * length + j] = (row[j] - mean) * scale * gamma[j] + beta[j];
 }
 
-// y = x transposed: y's index (i0, i1, i2, i3) reads x at i0*s0 + i1*s1 + i2*s2 + i3*s3, the
-// strides of x's axes in y's order (fewer axes: leading sizes of 1).
-__kernel void transpose(const __global float* x, __global float* y, const int d1, const int d2,
-                        const int d3, const int n, const int s0, const int s1, const int s2,
-                        const int s3) {
-    const int i = get_global_id(0);
-    if (i >= n) return;
-    const int i3 = i % d3, i2 = (i / d3) % d2, i1 = (i / (d3 * d2)) % d1, i0 = i / (d3 * d2 * d1);
-    y[i] = x[(size_t)i0 * s0 + (size_t)i1 * s1 + (size_t)i2 * s2 + (size_t)i3 * s3];
-}
-
 // Copy x[outer x inner] into columns offset .. offset + inner - 1 of y[outer x out_inner]:
 // one input of a concatenation.
 __kernel void concat(const __global float* x, __global float* y, const int n, const int inner,
@@ -124,3 +182,245 @@ __kernel void concat(const __global float* x, __global float* y, const int n, co
     if (i >= n) return;
     y[(size_t)(i / inner) * out_inner + offset + i % inner] = x[i];
 }
+
+// Element i's offset in an input whose strides along the output's axes are `strides`
+// (0 where the input broadcasts): the output's index decoded axis by axis.
+inline size_t offset_of(int i, const __global int* dims, const __global int* strides) {
+    size_t offset = 0;
+    for (int k = RANK - 1; k >= 0; --k) {
+        offset += (size_t)(i % dims[k]) * strides[k];
+        i /= dims[k];
+    }
+    return offset;
+}
+
+// y = f(a, b[, c]) with numpy's broadcasting: meta holds the output's dims, then each
+// input's strides along them.
+#ifdef FUNCTION
+__kernel void broadcast(const __global float* a, const __global float* b,
+                        const __global float* c, __global float* y, const __global int* meta,
+                        const int n) {
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    const float u = a[offset_of(i, meta, meta + RANK)];
+#if INPUTS > 1
+    const float v = b[offset_of(i, meta, meta + 2 * RANK)];
+#endif
+#if FUNCTION == 0
+    float r = u + v;
+#elif FUNCTION == 1
+    float r = u - v;
+#elif FUNCTION == 2
+    float r = u * v;
+#elif FUNCTION == 3
+    float r = u / v;
+#elif FUNCTION == 4
+    float r = v == 2.0f ? u * u : pow(u, v);
+#elif FUNCTION == 5
+    float r = fmin(u, v);
+#elif FUNCTION == 6
+    float r = fmax(u, v);
+#elif FUNCTION == 7  // Mod, fmod=0: the remainder takes the divisor's sign
+    float r = fmod(u, v);
+    if (r != 0.0f && (r < 0.0f) != (v < 0.0f)) r += v;
+#elif FUNCTION == 8  // Mod, fmod=1
+    float r = fmod(u, v);
+#elif FUNCTION == 9
+    float r = u == v ? 1.0f : 0.0f;
+#elif FUNCTION == 10
+    float r = u < v ? 1.0f : 0.0f;
+#elif FUNCTION == 11
+    float r = u <= v ? 1.0f : 0.0f;
+#elif FUNCTION == 12
+    float r = u > v ? 1.0f : 0.0f;
+#elif FUNCTION == 13
+    float r = u >= v ? 1.0f : 0.0f;
+#elif FUNCTION == 14
+    float r = (u != 0.0f && v != 0.0f) ? 1.0f : 0.0f;
+#elif FUNCTION == 15
+    float r = (u != 0.0f || v != 0.0f) ? 1.0f : 0.0f;
+#elif FUNCTION == 16
+    float r = ((u != 0.0f) != (v != 0.0f)) ? 1.0f : 0.0f;
+#elif FUNCTION == 17  // PRelu: slope b
+    float r = u >= 0.0f ? u : u * v;
+#elif FUNCTION == 18  // Where: condition a, then b, else c
+    float r = u != 0.0f ? v : c[offset_of(i, meta, meta + 3 * RANK)];
+#elif FUNCTION == 19  // Expand: a alone
+    float r = u;
+#endif
+    y[i] = r;
+}
+#endif
+
+// y[o] = x[sum_k c_k * stride_k], c_k = start_k + o_k * step_k (or table[o_k] along the table
+// axis): slices, steps, transposes, broadcasts, gathers, tiles (MODE 1: c_k mod the input's
+// size) and pads (MODE 2 to 4: a coordinate outside the input reads `value`, the edge, or its
+// reflection). meta: per axis out_dim, start, step, in_dim, stride.
+#ifdef MODE
+__kernel void index_map(const __global float* x, __global float* y, const __global int* meta,
+                        const __global int* table, const int table_axis, const int n,
+                        const float value) {
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    size_t source = 0;
+    int rest = i, inside = 1;
+    for (int k = RANK - 1; k >= 0; --k) {
+        const __global int* m = meta + 5 * k;
+        const int o = rest % m[0];
+        rest /= m[0];
+        int c = m[1] + o * m[2];
+#if TABLE
+        if (k == table_axis) c = table[o];
+#endif
+#if MODE == 1
+        c %= m[3];
+#elif MODE == 2
+        inside &= c >= 0 && c < m[3];
+        c = clamp(c, 0, m[3] - 1);
+#elif MODE == 3
+        c = clamp(c, 0, m[3] - 1);
+#elif MODE == 4
+        if (m[3] > 1) {
+            const int period = 2 * (m[3] - 1);
+            c = abs(c) % period;
+            if (c >= m[3]) c = period - c;
+        } else {
+            c = 0;
+        }
+#endif
+        source += (size_t)c * m[4];
+    }
+    y[i] = inside ? x[source] : value;
+}
+#endif
+
+// A reduction per output element over the reduced axes: meta holds the output's dims, the
+// input's strides, then the reduced axes' sizes (1 on the others); count is their product.
+#ifdef REDUCTION
+__kernel void reduce(const __global float* x, __global float* y, const __global int* meta,
+                     const int n, const int count) {
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    const size_t base = offset_of(i, meta, meta + RANK);
+#if REDUCTION == 2
+    float acc = -INFINITY;
+#elif REDUCTION == 3
+    float acc = INFINITY;
+#elif REDUCTION == 6
+    float acc = 1.0f;
+#else
+    float acc = 0.0f;
+#endif
+    for (int r = 0; r < count; ++r) {
+        const float v = x[base + offset_of(r, meta + 2 * RANK, meta + RANK)];
+#if REDUCTION == 2
+        acc = fmax(acc, v);
+#elif REDUCTION == 3
+        acc = fmin(acc, v);
+#elif REDUCTION == 4 || REDUCTION == 5
+        acc += v * v;
+#elif REDUCTION == 6
+        acc *= v;
+#else
+        acc += v;
+#endif
+    }
+#if REDUCTION == 1
+    acc /= (float)count;
+#elif REDUCTION == 4
+    acc = sqrt(acc);
+#endif
+    y[i] = acc;
+}
+#endif
+
+// Resize of planes x[planes x H x W] to y[planes x OH x OW], nearest or bilinear, with ONNX's
+// coordinate transformations (0 half_pixel, 1 pytorch_half_pixel, 2 align_corners,
+// 3 asymmetric, 4 tf_half_pixel_for_nn) and nearest rounding (0 round_prefer_floor,
+// 1 round_prefer_ceil, 2 floor, 3 ceil). scale_h and scale_w are output over input.
+#ifdef COORDINATES
+inline float source_coordinate(const int o, const float scale, const int in, const int out) {
+#if COORDINATES == 0
+    return ((float)o + 0.5f) / scale - 0.5f;
+#elif COORDINATES == 1
+    return out > 1 ? ((float)o + 0.5f) / scale - 0.5f : 0.0f;
+#elif COORDINATES == 2
+    return out > 1 ? (float)o * (float)(in - 1) / (float)(out - 1) : 0.0f;
+#elif COORDINATES == 3
+    return (float)o / scale;
+#else
+    return ((float)o + 0.5f) / scale;
+#endif
+}
+
+inline int nearest(const float c, const int size) {
+#if NEAREST == 0
+    const int r = (c == floor(c) + 0.5f) ? (int)floor(c) : (int)round(c);
+#elif NEAREST == 1
+    const int r = (int)round(c);
+#elif NEAREST == 2
+    const int r = (int)floor(c);
+#else
+    const int r = (int)ceil(c);
+#endif
+    return clamp(r, 0, size - 1);
+}
+
+__kernel void resize(const __global float* x, __global float* y, const int planes, const int H,
+                     const int W, const int OH, const int OW, const float scale_h,
+                     const float scale_w) {
+    const int i = get_global_id(0);
+    if (i >= planes * OH * OW) return;
+    const int ow = i % OW, oh = (i / OW) % OH;
+    const __global float* plane = x + (size_t)(i / (OW * OH)) * H * W;
+    const float ch = source_coordinate(oh, scale_h, H, OH);
+    const float cw = source_coordinate(ow, scale_w, W, OW);
+#if LINEAR
+    const float fh = clamp(ch, 0.0f, (float)(H - 1)), fw = clamp(cw, 0.0f, (float)(W - 1));
+    const int h0 = (int)floor(fh), w0 = (int)floor(fw);
+    const int h1 = min(h0 + 1, H - 1), w1 = min(w0 + 1, W - 1);
+    const float dh = fh - h0, dw = fw - w0;
+    const float top = plane[h0 * W + w0] * (1.0f - dw) + plane[h0 * W + w1] * dw;
+    const float bottom = plane[h1 * W + w0] * (1.0f - dw) + plane[h1 * W + w1] * dw;
+    y[i] = top * (1.0f - dh) + bottom * dh;
+#else
+    y[i] = plane[nearest(ch, H) * W + nearest(cw, W)];
+#endif
+}
+#endif
+
+// A transposed 2-D convolution, one output element per work-item: x[N x C x H x W],
+// weight[C x K/GROUPS x KH x KW], y[N x K x OH x OW]. Untuned: segmentation decoders use few.
+#ifdef GROUPS
+__kernel void conv_transpose(const __global float* x, const __global float* weight,
+                             const __global float* bias, __global float* y, const int N,
+                             const int C, const int H, const int W, const int K, const int OH,
+                             const int OW) {
+    const int i = get_global_id(0);
+    if (i >= N * K * OH * OW) return;
+    const int ow = i % OW, oh = (i / OW) % OH, k = (i / (OW * OH)) % K, n = i / (OW * OH * K);
+    const int per_group_out = K / GROUPS, per_group_in = C / GROUPS, g = k / per_group_out;
+#if HAS_BIAS
+    float acc = bias[k];
+#else
+    float acc = 0.0f;
+#endif
+    for (int c = g * per_group_in; c < (g + 1) * per_group_in; ++c) {
+        const __global float* plane = x + ((size_t)n * C + c) * H * W;
+        const __global float* taps = weight + ((size_t)c * per_group_out + k % per_group_out) * KH * KW;
+        for (int r = 0; r < KH; ++r) {
+            const int th = oh + PT - r * DH;
+            if (th < 0 || th % SH) continue;
+            const int h = th / SH;
+            if (h >= H) continue;
+            for (int s = 0; s < KW; ++s) {
+                const int tw = ow + PL - s * DW;
+                if (tw < 0 || tw % SW) continue;
+                const int w = tw / SW;
+                if (w < W) acc += plane[h * W + w] * taps[r * KW + s];
+            }
+        }
+    }
+    y[i] = acc;
+}
+#endif

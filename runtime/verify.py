@@ -72,11 +72,13 @@ def check(runtime: Runtime, inputs: Mapping[str, np.ndarray]) -> list[Comparison
     probed = onnx.ModelProto()
     probed.CopyFrom(runtime.model)
     outputs = {value.name for value in probed.graph.output}
+    types = {v.name: v.type.tensor_type.elem_type for v in probed.graph.value_info}
     for planned in steps:
         name = planned.step.output
         if name not in outputs:
+            kind = types.get(name) or onnx.TensorProto.FLOAT  # masks are bool, indices ints
             probed.graph.output.append(
-                onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, graph.shapes[name])
+                onnx.helper.make_tensor_value_info(name, kind, graph.shapes[name])
             )
             outputs.add(name)
     names = list(dict.fromkeys([*(planned.step.output for planned in steps), *graph.outputs]))

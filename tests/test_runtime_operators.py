@@ -1,0 +1,200 @@
+"""Models as exporters write them, through the runtime: small synthetic graphs that reproduce
+each exporter pattern (Identity over initializers, Constant-fed Clip, Shape chains under a
+dynamic batch, SE blocks, SiLU, channel shuffle) and every operator family the runtime runs,
+each checked layer by layer against onnxruntime on the real device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from octune.networks.graph import GraphBuilder
+from octune.networks.layers import load_model
+from octune.runtime.executor import Runtime
+from octune.runtime.verify import check, random_inputs
+
+Build = Callable[[GraphBuilder], tuple[str, list[int | str]]]
+
+
+def _ints(g: GraphBuilder, name: str, values: list[int]) -> str:
+    return g.constant(name, np.array(values, dtype=np.int64))
+
+
+def _scalar(g: GraphBuilder, name: str, value: float) -> str:
+    """A Constant node, as PyTorch's exporter writes scalars (not an initializer)."""
+    tensor = helper.make_tensor(name, TensorProto.FLOAT, [], [value])
+    g.nodes.append(helper.make_node("Constant", [], [name], name=f"{name}.node", value=tensor))
+    return name
+
+
+def identity_weights(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """TorchScript writes Identity over an initializer where two parameters are equal."""
+    x = g.input("input", [1, 4, 8, 8])
+    weight = g.parameter("shared.weight", (4, 4, 3, 3), 0.3)
+    copy = g.node("Identity", [weight], "onnx::Conv_197")
+    y = g.node("Conv", [x, weight], "conv1", kernel_shape=[3, 3], pads=[1] * 4)
+    y = g.relu(y, "relu1")
+    return g.node("Conv", [y, copy], "conv2", kernel_shape=[3, 3], pads=[1] * 4), [1, 4, 8, 8]
+
+
+def constant_clip(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """MobileNet v2's ReLU6: Clip bounds from Constant nodes next to the conv."""
+    x = g.input("input", [1, 3, 9, 9])
+    y = g.batch_norm(g.conv(x, "conv", 3, 8, 3, stride=2), "bn", 8)
+    low, high = _scalar(g, "Constant_output_0", 0.0), _scalar(g, "Constant_1_output_0", 6.0)
+    return g.node("Clip", [y, low, high], "relu6"), [1, 8, 5, 5]
+
+
+def dynamic_flatten(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """``x.view(x.size(0), -1)`` under a dynamic batch: Shape -> Gather -> Unsqueeze ->
+    Concat -> Reshape, then a Linear.
+    """
+    x = g.input("input", ["batch", 4, 3, 3])
+    y = g.relu(g.conv(x, "conv", 4, 6, 3, bias=True), "relu")
+    shape = g.node("Shape", [y], "shape")
+    first = g.node("Gather", [shape, _ints(g, "zero", [0])], "batch_size", axis=0)
+    size = g.node("Concat", [first, _ints(g, "minus_one", [-1])], "size", axis=0)
+    flat = g.node("Reshape", [y, size], "flatten")
+    return g.linear(flat, "fc", 54, 5), ["batch", 5]
+
+
+def squeeze_excite_silu(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """EfficientNet's MBConv: SiLU as x * sigmoid(x), an SE gate multiplying per channel."""
+    x = g.input("input", [1, 8, 10, 10])
+    y = g.batch_norm(g.conv(x, "expand", 8, 16, 1), "expand.bn", 16)
+    y = g.node("Mul", [y, g.node("Sigmoid", [y], "expand.sigmoid")], "expand.silu")
+    pooled = g.node("GlobalAveragePool", [y], "se.pool")
+    s = g.conv(pooled, "se.reduce", 16, 4, 1, bias=True)
+    s = g.node("Mul", [s, g.node("Sigmoid", [s], "se.reduce.sigmoid")], "se.reduce.silu")
+    s = g.node("Sigmoid", [g.conv(s, "se.expand", 4, 16, 1, bias=True)], "se.gate")
+    y = g.node("Mul", [y, s], "se.scale")
+    return g.batch_norm(g.conv(y, "project", 16, 8, 1), "project.bn", 8), [1, 8, 10, 10]
+
+
+def hardswish_se(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """MobileNet v3: HardSwish, an SE gate through HardSigmoid, gated the other way round."""
+    x = g.input("input", [1, 8, 7, 7])
+    y = g.node("HardSwish", [g.conv(x, "conv", 8, 8, 3, bias=True)], "hswish")
+    s = g.relu(g.conv(g.node("GlobalAveragePool", [y], "pool"), "fc1", 8, 4, 1, bias=True), "r")
+    s = g.node("HardSigmoid", [g.conv(s, "fc2", 4, 8, 1, bias=True)], "hsig",
+               alpha=1 / 6, beta=0.5)  # fmt: skip
+    return g.node("Mul", [s, y], "gate"), [1, 8, 7, 7]
+
+
+def channel_shuffle(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """ShuffleNet v2: a channel split (Split and Slice), Concat, then Reshape, Transpose,
+    Reshape.
+    """
+    x = g.input("input", [1, 8, 6, 6])
+    a, b = "half_a", "half_b"
+    g.nodes.append(helper.make_node("Split", [x, _ints(g, "halves", [4, 4])], [a, b],
+                                    name="split", axis=1))  # fmt: skip
+    b = g.relu(g.conv(b, "branch", 4, 4, 1, bias=True), "branch.relu")
+    c = g.node("Slice", [x, _ints(g, "s0", [2]), _ints(g, "s1", [6]), _ints(g, "s2", [1])], "sl")
+    y = g.node("Concat", [a, b, c], "cat", axis=1)
+    y = g.node("Reshape", [y, _ints(g, "grouped", [1, 2, 6, 6, 6])], "group")
+    y = g.node("Transpose", [y], "shuffle", perm=[0, 2, 1, 3, 4])
+    return g.node("Reshape", [y, _ints(g, "merged", [1, 12, 6, 6])], "ungroup"), [1, 12, 6, 6]
+
+
+def reductions(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """MNASNet's ReduceMean head; a LayerNorm written out (opset 11 style); Max, Sum, L2."""
+    x = g.input("input", [2, 6, 5, 4])
+    mean = g.node("ReduceMean", [x], "mean", axes=[2, 3], keepdims=0)
+    centred = g.node("Sub", [x, g.node("ReduceMean", [x], "mu", axes=[-1])], "xc")
+    var = g.node("ReduceMean", [g.node("Pow", [centred, g.constant("two", np.float32(2))],
+                                       "sq")], "var", axes=[-1])  # fmt: skip
+    eps = g.constant("eps", np.float32(1e-5))
+    norm = g.node("Div", [centred, g.node("Sqrt", [g.node("Add", [var, eps], "ve")], "sd")], "n")
+    top = g.node("ReduceMax", [norm], "top", axes=[1, 3], keepdims=0)
+    l2 = g.node("ReduceL2", [norm], "l2", axes=[1], keepdims=0)
+    l2 = g.node("Reshape", [l2, _ints(g, "l2.rows", [2, -1])], "l2.flat")
+    both = g.node("Concat", [g.node("ReduceSum", [top, _ints(g, "h", [1])], "sum", keepdims=1),
+                             l2], "both", axis=1)  # fmt: skip
+    return g.node("Concat", [mean, both], "out", axis=1), [2, 27]
+
+
+def decoder(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """Segmentation heads: bilinear and nearest Resize, ConvTranspose, Pad, Tile, Expand."""
+    x = g.input("input", [1, 4, 5, 6])
+    up = g.node("Resize", [x, "", g.constant("scales", np.array([1, 1, 2, 2], np.float32))],
+                "up", mode="linear", coordinate_transformation_mode="half_pixel")  # fmt: skip
+    near = g.node("Resize", [x, "", "", _ints(g, "sizes", [1, 4, 10, 12])], "near",
+                  mode="nearest", coordinate_transformation_mode="asymmetric",
+                  nearest_mode="floor")  # fmt: skip
+    corners = g.node("Resize", [x, "", "", _ints(g, "sizes2", [1, 4, 10, 12])], "corners",
+                     mode="linear", coordinate_transformation_mode="align_corners")  # fmt: skip
+    weight = g.parameter("deconv.weight", (4, 2, 4, 4), 0.3)
+    deconv = g.node("ConvTranspose", [x, weight, g.parameter("deconv.bias", (2,), 0.1)],
+                    "deconv", strides=[2, 2], pads=[1, 1, 1, 1])  # fmt: skip
+    padded = g.node("Pad", [deconv, _ints(g, "pads", [0, 0, 1, 0, 0, 0, 0, 1])], "pad",
+                    mode="reflect")  # fmt: skip
+    padded = g.node("Pad", [padded, _ints(g, "crops", [0, 0, -1, 0, 0, 0, 0, -1])], "crop")
+    tiled = g.node("Tile", [padded, _ints(g, "reps", [1, 2, 1, 1])], "tile")
+    bias = g.node("Expand", [g.parameter("row", (1, 1, 1, 12), 1.0),
+                             _ints(g, "to", [1, 4, 10, 12])], "expand")  # fmt: skip
+    y = g.node("Add", [g.node("Add", [up, near], "sum1"), g.node("Mul", [tiled, corners],
+                                                                  "prod")], "sum2")  # fmt: skip
+    return g.node("Add", [y, bias], "biased"), [1, 4, 10, 12]
+
+
+def functions(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """Activations and broadcasting functions: what transformers and detection heads use."""
+    x = g.input("input", [2, 3, 8])
+    y = g.node("LeakyRelu", [x], "leaky", alpha=0.1)
+    y = g.node("Add", [g.node("Elu", [x], "elu", alpha=0.7), y], "e")
+    y = g.node("PRelu", [y, g.parameter("slope", (8,), 0.3)], "prelu")
+    y = g.node("Softplus", [g.node("Add", [y, g.node("Tanh", [x], "tanh")], "t")], "softplus")
+    y = g.node("Max", [y, g.node("Neg", [g.node("Abs", [x], "abs")], "neg")], "max")
+    y = g.node("Min", [y, g.parameter("cap", (3, 1), 1.0, mean=2.0)], "min")
+    mask = g.node("Greater", [x, g.constant("zero", np.float32(0))], "mask")
+    y = g.node("Where", [mask, y, g.node("Exp", [x], "exp")], "where")
+    y = g.node("Mul", [y, g.node("Reciprocal", [g.node("Add", [g.node("Abs", [x], "abs2"),
+               g.constant("one", np.float32(1))], "a1")], "recip")], "scaled")  # fmt: skip
+    m = g.node("Mod", [g.node("Mul", [x, g.constant("ten", np.float32(10))], "x10"),
+                       g.constant("three", np.float32(3))], "mod", fmod=1)  # fmt: skip
+    y = g.node("Add", [y, g.node("Cast", [g.node("Cast", [m], "cast", to=TensorProto.INT32)], "cast.f",
+                                  to=TensorProto.FLOAT)], "cast.add")
+    y = g.node("Add", [y, g.node("Cast", [g.node("Equal", [mask, g.constant(
+        "true", np.array(True))], "eq")], "eq.f", to=TensorProto.FLOAT)], "eq.add")  # fmt: skip
+    gathered = g.node("Gather", [y, _ints(g, "idx", [7, 0, -1, 2])], "gather", axis=2)
+    return g.node("Transpose", [gathered], "t_out", perm=[2, 0, 1]), [4, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("build", "fused"),
+    [
+        (identity_weights, None),
+        (constant_clip, "Conv+Clip"),
+        (dynamic_flatten, None),
+        (squeeze_excite_silu, "Conv+Sigmoid+Mul"),
+        (hardswish_se, "Conv+HardSigmoid"),
+        (channel_shuffle, None),
+        (reductions, None),
+        (decoder, None),
+        (functions, None),
+    ],
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
+def test_exporter_patterns_agree_layer_by_layer(
+    build: Build, fused: str | None, cl_device, tmp_path: Path
+) -> None:
+    g = GraphBuilder(build.__name__, seed=11)
+    output, shape = build(g)
+    path = tmp_path / "model.onnx"
+    model = g.model(output, shape)
+    model.opset_import[0].version = 17
+    onnx.save(model, path)
+    network = load_model(path, batch=2 if "batch" in shape else None)
+    runtime = Runtime(network, cl_device)
+    inputs = random_inputs(runtime)
+    (found,) = check(runtime, inputs)
+    assert found.ratio < 1 and found.magnitude > 0
+    if fused is not None:
+        assert fused in {planned.step.op for planned in runtime.plan}
