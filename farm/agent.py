@@ -186,8 +186,16 @@ def tune_job(held: Held, device: cl.Device, info: DeviceInfo, tasks: list[Task])
     turns = tune_in_turn(
         tasks,
         Budget(candidates=job.budget_candidates, seconds=seconds),
-        lambda task, part, workers: tune_one(
-            held.store, info, task, job.strategy, part, settings, None, workers, held.on_measurement
+        lambda task, part, workers, turn_settings: tune_one(
+            held.store,
+            info,
+            task,
+            job.strategy,
+            part,
+            turn_settings,
+            None,
+            workers,
+            held.on_measurement,
         ),
         device=info,
         settings=settings,

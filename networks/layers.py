@@ -319,7 +319,28 @@ def _int(node: onnx.NodeProto, name: str, default: int) -> int:
     return _ints(node, name, [default])[0]
 
 
+def conv_pads(node: onnx.NodeProto, x: Sequence[int], w: Sequence[int]) -> list[int]:
+    """A 2-D Conv's pads (top, left, bottom, right), auto_pad resolved."""
+    stride, dilation = _ints(node, "strides", [1, 1]), _ints(node, "dilations", [1, 1])
+    auto_pad = next((a.s.decode() for a in node.attribute if a.name == "auto_pad"), "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        totals = [
+            max((math.ceil(size / s) - 1) * s + d * (f - 1) + 1 - size, 0)
+            for size, f, s, d in zip(x[2:], w[2:], stride, dilation, strict=True)
+        ]
+        small = [total // 2 for total in totals]
+        large = [total - total // 2 for total in totals]
+        first, last = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
+        return [*first, *last]
+    if auto_pad == "VALID":
+        return [0, 0, 0, 0]
+    return _ints(node, "pads", [0, 0, 0, 0])
+
+
 def _read_conv(node: onnx.NodeProto, x: Sequence[int], w: Sequence[int]) -> _Found:
+    """A 2-D Conv as conv2d; padded unevenly (Inception's 1x7, TensorFlow's SAME at stride 2),
+    the conv of an input padded beforehand, which the runtime does in its own launch.
+    """
     if len(x) != 4:
         return f"{len(x) - 2}-D: conv2d is 2-D"
     n, c, h, width = x
@@ -327,23 +348,12 @@ def _read_conv(node: onnx.NodeProto, x: Sequence[int], w: Sequence[int]) -> _Fou
     strides, dilations = _ints(node, "strides", [1, 1]), _ints(node, "dilations", [1, 1])
     if len(set(strides)) != 1 or len(set(dilations)) != 1:
         return f"strides {strides}, dilations {dilations}: conv2d takes one for both axes"
-    stride, dilation = strides[0], dilations[0]
-    auto_pad = next((a.s.decode() for a in node.attribute if a.name == "auto_pad"), "NOTSET")
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        totals = [
-            max((math.ceil(size / stride) - 1) * stride + dilation * (f - 1) + 1 - size, 0)
-            for size, f in ((h, r), (width, s))
-        ]
-        pads = [totals[0] // 2, totals[1] // 2, totals[0] - totals[0] // 2,
-                totals[1] - totals[1] // 2]  # fmt: skip
-    elif auto_pad == "VALID":
-        pads = [0, 0, 0, 0]
-    else:
-        pads = _ints(node, "pads", [0, 0, 0, 0])
+    pads = conv_pads(node, x, w)
     if len(set(pads)) != 1:
-        return f"{auto_pad} pads {pads}: conv2d pads every side alike"
-    shape = {"n": n, "c": c, "h": h, "w": width, "k": k, "r": r, "s": s, "stride": stride,
-             "pad": pads[0], "dilation": dilation, "groups": _int(node, "group", 1)}  # fmt: skip
+        h, width, pads = h + pads[0] + pads[2], width + pads[1] + pads[3], [0] * 4
+    shape = {"n": n, "c": c, "h": h, "w": width, "k": k, "r": r, "s": s,
+             "stride": strides[0], "pad": pads[0], "dilation": dilations[0],
+             "groups": _int(node, "group", 1)}  # fmt: skip
     return "conv2d", shape, 1
 
 

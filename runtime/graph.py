@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from octune.networks.layers import Layer, node_layers
+from octune.networks.layers import Layer, conv_pads, node_layers
 from octune.runtime import layout
 from octune.tuner.errors import OctuneError
 
@@ -337,7 +337,9 @@ class _Loader:
         common = {"name": node.name, "nodes": (node.name,), "ops": (op,), "output": out}
         if op == "Split":
             return self.split(node, common)
-        if op in ("Conv", "Gemm", "MatMul"):
+        if op == "Conv":
+            return self.conv(node, common)
+        if op in ("Gemm", "MatMul"):
             return [self.tuned(node, common)]
         if op in ALIASES or (op == "Cast" and self.cast(node) == "none"):
             return [Alias(inputs=(node.input[0],), **common)]
@@ -425,7 +427,27 @@ class _Loader:
             return [gate, product], "hardswish"
         return None
 
-    def tuned(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
+    def conv(self, node: onnx.NodeProto, common: dict[str, Any]) -> list[Step]:
+        """A Conv, after a pad step of its own where it pads unevenly (its layer's shape is
+        the conv of the padded input: ``octune.networks.layers``).
+        """
+        x, w = node.input[0], node.input[1]
+        shape = self.shape(node, x)
+        pads = conv_pads(node, shape, self.shape(node, w))
+        if len(shape) != 4 or len(set(pads)) == 1:
+            return [self.tuned(node, common)]
+        padded = f"{x}:padded:{node.name}"
+        self.shapes[padded] = (*shape[:2], shape[2] + pads[0] + pads[2],
+                               shape[3] + pads[1] + pads[3])  # fmt: skip
+        axes = layout.identity_axes(shape)
+        for axis, (begin, end) in ((2, (pads[0], pads[2])), (3, (pads[1], pads[3]))):
+            *_, dim, stride = axes[axis]
+            axes[axis] = (dim + begin + end, -begin, 1, dim, stride)
+        pad = IndexMap(inputs=(x,), axes=layout.index_axes(axes), mode="constant",
+                       **{**common, "ops": ("Pad",), "output": padded})  # fmt: skip
+        return [pad, self.tuned(node, common, x=padded)]
+
+    def tuned(self, node: onnx.NodeProto, common: dict[str, Any], x: str = "") -> Step:
         layer = self.layers.get(node.name)
         if layer is None:
             raise self.fail(
@@ -433,7 +455,7 @@ class _Loader:
                 "has no shape octune's kernels take (conv2d: 2-D, one stride and dilation for "
                 "both axes, the same padding on every side)",
             )
-        x, w = node.input[0], node.input[1]
+        x, w = x or node.input[0], node.input[1]
         if node.op_type == "Conv":
             self.constant(node, w)
         chain = _Chain(self, node, self.shape(node, node.output[0]))

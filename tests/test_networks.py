@@ -484,6 +484,31 @@ def test_tune_model_shares_the_budget_by_estimated_time(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr + result.stdout
     assert "2 gemm (2 distinct)" in result.stdout
     rows = json.loads(summary.read_text())
-    # Weights 71.8 and 28.2 (the small GEMM moves more than it computes): of 10 candidates, a
-    # quarter evenly and the rest by weight: 6.6, so 6, and the 4 left.
+    # Weights 71.8 and 28.2 (the small GEMM moves more than it computes): one candidate each
+    # first (a quarter of an even part, at least one), then the 8 left by weight: 5, then 3.
     assert [row["tried_now"] for row in rows] == [6, 4]
+
+
+def test_tune_model_measures_the_largest_layers_first_and_names_the_starved(
+    tmp_path: Path,
+) -> None:
+    """A budget too small for every layer: the layers left without a turn are the smallest
+    by estimated time, wherever they stand in the network, and the run names them.
+    """
+    nodes = [
+        helper.make_node("MatMul", ["x", "w0"], ["a"], name="tiny"),  # 48x8x40
+        helper.make_node("MatMul", ["a", "w1"], ["b"], name="mid"),  # 48x64x8
+        helper.make_node("MatMul", ["b", "w2"], ["y"], name="big"),  # 48x64x64
+    ]
+    path = save(tiny_model(nodes, {"x": [48, 40]}, {"w0": [40, 8], "w1": [8, 64],
+                                                      "w2": [64, 64]}),
+                tmp_path / "three.onnx")  # fmt: skip
+    summary = tmp_path / "summary.json"
+    result = octune("tune", "--model", str(path), "--budget", "2", "--strategy", "exhaustive",
+                    "--jobs", "0", "--confirm", "1", "--summary", str(summary),
+                    db=tmp_path / "t.db")  # fmt: skip
+    assert result.returncode == 0, result.stderr + result.stdout
+    tuned = [row["key"] for row in json.loads(summary.read_text())]
+    assert [key.split(",")[1:3] for key in tuned] == [["n=64", "k=8"], ["n=64", "k=64"]]
+    assert "Budget spent before 1 workload(s) got a turn" in result.stdout
+    assert "48x8x40 (tiny)" in result.stdout

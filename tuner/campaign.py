@@ -1,11 +1,14 @@
 """Many workloads in one run: a YAML list of workloads and one budget shared among them.
 
-The budget is shared by giving each workload its part of what is left when its turn comes
-(``share``): an even part of ``EVEN_SHARE`` of it, plus its weight's part (equal unless an entry
-says ``weight:``, e.g. a network layer's share of the network's time) of the rest. A workload
-that stops early (patience, an exhausted space) leaves its unused part to the ones after it,
-and no workload can starve the others. ``tune_in_turn`` is that loop, and ``tune_one`` one
-turn's session with its progress shown, for `octune tune` and for a farm agent's job alike.
+The budget is shared in two rounds, largest weight first (equal unless an entry says
+``weight:``, e.g. a network layer's estimated share of the network's time). In the first, every
+workload gets an even part of ``EVEN_SHARE`` of the total, so each is measured before any gets
+more, and where a device's first candidates cost more than their part (a CPU compiling for
+seconds), the workloads left without a turn are the smallest. In the second, each gets its
+weight's part of what is left (``share``) and its search goes on, skipping what it measured.
+A workload that stops early (patience, an exhausted space) leaves its unused part to the ones
+after it. ``tune_in_turn`` is that loop, and ``tune_one`` one turn's session with its progress
+shown, for `octune tune` and for a farm agent's job alike.
 """
 
 from __future__ import annotations
@@ -157,13 +160,17 @@ def tasks_for(
 
 
 def share(
-    total: Budget, weights: Sequence[float], used_candidates: int, used_seconds: float
+    total: Budget,
+    weights: Sequence[float],
+    used_candidates: int,
+    used_seconds: float,
+    even: float = EVEN_SHARE,
 ) -> Budget | None:
-    """The part of what is left of the total budget the next task gets: ``EVEN_SHARE`` of it
-    split evenly among the remaining tasks, the rest by ``weights`` (its own, then those of
-    the tasks after it); at least one candidate while any is left; None when nothing is.
+    """The part of what is left of the total budget the next task gets: ``even`` of it split
+    evenly among the remaining tasks, the rest by ``weights`` (its own, then those of the tasks
+    after it); at least one candidate while any is left; None when nothing is.
     """
-    part = EVEN_SHARE / len(weights) + (1 - EVEN_SHARE) * weights[0] / sum(weights)
+    part = even / len(weights) + (1 - even) * weights[0] / sum(weights)
     candidates = seconds = None
     if total.candidates is not None:
         left = total.candidates - used_candidates
@@ -177,9 +184,27 @@ def share(
     return replace(total, candidates=candidates, seconds=seconds)
 
 
+def first_share(
+    total: Budget, count: int, used_candidates: int, used_seconds: float
+) -> Budget | None:
+    """A task's part in the first round: ``EVEN_SHARE`` of the total over ``count`` tasks (at
+    least one candidate), as far as what is left allows; None when nothing is.
+    """
+    even = share(total, [1.0] * count, 0, 0.0, even=1.0)
+    left = share(total, [1.0], used_candidates, used_seconds)
+    if even is None or left is None:
+        return None
+    candidates = seconds = None
+    if total.candidates is not None and even.candidates is not None:
+        candidates = min(max(1, int(even.candidates * EVEN_SHARE)), left.candidates or 1)
+    if total.seconds is not None and even.seconds is not None and left.seconds is not None:
+        seconds = min(even.seconds * EVEN_SHARE, left.seconds)
+    return replace(total, candidates=candidates, seconds=seconds)
+
+
 @dataclass(frozen=True)
 class Turn:
-    """One workload's session in a run that tunes many in turn."""
+    """One session of a workload in a run that tunes many in turn."""
 
     task: Task
     report: SessionReport
@@ -187,56 +212,72 @@ class Turn:
     failure: SystematicFailure | None = None
 
 
+Tune = Callable[[Task, Budget, Workers, Settings], SessionReport]
+
+
 def tune_in_turn(
     tasks: Sequence[Task],
     total: Budget,
-    tune: Callable[[Task, Budget, Workers], SessionReport],
+    tune: Tune,
     *,
     device: DeviceInfo,
     settings: Settings,
     count_earlier_time: bool = True,
 ) -> Iterator[Turn]:
-    """Tune ``tasks`` one after another, each with its ``share`` of what is left of ``total``
-    (``DEFAULT_CANDIDATES`` a task when it sets no limit), through one set of workers: the run
-    of `octune tune` and of a farm agent's job, so both share a budget alike. ``tune`` runs
-    one task's session. The turns stop when the budget is spent (fewer turns than tasks) or
-    after an interrupted session. A systematic failure is raised when there is one task;
-    with more, its turn carries it and the others still get their chance.
+    """Tune ``tasks`` in the two rounds the module describes (one session with the whole
+    budget for a single task; ``DEFAULT_CANDIDATES`` a task when it sets no limit), through
+    one set of workers: the run of `octune tune` and of a farm agent's job, so both share a
+    budget alike. ``tune`` runs one session under the settings it is given. The turns stop
+    when the budget is spent or after an interrupted session. A systematic failure is raised
+    when there is one task; with more, its turn carries it, the task gets no second turn,
+    and the others still get their chance.
 
-    With ``settings.resume`` the configs earlier runs measured count against the candidates;
-    ``count_earlier_time`` counts their time too. A farm agent passes False: it has taken
-    its earlier leases' time (the job's ``tried_s``) off ``total`` already.
+    With ``settings.resume`` the configs earlier runs measured count against the candidates
+    of the first round; ``count_earlier_time`` counts their time too. A farm agent passes
+    False: it has taken its earlier leases' time (the job's ``tried_s``) off ``total`` already.
 
     A generator: close it (``contextlib.closing``) when not iterating it to the end, so the
     workers stop at once.
     """
     if total.candidates is None and total.seconds is None:
         total = replace(total, candidates=DEFAULT_CANDIDATES * len(tasks))
+    ordered = sorted(tasks, key=lambda task: -task.weight)  # stable: equal weights keep order
     used_candidates, used_earlier, started = 0, 0.0, time.monotonic()
+    failed: set[int] = set()
+    rounds = [True] if len(ordered) == 1 else [True, False]
     with open_workers(device, settings) as workers:
-        for index, task in enumerate(tasks):
-            weights = [later.weight for later in tasks[index:]]
-            used_seconds = used_earlier + time.monotonic() - started
-            part = share(total, weights, used_candidates, used_seconds)
-            if part is None:
-                return
-            failure: SystematicFailure | None = None
-            try:
-                report = tune(task, part, workers)
-            except SystematicFailure as error:
-                if len(tasks) == 1:
-                    raise
-                failure, report = error, error.report
-            progress = report.progress
-            # On a resume, what earlier runs spent on this workload is part of what it used.
-            used_candidates += progress.tried + (
-                progress.already_measured if settings.resume else 0
-            )
-            if count_earlier_time:
-                used_earlier += progress.earlier_s
-            yield Turn(task, report, failure)
-            if report.interrupted:
-                return
+        for first in rounds:
+            for index, task in enumerate(ordered):
+                if id(task) in failed:
+                    continue
+                used_seconds = used_earlier + time.monotonic() - started
+                if first and len(rounds) > 1:
+                    part = first_share(total, len(ordered), used_candidates, used_seconds)
+                else:
+                    weights = [later.weight for later in ordered[index:]]
+                    part = share(total, weights, used_candidates, used_seconds, even=0.0)
+                if part is None:
+                    break
+                # A second turn goes on from the first: its part is new candidates.
+                turn_settings = settings if first else replace(settings, resume=False)
+                failure: SystematicFailure | None = None
+                try:
+                    report = tune(task, part, workers, turn_settings)
+                except SystematicFailure as error:
+                    if len(tasks) == 1:
+                        raise
+                    failure, report = error, error.report
+                    failed.add(id(task))
+                progress = report.progress
+                # On a resume, what earlier runs spent on this workload is part of what it used.
+                used_candidates += progress.tried + (
+                    progress.already_measured if turn_settings.resume else 0
+                )
+                if count_earlier_time and turn_settings.resume:
+                    used_earlier += progress.earlier_s
+                yield Turn(task, report, failure)
+                if report.interrupted:
+                    return
 
 
 def unverified(

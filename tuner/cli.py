@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from contextlib import closing
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 from rich.console import Console
@@ -205,13 +206,13 @@ def tune(
         f"Tuning {len(tasks)} workload(s) on [bold]{info.name}[/] with {strategy}, "
         f"{settings.jobs} build process(es), database {store.url}"
     )
-    rows: list[dict[str, object]] = []
+    rows: dict[int, dict[str, object]] = {}  # a task's latest turn
     interrupted = False
     turns = tune_in_turn(
         tasks,
         total,
-        lambda task, part, workers: tune_one(
-            store, info, task, strategy, part, settings, seed, workers
+        lambda task, part, workers, turn_settings: tune_one(
+            store, info, task, strategy, part, turn_settings, seed, workers
         ),
         device=info,
         settings=settings,
@@ -225,16 +226,29 @@ def tune(
                 console.print(message, soft_wrap=True)
             if upload is not None and token is not None:
                 _upload(store, turn.report, upload, token)
-            rows.append(_summary_row(store, info, turn.task, turn.report, objective))
+            row = _summary_row(store, info, turn.task, turn.report, objective)
+            earlier = rows.get(id(turn.task))
+            if earlier is not None:  # a second turn: what both measured now
+                row["tried_now"] = cast(int, earlier["tried_now"]) + turn.report.progress.tried
+                failures = Counter(cast(dict[str, int], earlier["failures_now"]))
+                failures.update(turn.report.progress.failures)
+                row["failures_now"] = dict(failures)
+            rows[id(turn.task)] = row
             interrupted = turn.report.interrupted
-    if len(rows) < len(tasks) and not interrupted:  # the turns stopped: the budget ran out
+    starved = [task for task in tasks if id(task) not in rows]
+    if starved and not interrupted:  # the turns stopped: the budget ran out
         console.print(
-            f"Budget spent: {tasks[len(rows)].workload} and those after it were not tuned."
+            f"Budget spent before {len(starved)} workload(s) got a turn (the smallest by "
+            "estimated time); lookups answer them from the nearest tuned shape or the "
+            f"default: {', '.join(task.label for task in starved)}",
+            markup=False,
+            soft_wrap=True,
         )
-    _print_summary(rows, objective)
+    ran = [task for task in tasks if id(task) in rows]
+    _print_summary([rows[id(task)] for task in ran], objective)
     if summary is not None:
-        summary.write_text(json.dumps(rows, indent=2))
-    missing, workloads_tuned = unverified(store, info, tasks[: len(rows)])
+        summary.write_text(json.dumps([rows[id(task)] for task in ran], indent=2))
+    missing, workloads_tuned = unverified(store, info, ran)
     if workloads_tuned > 1:
         for label, why in missing:
             console.print(
