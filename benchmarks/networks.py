@@ -272,7 +272,7 @@ def torch_model(net: str) -> Any:
 def onnx_shapes(network: onnx.ModelProto) -> Counter[tuple[Any, ...]]:
     """octune's conv and linear layers as comparable tuples."""
     shapes: Counter[tuple[Any, ...]] = Counter()
-    for layer in node_layers(network).values():
+    for layer in node_layers(network)[0].values():
         s = layer.shape
         if layer.family == "conv2d":
             key = ("conv2d", s["c"], s["h"], s["w"], s["k"], s["r"], s["s"], s["stride"],

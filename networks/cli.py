@@ -82,6 +82,12 @@ def _print(found: NetworkReport) -> None:
     console.print(table)
     unknown = f", {found.unknown_layers} without an estimate" if found.unknown_layers else ""
     scaled = any(layer.estimate == "scaled" for layer in found.layers)
+    if found.unknown_layers == len(found.layers):
+        console.print(
+            f"No estimate: none of the {len(found.layers)} layers has a measurement for this "
+            f"device in {found.database}: tune some with `octune tune --model {found.model}`"
+        )
+        return
     console.print(
         f"Estimated total: {found.total_s * 1e3:.3f} ms per forward pass; "
         f"{found.exact_layers} of {len(found.layers)} layers tuned exactly{unknown}"

@@ -239,16 +239,19 @@ def _dims(value: onnx.ValueInfoProto) -> Iterator[onnx.TensorShapeProto.Dimensio
     return iter(value.type.tensor_type.shape.dim)
 
 
-def node_layers(model: onnx.ModelProto) -> dict[str, Layer]:
-    """Each tunable node's family and shape, by node name (one node, its own launch count)."""
-    return {layer.nodes[0]: layer for layer in _scan(model)[0]}
+def node_layers(model: onnx.ModelProto) -> tuple[dict[str, Layer], dict[str, str]]:
+    """Each tunable node's family and shape, by node name (one node, its own launch count),
+    and for each Conv, Gemm or MatMul no family takes, why not.
+    """
+    layers, _, reasons = _scan(model)
+    return {layer.nodes[0]: layer for layer in layers}, reasons
 
 
 def extract_layers(model: onnx.ModelProto) -> tuple[list[Layer], list[str]]:
     """The distinct shapes in network order, each with its nodes and launches per pass, and
     the operators not tuned (neither a tunable node nor elementwise), as ``"Op xCOUNT"``.
     """
-    per_node, untuned = _scan(model)
+    per_node, untuned, _ = _scan(model)
     merged: dict[tuple[str, tuple[tuple[str, int], ...]], Layer] = {}
     for layer in per_node:
         key = (layer.family, tuple(layer.shape.items()))
@@ -259,8 +262,10 @@ def extract_layers(model: onnx.ModelProto) -> tuple[list[Layer], list[str]]:
     return list(merged.values()), [f"{op} x{count}" for op, count in untuned.items()]
 
 
-def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str]]:
-    """Every tunable node as a one-node layer, in graph order, and the untuned operators."""
+def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str], dict[str, str]]:
+    """Every tunable node as a one-node layer, in graph order; the untuned operators; why
+    each Conv, Gemm or MatMul that is not tunable is not.
+    """
     graph = model.graph
     shapes = {tensor.name: list(tensor.dims) for tensor in graph.initializer}
     for value in (*graph.input, *graph.value_info, *graph.output):
@@ -269,6 +274,7 @@ def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str]]:
             shapes[value.name] = [d.dim_value for d in dims]
     layers: list[Layer] = []
     untuned: Counter[str] = Counter()
+    reasons: dict[str, str] = {}
     for index, node in enumerate(graph.node):
         name = node_name(node, index)
         if node.domain not in ("", "ai.onnx"):
@@ -285,15 +291,17 @@ def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str]]:
         found = read(node, shapes[node.input[0]], shapes[node.input[1]])
         if isinstance(found, str):
             untuned[f"{node.op_type} ({found})"] += 1
+            reasons[name] = found
             continue
         family_name, shape, count = found
         try:
             workload = family(family_name).workload(shape)
         except WorkloadError as error:
             untuned[f"{node.op_type} ({error})"] += 1
+            reasons[name] = str(error)
             continue
         layers.append(Layer(family_name, workload.shape, (name,), count))
-    return layers, untuned
+    return layers, untuned, reasons
 
 
 def _no_shape(model: onnx.ModelProto, node: onnx.NodeProto, name: str, tensor: str) -> str:

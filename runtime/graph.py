@@ -282,7 +282,7 @@ class _Loader:
                     f"{self.label}: input '{value.name}' is {onnx.TensorProto.DataType.Name(kind)}"
                     "; octune run feeds float32 inputs"
                 )
-        self.layers = node_layers(model)
+        self.layers, self.untunable = node_layers(model)
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         self.done: set[str] = set()
 
@@ -450,11 +450,8 @@ class _Loader:
     def tuned(self, node: onnx.NodeProto, common: dict[str, Any], x: str = "") -> Step:
         layer = self.layers.get(node.name)
         if layer is None:
-            raise self.fail(
-                node,
-                "has no shape octune's kernels take (conv2d: 2-D, one stride and dilation for "
-                "both axes, the same padding on every side)",
-            )
+            why = self.untunable.get(node.name, "no static shape")
+            raise self.fail(node, f"has no shape octune's kernels take: {why}")
         x, w = x or node.input[0], node.input[1]
         if node.op_type == "Conv":
             self.constant(node, w)

@@ -270,27 +270,49 @@ def test_a_confirmed_run_times_every_kernel_and_drops_a_wrong_one(tmp_path: Path
 
 
 def _unsupported(tmp_path: Path) -> Path:
-    g = GraphBuilder("sigmoid", seed=1)
-    y = g.node("Sigmoid", [g.input("input", [1, 4])], "gate")
-    onnx.save(g.model(y, [1, 4]), tmp_path / "sigmoid.onnx")
-    return tmp_path / "sigmoid.onnx"
+    g = GraphBuilder("hardmax", seed=1)
+    y = g.node("Hardmax", [g.input("input", [1, 4])], "gate")
+    onnx.save(g.model(y, [1, 4]), tmp_path / "hardmax.onnx")
+    return tmp_path / "hardmax.onnx"
 
 
-def _asymmetric(tmp_path: Path) -> Path:
-    g = GraphBuilder("asymmetric", seed=1)
+def _strides(tmp_path: Path) -> Path:
+    g = GraphBuilder("strides", seed=1)
     x = g.input("input", [1, 4, 8, 8])
     w = g.parameter("w", (4, 4, 3, 3), 0.1)
-    y = g.node("Conv", [x, w], "conv", kernel_shape=[3, 3], pads=[0, 0, 1, 1])
-    onnx.save(g.model(y, [1, 4, 7, 7]), tmp_path / "asymmetric.onnx")
-    return tmp_path / "asymmetric.onnx"
+    y = g.node("Conv", [x, w], "conv", kernel_shape=[3, 3], strides=[2, 1], pads=[1, 1, 1, 1])
+    onnx.save(g.model(y, [1, 4, 4, 8]), tmp_path / "strides.onnx")
+    return tmp_path / "strides.onnx"
+
+
+def _huge(tmp_path: Path) -> Path:
+    """Legal, its tensors within 32-bit indexing, but 98 GiB of them, more than any device
+    here holds: refused before anything is allocated.
+    """
+    g = GraphBuilder("huge", seed=1)
+    y = g.input("input", [1, 3, 12000, 12000])
+    for index in range(30):
+        y = g.conv(y, f"conv{index}", 3 if index == 0 else 6, 6, 1)
+    onnx.save(g.model(y, [1, 6, 12000, 12000]), tmp_path / "huge.onnx")
+    return tmp_path / "huge.onnx"
+
+
+def _matmul_of_nothing(tmp_path: Path) -> Path:
+    g = GraphBuilder("empty", seed=1)
+    x = g.input("input", [0, 4])
+    y = g.node("MatMul", [x, g.parameter("w", (4, 3), 0.1)], "fc")
+    onnx.save(g.model(y, [0, 3]), tmp_path / "empty.onnx")
+    return tmp_path / "empty.onnx"
 
 
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [
         (lambda t: ["nosuchnet"], ["'nosuchnet'", "squeezenet1.1"]),
-        (lambda t: [str(_unsupported(t))], ["Sigmoid node 'gate'", "not an operator"]),
-        (lambda t: [str(_asymmetric(t))], ["Conv node 'conv'", "same padding on every side"]),
+        (lambda t: [str(_unsupported(t))], ["Hardmax node 'gate'", "not an operator"]),
+        (lambda t: [str(_strides(t))], ["Conv node 'conv'", "takes one for both axes"]),
+        (lambda t: [str(_matmul_of_nothing(t))], ["MatMul node 'fc'", "m=0"]),
+        (lambda t: [str(_huge(t))], ["needs 98.17 GiB of tensors and weights", "smaller inputs"]),
         (lambda t: ["squeezenet1.1", "--configs", "best"], ["unknown --configs 'best'"]),
         (
             lambda t: ["squeezenet1.1", "--db", "sqlite://", "--bundle", str(t)],
@@ -302,7 +324,17 @@ def _asymmetric(tmp_path: Path) -> Path:
             ["cannot reach the octune server"],
         ),
     ],
-    ids=["unknown", "operator", "padding", "policy", "two-sources", "no-bundle", "no-server"],
+    ids=[
+        "unknown",
+        "operator",
+        "strides",
+        "empty",
+        "huge",
+        "policy",
+        "two-sources",
+        "no-bundle",
+        "no-server",
+    ],
 )
 def test_mistakes_are_one_line(args, fragments, tmp_path: Path) -> None:
     assert_one_line_error(octune("run", *args(tmp_path)), *fragments)

@@ -147,24 +147,28 @@ def decoder(g: GraphBuilder) -> tuple[str, list[int | str]]:
 def functions(g: GraphBuilder) -> tuple[str, list[int | str]]:
     """Activations and broadcasting functions: what transformers and detection heads use."""
     x = g.input("input", [2, 3, 8])
-    y = g.node("LeakyRelu", [x], "leaky", alpha=0.1)
-    y = g.node("Add", [g.node("Elu", [x], "elu", alpha=0.7), y], "e")
-    y = g.node("PRelu", [y, g.parameter("slope", (8,), 0.3)], "prelu")
-    y = g.node("Softplus", [g.node("Add", [y, g.node("Tanh", [x], "tanh")], "t")], "softplus")
-    y = g.node("Max", [y, g.node("Neg", [g.node("Abs", [x], "abs")], "neg")], "max")
-    y = g.node("Min", [y, g.parameter("cap", (3, 1), 1.0, mean=2.0)], "min")
-    mask = g.node("Greater", [x, g.constant("zero", np.float32(0))], "mask")
-    y = g.node("Where", [mask, y, g.node("Exp", [x], "exp")], "where")
-    y = g.node("Mul", [y, g.node("Reciprocal", [g.node("Add", [g.node("Abs", [x], "abs2"),
-               g.constant("one", np.float32(1))], "a1")], "recip")], "scaled")  # fmt: skip
-    m = g.node("Mod", [g.node("Mul", [x, g.constant("ten", np.float32(10))], "x10"),
-                       g.constant("three", np.float32(3))], "mod", fmod=1)  # fmt: skip
-    y = g.node("Add", [y, g.node("Cast", [g.node("Cast", [m], "cast", to=TensorProto.INT32)], "cast.f",
-                                  to=TensorProto.FLOAT)], "cast.add")
-    y = g.node("Add", [y, g.node("Cast", [g.node("Equal", [mask, g.constant(
-        "true", np.array(True))], "eq")], "eq.f", to=TensorProto.FLOAT)], "eq.add")  # fmt: skip
-    gathered = g.node("Gather", [y, _ints(g, "idx", [7, 0, -1, 2])], "gather", axis=2)
-    return g.node("Transpose", [gathered], "t_out", perm=[2, 0, 1]), [4, 2, 3]
+
+    def op(kind: str, inputs: list[str], **attributes: object) -> str:
+        return g.node(kind, inputs, f"{kind.lower()}{len(g.nodes)}", **attributes)
+
+    def const(value: object) -> str:
+        return g.constant(f"c{len(g.initializers)}", np.array(value, dtype=np.float32))
+
+    y = op("Add", [op("Elu", [x], alpha=0.7), op("LeakyRelu", [x], alpha=0.1)])
+    y = op("PRelu", [y, g.parameter("slope", (8,), 0.3)])
+    y = op("Softplus", [op("Add", [y, op("Tanh", [x])])])
+    y = op("Max", [y, op("Neg", [op("Abs", [x])])])
+    y = op("Min", [y, g.parameter("cap", (3, 1), 1.0, mean=2.0)])
+    mask = op("Greater", [x, const(0.0)])
+    y = op("Where", [mask, y, op("Exp", [x])])
+    y = op("Mul", [y, op("Reciprocal", [op("Add", [op("Abs", [x]), const(1.0)])])])
+    remainder = op("Mod", [op("Mul", [x, const(10.0)]), const(3.0)], fmod=1)
+    truncated = op("Cast", [op("Cast", [remainder], to=TensorProto.INT32)], to=TensorProto.FLOAT)
+    y = op("Add", [y, truncated])
+    positive = op("Equal", [mask, g.constant("true", np.array(True))])
+    y = op("Add", [y, op("Cast", [positive], to=TensorProto.FLOAT)])
+    y = op("Gather", [y, _ints(g, "idx", [7, 0, -1, 2])], axis=2)
+    return op("Transpose", [y], perm=[2, 0, 1]), [4, 2, 3]
 
 
 @pytest.mark.parametrize(
