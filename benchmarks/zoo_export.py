@@ -34,9 +34,10 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 CALIBRATION_PASSES = 3
 CALIBRATION_BATCH = 2
@@ -111,17 +112,33 @@ MODELS: list[Model] = [
     Model("swin_t", IMG, True),
     Model("maxvit_t", IMG, False),
     Model("fcn_resnet50", IMG, True, {"aux_loss": False, "weights_backbone": None}, "segmentation"),
-    Model("deeplabv3_mobilenet_v3_large", IMG, False,
-          {"aux_loss": False, "weights_backbone": None}, "segmentation"),
-    Model("deeplabv3_resnet50", IMG, True,
-          {"aux_loss": False, "weights_backbone": None}, "segmentation"),
+    Model(
+        "deeplabv3_mobilenet_v3_large",
+        IMG,
+        False,
+        {"aux_loss": False, "weights_backbone": None},
+        "segmentation",
+    ),
+    Model(
+        "deeplabv3_resnet50",
+        IMG,
+        True,
+        {"aux_loss": False, "weights_backbone": None},
+        "segmentation",
+    ),
     Model("lraspp_mobilenet_v3_large", IMG, False, {"weights_backbone": None}, "segmentation"),
     Model("bert_layer", (1, 128, 768), True, {}, "bert_layer"),
     Model("transformer_encoder", (1, 64, 256), False, {}, "transformer_encoder"),
 ]
 GOOGLENET_INIT = Model("googlenet", IMG, False, {"aux_logits": False, "init_weights": True})
-DYNAMO = ["resnet18", "mobilenet_v2", "efficientnet_b0", "vit_b_16", "bert_layer",
-          "transformer_encoder"]
+DYNAMO = [
+    "resnet18",
+    "mobilenet_v2",
+    "efficientnet_b0",
+    "vit_b_16",
+    "bert_layer",
+    "transformer_encoder",
+]
 OPSET11 = ["resnet18", "mobilenet_v2"]
 
 
@@ -164,10 +181,15 @@ def build(model: Model) -> Any:
             from transformers import BertConfig
             from transformers.models.bert.modeling_bert import BertLayer
         except ImportError:
-            return torch.nn.TransformerEncoderLayer(768, 12, 3072, activation="gelu",
-                                                    batch_first=True)
-        config = BertConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072,
-                            attn_implementation="eager")
+            return torch.nn.TransformerEncoderLayer(
+                768, 12, 3072, activation="gelu", batch_first=True
+            )
+        config = BertConfig(
+            hidden_size=768,
+            num_attention_heads=12,
+            intermediate_size=3072,
+            attn_implementation="eager",
+        )
         layer = BertLayer(config)
         layer.apply(_bert_init(config.initializer_range))
         return layer
@@ -225,7 +247,7 @@ def calibrate_batchnorm(net: Any, input_shape: tuple[int, ...]) -> None:
     with torch.no_grad():
         for _ in range(CALIBRATION_PASSES):
             net(torch.randn(CALIBRATION_BATCH, *input_shape[1:]))
-    for bn, momentum in zip(bns, momenta):
+    for bn, momentum in zip(bns, momenta, strict=True):
         bn.momentum = momentum
 
 
@@ -252,7 +274,11 @@ def run_job(job: Job, record: Record, out: Path, threads: int) -> None:
     calibrate_batchnorm(net, model.input_shape)
     net.eval()
     ok, diff, shape = depends_on_input(net, model.input_shape)
-    record.output_depends_on_input, record.output_max_abs_diff, record.output_shape = ok, diff, shape
+    record.output_depends_on_input, record.output_max_abs_diff, record.output_shape = (
+        ok,
+        diff,
+        shape,
+    )
 
     x = torch.randn(*model.input_shape)
     path = out / job.file
@@ -260,21 +286,47 @@ def run_job(job: Job, record: Record, out: Path, threads: int) -> None:
     dynamic_axes = {"input": {0: "batch"}} if model.dynamic_batch else None
     start = time.perf_counter()
     if job.exporter == "torchscript":
-        torch.onnx.export(net, (x,), str(path), opset_version=job.opset, dynamo=False,
-                          dynamic_axes=dynamic_axes, **names)
+        torch.onnx.export(
+            net,
+            (x,),
+            str(path),
+            opset_version=job.opset,
+            dynamo=False,
+            dynamic_axes=dynamic_axes,
+            **names,
+        )
     elif job.exporter == "torchscript+external_data":
         import onnx
 
         with tempfile.TemporaryDirectory() as tmp:
             staged = Path(tmp) / job.file
-            torch.onnx.export(net, (x,), str(staged), opset_version=job.opset, dynamo=False,
-                              dynamic_axes=dynamic_axes, **names)
+            torch.onnx.export(
+                net,
+                (x,),
+                str(staged),
+                opset_version=job.opset,
+                dynamo=False,
+                dynamic_axes=dynamic_axes,
+                **names,
+            )
             proto = onnx.load_model(str(staged))
-        onnx.save_model(proto, str(path), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location=f"{job.file}.data")
+        onnx.save_model(
+            proto,
+            str(path),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=f"{job.file}.data",
+        )
     elif job.exporter == "dynamo":
-        torch.onnx.export(net, (x,), str(path), opset_version=job.opset, dynamo=True,
-                          dynamic_axes=dynamic_axes, **names)
+        torch.onnx.export(
+            net,
+            (x,),
+            str(path),
+            opset_version=job.opset,
+            dynamo=True,
+            dynamic_axes=dynamic_axes,
+            **names,
+        )
     else:
         raise ValueError(job.exporter)
     record.export_seconds = round(time.perf_counter() - start, 2)
@@ -288,10 +340,18 @@ def run_job(job: Job, record: Record, out: Path, threads: int) -> None:
 def finish(record: Record, out: Path) -> Record:
     """Name the data files beside the model and count the bytes of both."""
     path = out / record.file
-    record.data_files = sorted(p.name for p in out.glob(f"{record.file}.*")
-                               if p.name != record.file)
-    record.bytes = sum((out / f).stat().st_size for f in [record.file, *record.data_files]
-                       if (out / f).exists()) if path.exists() else 0
+    record.data_files = sorted(
+        p.name for p in out.glob(f"{record.file}.*") if p.name != record.file
+    )
+    record.bytes = (
+        sum(
+            (out / f).stat().st_size
+            for f in [record.file, *record.data_files]
+            if (out / f).exists()
+        )
+        if path.exists()
+        else 0
+    )
     return record
 
 
@@ -314,8 +374,18 @@ def drive(jobs: list[Job], out: Path, timeout: float, threads: int) -> list[Reco
     for i, job in enumerate(jobs, 1):
         remove_outputs(out, job.file)
         result = out / f".{job.file}.record.json"
-        cmd = [sys.executable, __file__, "--out", str(out), "--threads", str(threads),
-               "--worker", job.file, "--record", str(result)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--out",
+            str(out),
+            "--threads",
+            str(threads),
+            "--worker",
+            job.file,
+            "--record",
+            str(result),
+        ]
         print(f"[{i}/{len(jobs)}] {job.file} ...", flush=True)
         start = time.perf_counter()
         try:
@@ -325,30 +395,44 @@ def drive(jobs: list[Job], out: Path, timeout: float, threads: int) -> list[Reco
             else:
                 record = new_record(job, f"worker exited {proc.returncode}: {proc.stderr[-2000:]}")
         except subprocess.TimeoutExpired:
-            record = new_record(job, f"timeout: over {timeout:.0f} s (build+calibrate+export); "
-                                 "skipped")
+            record = new_record(
+                job, f"timeout: over {timeout:.0f} s (build+calibrate+export); skipped"
+            )
         result.unlink(missing_ok=True)
         if record.error:
             remove_outputs(out, job.file)
         records.append(finish(record, out))
-        status = record.error.splitlines()[-1][:160] if record.error else (
-            f"ok {record.bytes / 1e6:.1f} MB, export {record.export_seconds} s")
+        status = (
+            record.error.splitlines()[-1][:160]
+            if record.error
+            else (f"ok {record.bytes / 1e6:.1f} MB, export {record.export_seconds} s")
+        )
         print(f"    {status} ({time.perf_counter() - start:.0f} s wall)", flush=True)
         manifest_path.write_text(json.dumps(kept + [asdict(r) for r in records], indent=1) + "\n")
     return records
 
 
 def new_record(job: Job, error: str | None) -> Record:
-    return Record(job.file, job.model.name, job.exporter, job.opset, job.model.dynamic_batch,
-                  list(job.model.input_shape), error=error, build_kwargs=dict(job.model.kwargs))
+    return Record(
+        job.file,
+        job.model.name,
+        job.exporter,
+        job.opset,
+        job.model.dynamic_batch,
+        list(job.model.input_shape),
+        error=error,
+        build_kwargs=dict(job.model.kwargs),
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", type=Path, default=Path("/work/zoo"))
-    ap.add_argument("--only", nargs="*", default=None,
-                    help="model names or file names to (re)do; default all")
+    ap.add_argument(
+        "--only", nargs="*", default=None, help="model names or file names to (re)do; default all"
+    )
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per file")
     ap.add_argument("--threads", type=int, default=1, help="torch threads in each worker")
     ap.add_argument("--list", action="store_true", help="print the files and exit")
@@ -371,15 +455,22 @@ def main() -> None:
         jobs = [j for j in jobs if j.model.name in args.only or j.file in args.only]
     if args.list:
         for j in jobs:
-            print(j.file, j.exporter, j.opset, j.model.input_shape,
-                  "dynamic" if j.model.dynamic_batch else "static")
+            print(
+                j.file,
+                j.exporter,
+                j.opset,
+                j.model.input_shape,
+                "dynamic" if j.model.dynamic_batch else "static",
+            )
         return
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     records = drive(jobs, args.out, args.timeout, args.threads)
     ok = [r for r in records if not r.error]
-    print(f"{len(ok)}/{len(records)} files written to {args.out}; "
-          f"{sum(r.bytes for r in ok) / 1e6:.0f} MB")
+    print(
+        f"{len(ok)}/{len(records)} files written to {args.out}; "
+        f"{sum(r.bytes for r in ok) / 1e6:.0f} MB"
+    )
 
 
 if __name__ == "__main__":

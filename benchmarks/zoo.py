@@ -1,0 +1,219 @@
+"""Real models as exporters write them (issue 44): coverage, then side by side.
+
+The models are the files ``benchmarks/zoo_export.py`` writes (its ``manifest.json``):
+torchvision's classification and segmentation models and transformer encoders, through
+PyTorch's TorchScript and dynamo exporters, at opsets 11, 17 and 20, with dynamic batches and
+external data.
+
+Coverage: each file loaded and normalised as ``octune run`` loads it, then read into the
+runtime's steps; what could not be taken is listed (operator, node, reason). No device needed:
+
+    .venv/bin/python benchmarks/zoo.py --zoo /work/zoo --coverage --out coverage.json
+
+Side by side, per model: imports / runs as exported / agrees layer by layer with onnxruntime /
+tuned ms / default ms / reference ms. ``--tune-minutes`` first tunes each model with
+``octune tune --model FILE --time M`` into ``--db`` (one run per model, the database carried
+over), then measures under the ``tuned`` and ``default`` policies: wall time of a forward pass
+enqueued back to back with one finish (best of ``--repeat``), and the launch count. The
+reference is onnxruntime's CPU provider on the same file, or with ``--torch`` the model rebuilt
+by ``zoo_export.build`` in PyTorch (eval, float32, TF32 off, cuDNN benchmark mode), timed as a
+CUDA graph of 20 back-to-back passes (``side_by_side.cuda_graph_seconds``):
+
+    .venv/bin/python benchmarks/zoo.py --zoo /work/zoo --models resnet18 mobilenet_v2 \\
+        --tune-minutes 4 --db sqlite:////tmp/zoo.db --out cpu.json
+    benchmarks/device_run.sh python3 benchmarks/zoo.py --zoo $OUT/zoo --device NVIDIA \\
+        --models resnet18 mobilenet_v2 --tune-minutes 2 --torch --db sqlite:///$OUT/zoo.db \\
+        --out $OUT/gpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from octune.networks.layers import load_model
+from octune.runtime.graph import load_graph
+from octune.tuner.errors import OctuneError
+
+
+def manifest(zoo: Path, names: list[str] | None) -> list[dict[str, Any]]:
+    """The exported files (stems as ``names`` picks them), in the manifest's order."""
+    entries = [e for e in json.loads((zoo / "manifest.json").read_text()) if not e["error"]]
+    if names:
+        entries = [e for e in entries if e["file"].removesuffix(".onnx") in names]
+    return entries
+
+
+def load(zoo: Path, entry: dict[str, Any]) -> onnx.ModelProto:
+    """As ``octune run`` loads it, at batch 1."""
+    return load_model(zoo / entry["file"], batch=1 if entry["dynamic_batch"] else None)
+
+
+def coverage(zoo: Path, entry: dict[str, Any]) -> dict[str, Any]:
+    raw = onnx.load(zoo / entry["file"], load_external_data=False)
+    opset = next(o.version for o in raw.opset_import if o.domain in ("", "ai.onnx"))
+    row: dict[str, Any] = {
+        "file": entry["file"],
+        "exporter": entry["exporter"],
+        "opset": opset,
+        "nodes_exported": len(raw.graph.node),
+    }
+    started = time.perf_counter()
+    try:
+        model = load(zoo, entry)
+        row["nodes_normalised"] = len(model.graph.node)
+        row["load_s"] = round(time.perf_counter() - started, 2)
+        row["steps"] = len(load_graph(model).steps)
+    except OctuneError as error:
+        row["refused"] = str(error)
+    return row
+
+
+def _runtime_row(model: onnx.ModelProto, device: Any, source: Any, policy: str,
+                 repeat: int) -> dict[str, Any]:  # fmt: skip
+    from octune.runtime.executor import Runtime
+    from octune.runtime.verify import check, random_inputs
+
+    runtime = Runtime(model, device, source, policy)  # type: ignore[arg-type]
+    outputs = check(runtime, random_inputs(runtime))
+    timing = runtime.time(repeat)
+    return {
+        "ms": timing.wall_s * 1e3,
+        "kernel_ms": timing.total_kernel_s * 1e3,
+        "launches": runtime.launches,
+        "agrees": all(c.ratio < 1 for c in outputs),
+        "max_ratio": max(c.ratio for c in outputs),
+        "output_depends_on_input": all(c.depends_on_input for c in outputs),
+    }
+
+
+def tune(zoo: Path, entry: dict[str, Any], minutes: float, db: str, device: str | None,
+         log: Path) -> float:  # fmt: skip
+    """``octune tune --model`` for ``minutes``; its wall seconds."""
+    command = [sys.executable, "-c", "from octune.tuner.cli import main; main()", "tune",
+               "--model", str(zoo / entry["file"]), "--time", f"{minutes * 60:.0f}s",
+               "--db", db, "--resume"]  # fmt: skip
+    if entry["dynamic_batch"]:
+        command += ["--batch", "1"]
+    if device:
+        command += ["--device", device]
+    started = time.perf_counter()
+    with log.open("a") as out:
+        subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+    return time.perf_counter() - started
+
+
+def torch_ms(entry: dict[str, Any]) -> float:
+    """The model in PyTorch on CUDA as a CUDA graph of back-to-back passes."""
+    import torch
+    from side_by_side import cuda_graph_seconds  # beside this script
+    from zoo_export import MODELS, build  # beside this script
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    spec = next(m for m in MODELS if m.name == entry["model"])
+    net = build(spec).eval().cuda()
+    x = torch.randn(*spec.input_shape, device="cuda")
+    with torch.no_grad():
+        return cuda_graph_seconds(lambda: net(x)) * 1e3
+
+
+def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    from octune.db.store import Store
+    from octune.runtime.sources import StoreConfigs
+    from octune.runtime.verify import onnxruntime_seconds, random_inputs
+    from octune.tuner.device import DeviceInfo, select_device
+
+    row: dict[str, Any] = {"file": entry["file"]}
+    try:
+        model = load(zoo, entry)
+    except OctuneError as error:
+        return {**row, "imports": False, "refused": str(error)}
+    row["imports"] = True
+    device = select_device(args.device)
+    info = DeviceInfo.from_cl(device)
+    row["device"] = info.name
+    try:
+        row["default"] = _runtime_row(model, device, None, "default", args.repeat)
+        if args.db:
+            if args.tune_minutes:
+                log = Path(args.out).with_suffix(".tune.log")
+                row["tune_s"] = tune(zoo, entry, args.tune_minutes, args.db, args.device, log)
+            source = StoreConfigs(Store(args.db), info)
+            row["tuned"] = _runtime_row(model, device, source, "tuned", args.repeat)
+    except OctuneError as error:
+        row["refused"] = str(error)
+        return row
+    if args.torch:
+        row["reference"], row["reference_ms"] = "PyTorch CUDA graph", torch_ms(entry)
+    else:
+        from octune.runtime.executor import Runtime
+
+        inputs = random_inputs(Runtime(model, device))
+        row["reference"] = "onnxruntime CPU"
+        row["reference_ms"] = onnxruntime_seconds(model, inputs, args.repeat) * 1e3
+    return row
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print(f"{'model':34} {'imports':>7} {'runs':>5} {'agrees':>6} {'tuned ms':>9} "
+          f"{'default ms':>10} {'ref ms':>8} {'tuned/ref':>9} {'launches':>8}")  # fmt: skip
+    ratios = []
+    for row in rows:
+        tuned, default = row.get("tuned", {}), row.get("default", {})
+        runs = bool(default)
+        agrees = all(r.get("agrees", False) for r in (tuned, default) if r) and runs
+        ratio = tuned["ms"] / row["reference_ms"] if tuned and "reference_ms" in row else None
+        if ratio:
+            ratios.append(ratio)
+        print(f"{row['file']:34} {row['imports']!s:>7} {runs!s:>5} {agrees!s:>6} "
+              f"{tuned.get('ms', math.nan):9.3f} {default.get('ms', math.nan):10.3f} "
+              f"{row.get('reference_ms', math.nan):8.3f} {ratio or math.nan:9.2f} "
+              f"{(tuned or default).get('launches', 0):8}")  # fmt: skip
+        if "refused" in row:
+            print(f"    refused: {row['refused']}")
+    if ratios:
+        mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        print(f"geometric mean tuned/reference over {len(ratios)}: {mean:.2f}, "
+              f"worst {max(ratios):.2f}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--zoo", type=Path, required=True, help="zoo_export.py's --out folder")
+    parser.add_argument("--models", nargs="*", help="file stems (default: every file)")
+    parser.add_argument("--coverage", action="store_true", help="only load every file")
+    parser.add_argument("--device", help="OpenCL device (index or name substring)")
+    parser.add_argument("--db", help="database URL of tuned configs (the tuned column)")
+    parser.add_argument("--tune-minutes", type=float, default=0.0)
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--torch", action="store_true", help="PyTorch on CUDA as the reference")
+    parser.add_argument("--out", required=True, help="JSON results")
+    args = parser.parse_args()
+    entries = manifest(args.zoo, args.models)
+    rows = []
+    for entry in entries:
+        row = coverage(args.zoo, entry) if args.coverage else side_by_side(args.zoo, entry, args)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+    if args.coverage:
+        refused = [row for row in rows if "refused" in row]
+        print(f"{len(rows) - len(refused)} of {len(rows)} files taken; not taken:")
+        for row in refused:
+            print(f"  {row['file']}: {row['refused'][:200]}")
+    else:
+        report(rows)
+
+
+if __name__ == "__main__":
+    main()
