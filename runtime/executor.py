@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 import pyopencl as cl
 
+from octune.runtime import layout
 from octune.runtime.graph import (
     RESIZE_COORDINATES,
     RESIZE_NEAREST,
@@ -343,6 +344,8 @@ class Runtime:
     def _tuned(self, step: Tuned) -> Planned:
         choice = self.choices[step.name]
         spec, config, workload = choice.kernel, choice.config, step.layer.workload()
+        if step.layer.count > 1 and not self._splits(step, workload.extents):
+            return self._batched_matmul(step)
         entry = spec.space.entry
         program = self._build(step, f"{spec.name} {config}", spec.source,
                               spec.build_options(config, workload))  # fmt: skip
@@ -378,6 +381,14 @@ class Runtime:
             launches.append(self._epilogue(step, step.output))
         return Planned(step, spec.name, choice.match, config, tuple(launches))
 
+    def _splits(self, step: Tuned, sizes: tuple[int, ...]) -> bool:
+        """Whether a batched layer's matrices can be sub-buffers: one batch shape for both
+        operands and sizes the device's base address alignment allows.
+        """
+        batch_a, batch_b = (self.graph.shapes[name][:-2] for name in step.inputs)
+        align = self.device.mem_base_addr_align // 8
+        return batch_a == batch_b and not any(4 * size % align for size in sizes)
+
     def _batches(
         self, step: Tuned, buffers: tuple[cl.Buffer, ...], sizes: tuple[int, ...]
     ) -> list[tuple[tuple[cl.Buffer, cl.Buffer], cl.Buffer]]:
@@ -385,24 +396,36 @@ class Runtime:
         sub-buffers of each operand, ``sizes`` elements apart.
         """
         a, b, y = buffers
-        count = step.layer.count
-        if count == 1:
+        if step.layer.count == 1:
             return [((a, b), y)]
-        batch_a, batch_b = (self.graph.shapes[name][:-2] for name in step.inputs)
-        align = self.device.mem_base_addr_align // 8
-        if batch_a != batch_b or any(4 * size % align for size in sizes):
-            raise OctuneError(
-                f"layer '{step.name}': octune run multiplies batched matrices of one batch shape "
-                f"and {align}-byte aligned sizes, not {batch_a} by {batch_b}"
-            )
         operands = []
-        for i in range(count):
+        for i in range(step.layer.count):
             a_i, b_i, y_i = (
                 buffer.get_sub_region(4 * i * size, 4 * size)
                 for buffer, size in zip(buffers, sizes, strict=True)
             )
             operands.append(((a_i, b_i), y_i))
         return operands
+
+    def _batched_matmul(self, step: Tuned) -> Planned:
+        """A batched MatMul whose matrices cannot be sub-buffers (broadcast batches, sizes off
+        the alignment): the runtime's own kernel, one launch.
+        """
+        a_shape, b_shape = (self.graph.shapes[name] for name in step.inputs)
+        out = self.graph.shapes[step.output]
+        if len(a_shape) < 2 or len(b_shape) < 2 or len(out) - 2 > layout.RANK:
+            raise OctuneError(f"layer '{step.name}': octune run multiplies matrices, not vectors")
+        (m, k), n = a_shape[-2:], b_shape[-1]
+        batch = out[:-2]
+        meta = self._meta(layout.padded(batch, 1),
+                          layout.broadcast_strides(a_shape[:-2], batch),
+                          layout.broadcast_strides(b_shape[:-2], batch))  # fmt: skip
+        a, b, y = (self.buffers[name] for name in (*step.inputs, step.output))
+        args = (a, b, y, meta, *map(np.int32, (math.prod(out), m, n, k)), np.float32(step.alpha))
+        launches = [self._ops(step, "batched_matmul", args, math.prod(out), BATCHED=1)]
+        if not step.epilogue.empty:
+            launches.append(self._epilogue(step, step.output))
+        return Planned(step, "batched_matmul", "-", {}, tuple(launches))
 
     # --- running --------------------------------------------------------------------------
 

@@ -424,3 +424,21 @@ __kernel void conv_transpose(const __global float* x, const __global float* weig
     y[i] = acc;
 }
 #endif
+
+// y[batch] = alpha * a[batch] @ b[batch] for batches whose matrices cannot be sub-buffers of
+// their tensors (broadcast batch axes, sizes off the device's alignment): one output element
+// per work-item. meta: the output's batch dims, then each operand's matrix strides along them.
+#ifdef BATCHED
+__kernel void batched_matmul(const __global float* a, const __global float* b,
+                             __global float* y, const __global int* meta, const int n,
+                             const int M, const int N, const int K, const float alpha) {
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    const int col = i % N, row = (i / N) % M, batch = i / (M * N);
+    const __global float* ra = a + offset_of(batch, meta, meta + RANK) * M * K + (size_t)row * K;
+    const __global float* cb = b + offset_of(batch, meta, meta + 2 * RANK) * K * N + col;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc += ra[k] * cb[(size_t)k * N];
+    y[i] = alpha * acc;
+}
+#endif

@@ -171,6 +171,15 @@ def functions(g: GraphBuilder) -> tuple[str, list[int | str]]:
     return op("Transpose", [y], perm=[2, 0, 1]), [4, 2, 3]
 
 
+def einsum_attention(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """MaxViT's attention: scores and context as Einsums, which load as MatMuls."""
+    x = g.input("input", [1, 2, 6, 4])
+    keys = g.node("Mul", [x, g.parameter("key_scale", (4,), 1.0)], "keys")
+    scores = g.node("Einsum", [x, keys], "scores", equation="b h i d, b h j d -> b h i j")
+    weights = g.node("Softmax", [scores], "weights", axis=-1)
+    return g.node("Einsum", [weights, x], "context", equation="bhij,bhjd->bhid"), [1, 2, 6, 4]
+
+
 @pytest.mark.parametrize(
     ("build", "fused"),
     [
@@ -183,6 +192,7 @@ def functions(g: GraphBuilder) -> tuple[str, list[int | str]]:
         (reductions, None),
         (decoder, None),
         (functions, None),
+        (einsum_attention, "MatMul"),
     ],
     ids=lambda value: getattr(value, "__name__", str(value)),
 )
@@ -202,3 +212,15 @@ def test_exporter_patterns_agree_layer_by_layer(
     assert found.ratio < 1 and found.magnitude > 0
     if fused is not None:
         assert fused in {planned.step.op for planned in runtime.plan}
+
+
+def test_an_output_that_does_not_depend_on_the_input_is_told(cl_device, tmp_path: Path) -> None:
+    """Its agreement with onnxruntime proves nothing: the comparison says so."""
+    g = GraphBuilder("constant", seed=3)
+    y = g.conv(g.input("input", [1, 3, 6, 6]), "conv", 3, 4, 3)
+    y = g.node("Mul", [y, g.constant("zero", np.zeros((1, 4, 1, 1), np.float32))], "erase")
+    y = g.node("Add", [y, g.parameter("offset", (1, 4, 1, 1), 1.0)], "offset.add")
+    onnx.save(g.model(y, [1, 4, 6, 6]), tmp_path / "constant.onnx")
+    runtime = Runtime(load_model(tmp_path / "constant.onnx"), cl_device)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and not found.depends_on_input
