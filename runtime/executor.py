@@ -138,7 +138,9 @@ class Runtime:
         source = configs if configs is not None and policy != "default" else None
         self.choices = self._choose(source or default_configs(self.info), policy)
         self.buffers: dict[str, cl.Buffer] = {}
-        self._metas: list[cl.Buffer] = []
+        # Buffers only kernel arguments refer to (axes, workspaces, sub-buffers): OpenCL does
+        # not keep a kernel argument alive, and a freed one crashes NVIDIA's driver.
+        self._held: list[cl.MemoryObject] = []
         self._allocate()
         self.plan = [self._plan(step) for step in self.graph.steps]
 
@@ -302,11 +304,15 @@ class Runtime:
         return Planned(step, type(step).__name__.lower(), "-", {}, tuple(launches))
 
     def _meta(self, *rows: Sequence[int]) -> cl.Buffer:
-        """A shape-generic kernel's axes: RANK ints a row (kept for the launches' lifetime)."""
+        """A shape-generic kernel's axes: RANK ints a row."""
         value = np.array([v for row in rows for v in row], dtype=np.int32)
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        self._metas.append(cl.Buffer(self.context, flags, hostbuf=value))
-        return self._metas[-1]
+        return self._hold(cl.Buffer(self.context, flags, hostbuf=value))
+
+    def _hold(self, buffer: cl.Buffer) -> cl.Buffer:
+        """``buffer``, kept for the launches' lifetime."""
+        self._held.append(buffer)
+        return buffer
 
     def _index_map(self, step: IndexMap, x: cl.Buffer, y: cl.Buffer, n: int) -> Launch:
         meta = self._meta(*step.axes)
@@ -356,7 +362,8 @@ class Runtime:
         # kernel's counters there start at zero and every run leaves them so.
         workspace = []
         if elements:
-            workspace.append(cl.Buffer(self.context, cl.mem_flags.READ_WRITE, 4 * elements))
+            workspace.append(self._hold(cl.Buffer(self.context, cl.mem_flags.READ_WRITE,
+                                                  4 * elements)))  # fmt: skip
             cl.enqueue_fill_buffer(self.queue, workspace[0], np.int32(0), 0, 4 * elements)
         buffers = tuple(self.buffers[name] for name in (*step.inputs, step.output))
         # The family (a plug-in) says how its kernels take the buffers: none is named here.
@@ -401,7 +408,7 @@ class Runtime:
         operands = []
         for i in range(step.layer.count):
             a_i, b_i, y_i = (
-                buffer.get_sub_region(4 * i * size, 4 * size)
+                self._hold(buffer.get_sub_region(4 * i * size, 4 * size))
                 for buffer, size in zip(buffers, sizes, strict=True)
             )
             operands.append(((a_i, b_i), y_i))

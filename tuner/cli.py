@@ -235,12 +235,12 @@ def tune(
                 row["failures_now"] = dict(failures)
             rows[id(turn.task)] = row
             interrupted = turn.report.interrupted
-    starved = [task for task in tasks if id(task) not in rows]
+    starved = list(dict.fromkeys(task.label for task in tasks if id(task) not in rows))
     if starved and not interrupted:  # the turns stopped: the budget ran out
         console.print(
             f"Budget spent before {len(starved)} workload(s) got a turn (the smallest by "
             "estimated time); lookups answer them from the nearest tuned shape or the "
-            f"default: {', '.join(task.label for task in starved)}",
+            f"default: {'; '.join(starved)}",
             markup=False,
             soft_wrap=True,
         )
