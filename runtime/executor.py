@@ -141,6 +141,7 @@ class Runtime:
         # Buffers only kernel arguments refer to (axes, workspaces, sub-buffers): OpenCL does
         # not keep a kernel argument alive, and a freed one crashes NVIDIA's driver.
         self._held: list[cl.MemoryObject] = []
+        self._in_place: set[str] = set()  # Concat outputs whose inputs write into them
         self._allocate()
         self.plan = [self._plan(step) for step in self.graph.steps]
 
@@ -179,11 +180,50 @@ class Runtime:
             )
         for name in graph.inputs:
             self.buffers[name] = self._tensor_buffer(name)
+        self._place_concat_inputs()
         for step in graph.steps:
             if isinstance(step, Alias):
                 self.buffers[step.output] = self.buffers[step.inputs[0]]
-            else:
+            elif step.output not in self.buffers:
                 self.buffers[step.output] = self._tensor_buffer(step.output)
+
+    def _place_concat_inputs(self) -> None:
+        """Where every input of a Concat is written by one step for it alone, and each lands
+        in one block of the output at an offset the device can start a sub-buffer at, the
+        inputs are written in place (sub-buffers of the output) and the Concat costs no
+        launch: GoogLeNet's and SqueezeNet's branches.
+        """
+        graph = self.graph
+        readers: dict[str, int] = {}
+        for step in graph.steps:
+            for name in self._reads(step):
+                readers[name] = readers.get(name, 0) + 1
+        written = {  # not a batched MatMul's output: it is cut into sub-buffers of its own
+            step.output
+            for step in graph.steps
+            if not isinstance(step, Alias | Tuned)
+            or (isinstance(step, Tuned) and step.layer.count == 1)
+        }
+        align = self.device.mem_base_addr_align // 8
+        for step in graph.steps:
+            if not isinstance(step, Concat) or len(set(step.inputs)) != len(step.inputs):
+                continue
+            shape = graph.shapes[step.output]
+            offsets = [0]
+            for name in step.inputs:
+                offsets.append(offsets[-1] + 4 * math.prod(graph.shapes[name]))
+            if (
+                math.prod(shape[: step.axis]) != 1
+                or any(offset % align for offset in offsets[:-1])
+                or any(name not in written or readers.get(name) != 1 for name in step.inputs)
+                or {*step.inputs, step.output} & {*graph.outputs, *graph.inputs}
+            ):
+                continue
+            whole = self._tensor_buffer(step.output)
+            self.buffers[step.output] = whole
+            for name, start, end in zip(step.inputs, offsets, offsets[1:], strict=False):
+                self.buffers[name] = self._hold(whole.get_sub_region(start, end - start))
+            self._in_place.add(step.output)
 
     def _check_memory(self, constants: set[str]) -> None:
         """Refuse, before allocating anything, a model whose tensors the device cannot hold."""
@@ -257,6 +297,8 @@ class Runtime:
                            INCLUDE_PAD=int(step.include_pad))  # fmt: skip
             sizes = (images * c, h, w, shape[2], shape[3])
             launches.append(self._ops(step, "pool", (x, y, *map(np.int32, sizes)), n, **defines))
+        elif isinstance(step, Concat) and step.output in self._in_place:
+            return Planned(step, "concat (in place)", "-", {}, ())
         elif isinstance(step, Concat):
             outer, offset = math.prod(shape[: step.axis]), 0
             for name in step.inputs:

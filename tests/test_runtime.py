@@ -148,7 +148,9 @@ def _run(*args: str) -> dict[str, dict[str, object]]:
     assert "Output agrees with onnxruntime" in result.stdout
     payload = json.loads(out.read_text())
     assert all(o["max_error"] <= payload["tolerance"] * o["magnitude"] for o in payload["outputs"])
-    assert payload["launches"] == 72  # 26 convs and their epilogues, 4 pools, 8 concats of 2
+    # 26 convs and their epilogues, 4 pools; the 8 concats cost none: each fire's two branches
+    # write into the halves of its output (sub-buffers at offsets a CPU device aligns to)
+    assert payload["launches"] == 56
     return {layer["layer"]: layer for layer in payload["layers"]}
 
 

@@ -224,3 +224,21 @@ def test_an_output_that_does_not_depend_on_the_input_is_told(cl_device, tmp_path
     runtime = Runtime(load_model(tmp_path / "constant.onnx"), cl_device)
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1 and not found.depends_on_input
+
+
+def test_branches_write_into_their_concat(cl_device, tmp_path: Path) -> None:
+    """An Inception block: each branch is read by the Concat alone, at offsets the device can
+    start a sub-buffer at, so the branches write in place and the Concat costs no launch.
+    """
+    g = GraphBuilder("inception", seed=5)
+    x = g.input("input", [1, 8, 8, 8])
+    a = g.relu(g.conv(x, "branch1x1", 8, 16, 1, bias=True), "branch1x1.relu")
+    b = g.relu(g.conv(x, "branch3x3", 8, 16, 3, bias=True), "branch3x3.relu")
+    y = g.node("Concat", [a, b], "mixed", axis=1)
+    y = g.relu(g.conv(y, "after", 32, 8, 1, bias=True), "after.relu")
+    onnx.save(g.model(y, [1, 8, 8, 8]), tmp_path / "inception.onnx")
+    runtime = Runtime(load_model(tmp_path / "inception.onnx"), cl_device)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1
+    mixed = next(planned for planned in runtime.plan if planned.step.name == "mixed")
+    assert (mixed.kernel, mixed.launches) == ("concat (in place)", ())
