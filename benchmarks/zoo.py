@@ -13,7 +13,8 @@ runtime's steps; what could not be taken is listed (operator, node, reason). No 
 Side by side, per model: imports / runs as exported / agrees layer by layer with onnxruntime /
 tuned ms / default ms / reference ms. ``--tune-minutes`` first tunes each model with
 ``octune tune --model FILE --time M`` into ``--db`` (one run per model, the database carried
-over), then measures under the ``tuned`` and ``default`` policies: wall time of a forward pass
+over), then measures under the ``default`` policy and those of ``--policies`` (``tuned``;
+``confirmed`` times each untuned layer's answers at load): wall time of a forward pass
 enqueued back to back with one finish (best of ``--repeat``), and the launch count. The
 reference is onnxruntime's CPU provider on the same file, or with ``--torch`` the model rebuilt
 by ``zoo_export.build`` in PyTorch (eval, float32, TF32 off, cuDNN benchmark mode), timed as a
@@ -149,7 +150,8 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
                 log = Path(args.out).with_suffix(".tune.log")
                 row["tune_s"] = tune(zoo, entry, args.tune_minutes, args.db, args.device, log)
             source = StoreConfigs(Store(args.db), info)
-            row["tuned"] = _runtime_row(model, device, source, "tuned", args.repeat)
+            for policy in args.policies:
+                row[policy] = _runtime_row(model, device, source, policy, args.repeat)
     except OctuneError as error:
         row["refused"] = str(error)
         return row
@@ -164,26 +166,30 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
     return row
 
 
-def report(rows: list[dict[str, Any]]) -> None:
-    print(f"{'model':34} {'imports':>7} {'runs':>5} {'agrees':>6} {'tuned ms':>9} "
-          f"{'default ms':>10} {'ref ms':>8} {'tuned/ref':>9} {'launches':>8}")  # fmt: skip
+def report(rows: list[dict[str, Any]], policies: list[str]) -> None:
+    """A line per model: each policy's wall ms beside the reference, and the geometric mean of
+    the first policy's ratio to it.
+    """
+    print(f"{'model':34} {'agrees':>6} {'default ms':>10} "
+          + " ".join(f"{p + ' ms':>12}" for p in policies)
+          + f" {'ref ms':>8} {policies[0] + '/ref':>12} {'launches':>8}")  # fmt: skip
     ratios = []
     for row in rows:
-        tuned, default = row.get("tuned", {}), row.get("default", {})
-        runs = bool(default)
-        agrees = all(r.get("agrees", False) for r in (tuned, default) if r) and runs
-        ratio = tuned["ms"] / row["reference_ms"] if tuned and "reference_ms" in row else None
+        measured = [row[key] for key in ("default", *policies) if key in row]
+        agrees = bool(measured) and all(r["agrees"] for r in measured)
+        first = row.get(policies[0])
+        ratio = first["ms"] / row["reference_ms"] if first and "reference_ms" in row else None
         if ratio:
             ratios.append(ratio)
-        print(f"{row['file']:34} {row['imports']!s:>7} {runs!s:>5} {agrees!s:>6} "
-              f"{tuned.get('ms', math.nan):9.3f} {default.get('ms', math.nan):10.3f} "
-              f"{row.get('reference_ms', math.nan):8.3f} {ratio or math.nan:9.2f} "
-              f"{(tuned or default).get('launches', 0):8}")  # fmt: skip
+        times = " ".join(f"{row.get(p, {}).get('ms', math.nan):12.3f}" for p in policies)
+        print(f"{row['file']:34} {agrees!s:>6} {row.get('default', {}).get('ms', math.nan):10.3f} "
+              f"{times} {row.get('reference_ms', math.nan):8.3f} {ratio or math.nan:12.2f} "
+              f"{(first or row.get('default', {})).get('launches', 0):8}")  # fmt: skip
         if "refused" in row:
             print(f"    refused: {row['refused']}")
     if ratios:
         mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        print(f"geometric mean tuned/reference over {len(ratios)}: {mean:.2f}, "
+        print(f"geometric mean {policies[0]}/reference over {len(ratios)}: {mean:.2f}, "
               f"worst {max(ratios):.2f}")  # fmt: skip
 
 
@@ -195,6 +201,9 @@ def main() -> None:
     parser.add_argument("--device", help="OpenCL device (index or name substring)")
     parser.add_argument("--db", help="database URL of tuned configs (the tuned column)")
     parser.add_argument("--tune-minutes", type=float, default=0.0)
+    parser.add_argument(
+        "--policies", nargs="+", default=["tuned"], help="policies measured from --db"
+    )
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--torch", action="store_true", help="PyTorch on CUDA as the reference")
     parser.add_argument("--out", required=True, help="JSON results")
@@ -212,7 +221,7 @@ def main() -> None:
         for row in refused:
             print(f"  {row['file']}: {row['refused'][:200]}")
     else:
-        report(rows)
+        report(rows, args.policies if args.db else ["default"])
 
 
 if __name__ == "__main__":
