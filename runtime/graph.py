@@ -470,6 +470,18 @@ class _Loader:
     def pool(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
         x = node.input[0]
         shape = self.shape(node, x)
+        if node.op_type.startswith("Global") and len(shape) != 4:  # tf2onnx's 1-D means
+            if len(shape) > layout.RANK:
+                raise self.fail(node, f"has more than {layout.RANK} axes: not supported")
+            reduced = [size if axis >= 2 else 1 for axis, size in enumerate(shape)]
+            return Reduce(
+                inputs=(x,),
+                function="max" if "Max" in node.op_type else "mean",
+                dims=layout.padded([*shape[:2], *[1] * (len(shape) - 2)], 1),
+                strides=layout.padded(layout.strides(shape), 0),
+                reduced=layout.padded(reduced, 1),
+                **common,
+            )
         if len(shape) != 4:
             raise self.fail(node, f"pools a {len(shape) - 2}-D input; octune run pools 2-D")
         if node.op_type.startswith("Global"):

@@ -171,6 +171,14 @@ def functions(g: GraphBuilder) -> tuple[str, list[int | str]]:
     return op("Transpose", [y], perm=[2, 0, 1]), [4, 2, 3]
 
 
+def tf_moments(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """tf2onnx's LayerNormalization: moments as GlobalAveragePool over a 3-D tensor."""
+    x = g.input("input", [1, 6, 16])
+    centred = g.node("Sub", [x, g.node("GlobalAveragePool", [x], "mean")], "centred")
+    peak = g.node("GlobalMaxPool", [g.node("Abs", [centred], "magnitude")], "peak")
+    return g.node("Div", [centred, peak], "scaled"), [1, 6, 16]
+
+
 def einsum_attention(g: GraphBuilder) -> tuple[str, list[int | str]]:
     """MaxViT's attention: scores and context as Einsums, which load as MatMuls."""
     x = g.input("input", [1, 2, 6, 4])
@@ -192,6 +200,7 @@ def einsum_attention(g: GraphBuilder) -> tuple[str, list[int | str]]:
         (reductions, None),
         (decoder, None),
         (functions, None),
+        (tf_moments, None),
         (einsum_attention, "MatMul"),
     ],
     ids=lambda value: getattr(value, "__name__", str(value)),
