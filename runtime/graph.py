@@ -389,8 +389,6 @@ class _Loader:
             return UNARY[op], _float(node, "alpha", 0.01 if op == "LeakyRelu" else 1.0), 0.0
         if op == "Gelu" and _attribute(node, "approximate", b"none") == b"tanh":
             return "gelu_tanh", 0.0, 0.0
-        if op in ("Softplus",) and len(node.input) > 1:
-            return None
         return UNARY[op], 0.0, 0.0
 
     def clip_bounds(self, node: onnx.NodeProto) -> tuple[float, float]:
@@ -423,7 +421,8 @@ class _Loader:
             return None
         if gate.op_type == "Sigmoid":
             return [gate, product], "silu"
-        if (_float(gate, "alpha", 0.2), _float(gate, "beta", 0.5)) == (1 / 6, 0.5):
+        alpha, beta = _float(gate, "alpha", 0.2), _float(gate, "beta", 0.5)  # float32s
+        if math.isclose(alpha, 1 / 6, rel_tol=1e-6) and beta == 0.5:
             return [gate, product], "hardswish"
         return None
 

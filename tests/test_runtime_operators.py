@@ -87,6 +87,14 @@ def hardswish_se(g: GraphBuilder) -> tuple[str, list[int | str]]:
     return g.node("Mul", [s, y], "gate"), [1, 8, 7, 7]
 
 
+def hardswish_written_out(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """HardSwish as older exporters write it: x * HardSigmoid(x) at 1/6, 1/2 (float32)."""
+    x = g.input("input", [1, 4, 6, 6])
+    y = g.conv(x, "conv", 4, 8, 3, bias=True)
+    gate = g.node("HardSigmoid", [y], "gate", alpha=1 / 6, beta=0.5)
+    return g.node("Mul", [y, gate], "hswish"), [1, 8, 6, 6]
+
+
 def channel_shuffle(g: GraphBuilder) -> tuple[str, list[int | str]]:
     """ShuffleNet v2: a channel split (Split and Slice), Concat, then Reshape, Transpose,
     Reshape.
@@ -196,6 +204,7 @@ def einsum_attention(g: GraphBuilder) -> tuple[str, list[int | str]]:
         (dynamic_flatten, None),
         (squeeze_excite_silu, "Conv+Sigmoid+Mul"),
         (hardswish_se, "Conv+HardSigmoid"),
+        (hardswish_written_out, "Conv+HardSigmoid+Mul"),
         (channel_shuffle, None),
         (reductions, None),
         (decoder, None),
