@@ -474,6 +474,10 @@ BAD_MODELS = {
     "unnamed.onnx": ["unnamed.onnx input 'x' has dimensions [1, ?, 8, 8]", "neither --batch"],
     # A Conv after an operator ONNX cannot infer: the graph's name and the tensor.
     "uninferable.onnx": ["exported: Conv node 'conv' has no static shape for its input 'hidden'"],
+}
+# External data: every command reads a file through load_model, so each case is one line there
+# (in process) and in one command.
+BAD_DATA = {
     "missing_data.onnx": ["tensor 'w' keeps its data in 'missing_data.bin', which is missing"],
     "short_data.onnx": ["tensor 'w' needs bytes up to 432 of 'short_data.bin'", "truncated"],
     "outside_data.onnx": ["'../secret.bin', outside the model's folder"],
@@ -494,6 +498,16 @@ def test_a_bad_model_file_is_one_line_in_every_command(
     result = octune(*COMMANDS[command], str(bad_models / name), db=tmp_path / "octune.db")
     assert "Traceback" not in result.stdout
     assert_one_line_error(result, *BAD_MODELS[name])
+
+
+@pytest.mark.parametrize("name", list(BAD_DATA))
+def test_external_data_is_read_only_beside_the_model_and_whole(
+    name: str, bad_models: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(OctuneError) as raised:
+        load_model(bad_models / name)
+    assert all(fragment in str(raised.value) for fragment in BAD_DATA[name])
+    assert_one_line_error(octune("run", str(bad_models / name)), *BAD_DATA[name])
 
 
 def test_tune_model_shares_the_budget_by_estimated_time(tmp_path: Path) -> None:
