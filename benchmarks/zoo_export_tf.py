@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo_export import Record  # beside this script: one manifest format for both zoos
+
 for _var in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -67,27 +69,6 @@ JOBS: list[Job] = [
     Job("mobilenet_v2.opset17.onnx", "mobilenet_v2", 17, False),
     Job("small_cnn.opset17.onnx", "small_cnn", 17, True),
 ]
-
-
-@dataclass
-class Record:
-    """One manifest entry (same keys as /work/zoo/manifest.json)."""
-
-    file: str
-    model: str
-    exporter: str
-    opset: int | None
-    dynamic_batch: bool
-    input_shape: list[int]
-    output_depends_on_input: bool | None = None
-    export_seconds: float | None = None
-    error: str | None = None
-    output_shape: list[int] | None = None
-    output_max_abs_diff: float | None = None
-    reinitialized_zero_weights: list[str] = field(default_factory=list)
-    data_files: list[str] = field(default_factory=list)
-    bytes: int = 0
-    build_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 # --- models ---------------------------------------------------------------------------------
