@@ -4,7 +4,7 @@
 #   benchmarks/device_run.sh python3 benchmarks/gemm_device.py --out "$OUT/gemm.json"
 set -euo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl
+    --target /tmp/site "${WHEELS:-.whl}"/*.whl
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade \
     --target /tmp/site . >/dev/null
 # The ICD loader inside the pyopencl wheel reads a vendors folder, not OCL_ICD_FILENAMES.

@@ -29,7 +29,7 @@ from octune.db.store import Store
 from octune.farm.spec import spec_label, spec_tasks
 from octune.server.client import ClientError, OctuneClient, session_body
 from octune.server.schemas import DoneSessionOut, JobOut, LeaseOut, MeasurementIn
-from octune.tuner.campaign import Task, tune_in_turn, tune_one, unverified
+from octune.tuner.campaign import Task, for_device, tune_in_turn, tune_one, unverified
 from octune.tuner.device import DeviceInfo, require_compiling
 from octune.tuner.errors import OctuneError
 from octune.tuner.results import Measurement
@@ -183,6 +183,9 @@ def tune_job(held: Held, device: cl.Device, info: DeviceInfo, tasks: list[Task])
         if seconds <= 0:
             return  # spent by earlier leases
     settings = Settings(jobs=default_jobs(device), resume=True)
+    tasks, left_out = for_device(tasks, info.device_type)
+    if left_out:
+        log(f"job {job.id}: leaving out {', '.join(left_out)}, written for other devices")
     turns = tune_in_turn(
         tasks,
         Budget(candidates=job.budget_candidates, seconds=seconds),

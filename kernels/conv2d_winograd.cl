@@ -79,16 +79,16 @@ inline void filter_transform(const float* g, float* u) {
     for (int j = 0; j < 3; ++j) {
         const float even = 0.5f * (g[j] + g[6 + j]);
         t[0][j] = g[j];
-        t[1][j] = mad(0.5f, g[3 + j], even);
-        t[2][j] = mad(-0.5f, g[3 + j], even);
+        t[1][j] = 0.5f * g[3 + j] + even;
+        t[2][j] = -0.5f * g[3 + j] + even;
         t[3][j] = g[6 + j];
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const float even = 0.5f * (t[i][0] + t[i][2]);
         u[4 * i] = t[i][0];
-        u[4 * i + 1] = mad(0.5f, t[i][1], even);
-        u[4 * i + 2] = mad(-0.5f, t[i][1], even);
+        u[4 * i + 1] = 0.5f * t[i][1] + even;
+        u[4 * i + 2] = -0.5f * t[i][1] + even;
         u[4 * i + 3] = t[i][2];
     }
 }
@@ -284,7 +284,7 @@ void conv2d_winograd(const __global float* restrict x, const __global float* res
 #pragma unroll
                     for (int i = 0; i < KPT; ++i) {
 #pragma unroll
-                        for (int j = 0; j < TPT; ++j) acc[q][i][j] = mad(u[i], v[j], acc[q][i][j]);
+                        for (int j = 0; j < TPT; ++j) acc[q][i][j] = u[i] * v[j] + acc[q][i][j];
                     }
                 }
             }

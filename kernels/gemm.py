@@ -5,7 +5,7 @@ Templates: ``gemm.cl`` (search space ``search_spaces/gemm.yaml``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -81,6 +81,15 @@ class Gemm(Family):
 
         arguments = gemm_arguments(m, n, k, shape_a[1], shape_b[1])
         return Bound(context, queue, inputs, reference, arguments)
+
+    def host_baseline(self, workload: Workload) -> Callable[[], object]:
+        """NumPy's float32 product (its BLAS, every core), operands laid out as the workload's."""
+        s = workload.shape
+        rng = np.random.default_rng(0)
+        a = random_normal(rng, (s["k"], s["m"]) if s["transa"] else (s["m"], s["k"]))
+        b = random_normal(rng, (s["n"], s["k"]) if s["transb"] else (s["k"], s["n"]))
+        op_a, op_b = (a.T if s["transa"] else a), (b.T if s["transb"] else b)
+        return lambda: op_a @ op_b
 
     def launch_arguments(self, workload: Workload, entry: str, alpha: float = 1.0) -> Arguments:
         """``gemm_arguments`` for a model's A, B and C as the shape lays them out."""

@@ -56,7 +56,14 @@ def test_every_conv2d_kernel_is_exercised_and_every_layer_has_a_kernel_in_each_l
         (layer, layout) for layer in LAYERS for layout in LAYOUTS
     }
     nhwc = {"conv2d_igemm_nhwc", "conv2d_depthwise_nhwc", "conv2d_1x1_nhwc"}
-    nchw = {"conv2d_direct", "conv2d_depthwise", "conv2d_1x1", "conv2d_igemm", "conv2d_winograd"}
+    nchw = {
+        "conv2d_direct",
+        "conv2d_depthwise",
+        "conv2d_1x1",
+        "conv2d_igemm",
+        "conv2d_winograd",
+        "conv2d_panel",
+    }
     assert nhwc | nchw <= set(kernels_of("conv2d"))
     # Each kernel takes one layout; the NHWC ones each meet a batch > 1 and a stride 2.
     assert all((kernel in nhwc) == (layout == "NHWC") for kernel, _, layout in covered)

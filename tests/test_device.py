@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -136,6 +137,10 @@ def test_no_device_that_compiles_is_one_line_naming_each_reason(tmp_path: Path) 
     setup = octune("setup", "--no-install", cache=tmp_path)
     assert setup.returncode == 0, setup.stderr
     assert "Ready" in setup.stdout
+    # ... and says how fast each CPU runtime runs the reference GEMM (a verified run).
+    for index, device in enumerate(list_devices()):
+        if device.type & cl.device_type.CPU:
+            assert re.search(rf"^{index}: .* GEMM 512³ at [\d,.]+ GFLOP/s$", setup.stdout, re.M)
 
 
 def test_an_explicit_device_that_cannot_compile_is_refused(

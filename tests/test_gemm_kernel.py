@@ -477,3 +477,26 @@ def test_packed_a_is_read_as_a_transposed_a(
     assert kernel.takes(gemm_workload(1024, 2048, 512, True, transb)) is not None  # A is [k][m]
     assert kernel.takes(gemm_workload(2048, 1024, 512, False, transb)) is not None  # N too small
     assert kernel.takes(gemm_workload(256, 2048, 256, False, transb)) is not None  # too short
+
+
+@pytest.mark.parametrize(("transa", "transb"), LAYOUTS)
+def test_cpu_panel_configs_match_float64_reference(
+    cl_device: cl.Device, device_info: DeviceInfo, transa: bool, transb: bool
+) -> None:
+    """gemm_panel's packed panels zero-pad past N and its row blocks past M read a valid row
+    and store nothing: odd shapes, with the widest blocks and random ones.
+    """
+    kernel = load_kernel("gemm_panel")
+    table = kernel.space.enumerate(device_info.limits)
+    seed = 71 + 2 * transa + transb
+    widths = table.column("NV") * table.column("VW") * table.column("MR")
+    widest = np.random.default_rng(seed).choice(np.flatnonzero(widths == widths.max()))
+    configs = [table.config(int(widest)), *sample_configs(table, 3, seed)]
+    context = cl.Context([cl_device])
+    rng = np.random.default_rng(seed)
+    for index, config in enumerate(configs):
+        workload = gemm_workload(*ODD_SHAPES[(index + transa) % len(ODD_SHAPES)], transa, transb)
+        beta = 0.0 if index % 2 else -0.5
+        assert_gemm_matches_reference(
+            context, kernel, config, workload, rng, alpha=1.5, beta=beta, pad=index % 3
+        )

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from octune.db.models import TuningSession
 from octune.db.store import CONFIRM_STRATEGY, Store
 from octune.kernels.gemm import gemm_workload
+from octune.tuner import programs
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel
 from octune.tuner.measure import DeviceRunner
@@ -108,8 +109,13 @@ def test_patience_stops_at_the_first_candidate_without_improvement(
 
 
 def test_program_cache_serves_a_second_runner_and_survives_a_corrupt_entry(
-    tmp_path: Path, cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+    tmp_path: Path,
+    cl_device: cl.Device,
+    gemm_kernel: KernelSpec,
+    gemm_table: ConfigTable,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(programs, "SELF_CACHING_PLATFORMS", ())  # ours, even on PoCL
     cache = ProgramCache(tmp_path / "cache")
     config = gemm_table.config(0)
     options = gemm_kernel.build_options(config, WORKLOAD)
@@ -122,6 +128,17 @@ def test_program_cache_serves_a_second_runner_and_survives_a_corrupt_entry(
     second = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=2, cache=cache)
     assert second.measure(config).status is Status.OK  # rebuilt from source, not an error
     assert entry.read_bytes() != b"not a program binary"
+
+
+def test_a_driver_that_caches_programs_itself_is_left_to_it(
+    tmp_path: Path, cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    if not cl_device.platform.name.startswith(programs.SELF_CACHING_PLATFORMS):
+        pytest.skip(f"{cl_device.platform.name} keeps no cache of its own")
+    cache = ProgramCache(tmp_path / "cache")
+    runner = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=1, cache=cache)
+    assert runner.measure(gemm_table.config(0)).status is Status.OK
+    assert not (tmp_path / "cache").exists()  # no binary asked of the driver, none written
 
 
 def test_measurer_hands_a_candidate_over_and_its_result_back_later(

@@ -571,7 +571,8 @@ def test_duplicate_keys_are_errors():
     [
         (
             SMALL.replace("parameters:", "paramters:"),
-            "unknown key 'paramters' (allowed: kernel, problem, entry, description, parameters,",
+            "unknown key 'paramters' (allowed: kernel, problem, entry, description, devices, "
+            "parameters,",
         ),
         (SMALL.replace("parameters:", "paramters:"), "missing key 'parameters'"),
         (

@@ -36,7 +36,7 @@ from octune.db.store import Store
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError, validation_message
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, resolve_kernels
+from octune.tuner.kernels import KernelSpec, families, resolve_kernels
 from octune.tuner.results import Measurement
 from octune.tuner.session import (
     Budget,
@@ -89,6 +89,7 @@ class Task:
     workload: Workload
     weight: float = 1.0  # its share of the budget, relative to the other tasks'
     nodes: tuple[str, ...] = ()  # the network's nodes of this shape, if it comes from one
+    from_family: bool = False  # one of a family's kernels, not a kernel named on its own
 
     @property
     def label(self) -> str:
@@ -156,7 +157,38 @@ def tasks_for(
     if not takers:
         reasons = "; ".join(str(kernel.takes(workload)) for kernel in kernels)
         raise OctuneError(f"no {name} kernel takes {workload}: {reasons}")
-    return [Task(kernel, workload, weight / len(takers)) for kernel in takers]
+    from_family = name in families()
+    part = weight / len(takers)
+    return [Task(kernel, workload, part, from_family=from_family) for kernel in takers]
+
+
+def for_device(tasks: Sequence[Task], device_type: str) -> tuple[list[Task], list[str]]:
+    """The tasks to tune on a device of ``device_type``, and the kernels left out. Of a family's
+    kernels for a workload, those whose space is written for this type (``devices:``) are
+    tuned, with the workload's weight; where none is, those written for any device; a kernel
+    written for other types only where nothing else takes the workload. Under PoCL a CPU
+    compiles gemm.cl's GPU tiles for 1-30 s a candidate and runs them at a twentieth of
+    gemm_panel's rate (benchmarks/RESULTS.md): a first budget spent there is lost.
+    """
+
+    def fit(task: Task) -> int:
+        devices = task.kernel.space.devices
+        return 1 if devices is None else 2 if device_type in devices else 0
+
+    groups: dict[str, list[Task]] = {}
+    for task in tasks:
+        if task.from_family:
+            groups.setdefault(task.workload.key, []).append(task)
+    dropped: set[int] = set()
+    weights: dict[int, float] = {}
+    for group in groups.values():
+        best = max(fit(task) for task in group)
+        chosen = [task for task in group if fit(task) == best]
+        dropped.update(id(task) for task in group if fit(task) < best)
+        weights.update({id(task): sum(t.weight for t in group) / len(chosen) for task in chosen})
+    kept = [replace(t, weight=weights.get(id(t), t.weight)) for t in tasks if id(t) not in dropped]
+    left_out = list(dict.fromkeys(t.kernel.name for t in tasks if id(t) in dropped))
+    return kept, left_out
 
 
 def share(

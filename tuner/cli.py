@@ -21,12 +21,20 @@ from octune.networks.cli import report
 from octune.networks.options import BatchOption, DimOption
 from octune.runtime.cli import run
 from octune.server.cli import serve, token_app
-from octune.tuner.campaign import Task, load_tasks, tasks_for, tune_in_turn, tune_one, unverified
+from octune.tuner.campaign import (
+    Task,
+    for_device,
+    load_tasks,
+    tasks_for,
+    tune_in_turn,
+    tune_one,
+    unverified,
+)
 from octune.tuner.cli_devices import devices, setup
 from octune.tuner.device import DeviceInfo, require_compiling, select_device
 from octune.tuner.energy import sensor_for
 from octune.tuner.errors import OctuneError
-from octune.tuner.family import Family, Workload
+from octune.tuner.family import Family, Workload, host_seconds
 from octune.tuner.kernels import KernelSpec, add_kernel_dir, families, resolve_kernels
 from octune.tuner.results import OBJECTIVES, Objective
 from octune.tuner.session import (
@@ -151,6 +159,13 @@ def tune(
     resume: Annotated[
         bool, typer.Option(help="count stored measurements against --budget: finish a run")
     ] = False,
+    all_kernels: Annotated[
+        bool,
+        typer.Option(
+            "--all-kernels",
+            help="tune every kernel of a family, also those written for other device types",
+        ),
+    ] = False,
     seed: Annotated[int | None, typer.Option(help="seed of the strategy and the inputs")] = None,
     summary: Annotated[
         Path | None, typer.Option(help="also write the per-workload summary to this JSON file")
@@ -202,6 +217,13 @@ def tune(
         resume=resume,
     )
     store = _open_store(db)
+    if not all_kernels:
+        tasks, left_out = for_device(tasks, info.device_type)
+        if left_out:
+            console.print(
+                f"Leaving out {', '.join(left_out)}: written for other devices than this "
+                f"{info.device_type} (--all-kernels tunes them too)"
+            )
     console.print(
         f"Tuning {len(tasks)} workload(s) on [bold]{info.name}[/] with {strategy}, "
         f"{settings.jobs} build process(es), database {store.url}"
@@ -425,6 +447,9 @@ def best(
         raise OctuneError(_why_none(store, info, tasks, objective, kernel_name, ctx.args))
     result, kernel = min(found, key=lambda pair: pair[0].median_s)
     payload = _best_payload(result, kernel, workload, info)
+    baseline = workload.family.host_baseline(workload)
+    if info.device_type == "cpu" and baseline is not None:  # the same processor, two ways
+        payload["host_numpy_gflops"] = workload.flops / host_seconds(baseline) / 1e9
     if as_json:
         print(json.dumps(payload, indent=2))
         return
@@ -441,6 +466,10 @@ def best(
         table.add_row(f"then {step.entry}", f"{list(step.global_size)} / {list(step.local_size)}")
     if payload["workspace_bytes"]:
         table.add_row("workspace", f"{payload['workspace_bytes']:,} bytes, last argument")
+    if "host_numpy_gflops" in payload:
+        host = cast(float, payload["host_numpy_gflops"])
+        ratio = (result.gflops or 0.0) / host
+        table.add_row("NumPy on this host", f"{host:,.1f} GFLOP/s (octune's config: {ratio:.2f} x)")
     table.add_row("kernel version", f"{result.kernel_sha256[:16]}")
     table.add_row("candidates", f"{result.measured} measured, {result.failed} failed")
     table.add_row("measured at", str(payload["measured_at"]))

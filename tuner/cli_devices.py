@@ -50,6 +50,50 @@ def devices(
     _print_table(checked)
 
 
+#: The GEMM `setup` runs on each CPU runtime: octune's CPU kernel with one config that suits
+#: any x86-64 vector width (6 x 16 floats of C per work-item: BLIS's AVX2 block).
+REFERENCE_KERNEL = "gemm_panel"
+REFERENCE_CONFIG = {"MR": 6, "VW": 8, "NV": 2, "KU": 4, "LN": 1, "LM": 8}
+REFERENCE_SIZE = 512
+#: How much faster another CPU runtime must run the reference for `setup` to recommend it.
+RECOMMEND_RATIO = 1.5
+
+
+def reference_gflops(device: cl.Device) -> float | None:
+    """GFLOP/s of the reference GEMM on ``device``, verified as every measurement is; None
+    where it fails.
+    """
+    from octune.kernels.gemm import gemm_workload
+    from octune.tuner.kernels import load_kernel
+    from octune.tuner.measure import DeviceRunner
+
+    workload = gemm_workload(REFERENCE_SIZE, REFERENCE_SIZE, REFERENCE_SIZE)
+    runner = DeviceRunner(device, load_kernel(REFERENCE_KERNEL), workload, seed=0)
+    measurement = runner.measure(REFERENCE_CONFIG)
+    return measurement.gflops if measurement.ok else None
+
+
+def _compare_cpu_runtimes(
+    cpus: list[cl.Device], devices: list[cl.Device], chosen: cl.Device
+) -> None:
+    """Each CPU runtime's speed on the reference GEMM, and the faster one where it is much
+    faster than the one `octune tune` picks (a recommendation: nothing is installed or changed).
+    """
+    rates = {devices.index(d): reference_gflops(d) for d in cpus}
+    size = REFERENCE_SIZE
+    for index, rate in rates.items():
+        speed = f"{rate:,.1f} GFLOP/s" if rate else "failed"
+        console.print(f"{index}: {describe(devices[index])}: GEMM {size}³ at {speed}")
+    chosen_rate = rates.get(devices.index(chosen))
+    fastest = max(rates, key=lambda i: rates[i] or 0.0)
+    best = rates[fastest]
+    if chosen_rate is not None and best and best >= RECOMMEND_RATIO * chosen_rate:
+        console.print(
+            f"Device {fastest} runs it {best / chosen_rate:.1f} x faster than the default "
+            f"device: tune and run it with `--device {fastest}`."
+        )
+
+
 def _print_table(checked: list[tuple[cl.Device, CompileCheck]]) -> None:
     table = Table(title="OpenCL devices")
     for column in ("#", "device", "platform", "driver", "CUs", "max WG", "local mem"):
@@ -91,7 +135,11 @@ def setup(
     if checked:
         _print_table(checked)
     if any(check.ok for _, check in checked):
-        console.print(f"Ready: `octune tune` will use {describe(select_device())}.")
+        chosen = select_device()
+        cpus = [d for d, check in checked if check.ok and d.type & cl.device_type.CPU]
+        if len(cpus) > 1 or chosen in cpus:
+            _compare_cpu_runtimes(cpus, [d for d, _ in checked], chosen)
+        console.print(f"Ready: `octune tune` will use {describe(chosen)}.")
         return
     # Runtimes not installed yet that PyPI has for this machine (Intel's: x86-64 Linux only).
     missing = [

@@ -13,6 +13,8 @@ and the runtime. So adding a family adds files and edits none here.
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -111,6 +113,12 @@ class Family(ABC):
         model runs leaves this out.
         """
         raise NotImplementedError(f"{self.name} gives no launch arguments: no model runs it")
+
+    def host_baseline(self, workload: Workload) -> Callable[[], object] | None:
+        """A computation of ``workload`` on the host's processor with NumPy, which a CPU
+        device's tuned time is shown beside (``octune best``); None where NumPy has none.
+        """
+        return None
 
     def describe(self, shape: Mapping[str, int]) -> str:
         """How a workload reads in tables and messages."""
@@ -297,6 +305,20 @@ class Bound:
         cl.enqueue_copy(self._queue, self.output, self._output)
         ratio = np.abs(self.output - self.expected) / self.tolerance
         return float("inf") if np.isnan(ratio).any() else float(ratio.max())
+
+
+def host_seconds(run: Callable[[], object], min_seconds: float = 0.3, min_runs: int = 5) -> float:
+    """The median time of ``run`` after one warm-up call, over at least ``min_runs`` calls and
+    ``min_seconds``.
+    """
+    run()
+    times: list[float] = []
+    started = time.perf_counter()
+    while len(times) < min_runs or time.perf_counter() - started < min_seconds:
+        begin = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - begin)
+    return statistics.median(times)
 
 
 def tolerance(terms: int, magnitude: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
@@ -173,6 +173,7 @@ class _SpaceModel(BaseModel):
     problem: Annotated[str, BeforeValidator(_file_stem)]
     entry: Annotated[str, BeforeValidator(_identifier)]
     description: Annotated[str, _none_to(str)] = ""
+    devices: list[Literal["cpu", "gpu", "accelerator"]] | None = Field(default=None, min_length=1)
     parameters: dict[str, _ParameterModel]
     derived: Annotated[dict[str, _ExpressionText], _none_to(dict)] = Field(default_factory=dict)
     constraints: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)
@@ -320,6 +321,11 @@ class SearchSpace:
         self.extends = model.extends
         self.entry = model.entry
         self.description = model.description.strip()
+        # The OpenCL device types the kernel is written for (None: any). Tuning a family on a
+        # device leaves out its kernels written for other types (``octune.tuner.campaign``).
+        self.devices: frozenset[str] | None = (
+            None if model.devices is None else frozenset(model.devices)
+        )
         self.source_text = text
         self.shape_names: frozenset[str] = frozenset(shape_names)
 
