@@ -23,11 +23,8 @@
 #endif
 
 #define TRANSA 0  // the filter is K x C*R*S, row-major
+#include "conv2d_arguments.clh"
 #include "panel_block.clh"
-
-#define CONV2D_ARGUMENTS                                                                        \
-    const __global float* restrict x, const __global float* restrict w, __global float* y,      \
-    const int N, const int C, const int H, const int W, const int K, const int OH, const int OW
 
 // Work-item (q, p, n) writes row q = (c, r, s) of image n's panel p: the input under filter tap
 // (r, s) of channel c for output pixels p * NR .. p * NR + NR, one output row's run of them at a

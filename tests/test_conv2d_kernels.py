@@ -63,6 +63,7 @@ def test_every_conv2d_kernel_is_exercised_and_every_layer_has_a_kernel_in_each_l
         "conv2d_igemm",
         "conv2d_winograd",
         "conv2d_panel",
+        "conv2d_depthwise_rows",
     }
     assert nhwc | nchw <= set(kernels_of("conv2d"))
     # Each kernel takes one layout; the NHWC ones each meet a batch > 1 and a stride 2.
