@@ -10,11 +10,11 @@
 // compiler turns into one unaligned load where the run is inside the row at stride 1 (vloadN is
 // a call under PoCL); elsewhere each element is tested, and rows outside the input add nothing.
 //
-// Tuning defines (search_spaces/conv2d_depthwise_rows.yaml): VW, NV, OHT as above; LX, LY the
-// work-group shape along column blocks and row blocks. Workload defines: R, S, STRIDE, PAD,
+// Tuning defines (search_spaces/conv2d_depthwise_rows.yaml): VW, NV, OHT as above; LX, LY, LC
+// the work-group shape along column blocks, row blocks and planes. Workload defines: R, S, STRIDE, PAD,
 // DILATION, GROUPS, NHWC (kernels/conv2d.py).
 
-#if !defined(VW) || !defined(NV) || !defined(OHT) || !defined(LX) || !defined(LY)
+#if !defined(VW) || !defined(NV) || !defined(OHT) || !defined(LX) || !defined(LY) || !defined(LC)
 #error "tuning parameters missing: see search_spaces/conv2d_depthwise_rows.yaml"
 #endif
 #if !defined(R) || !defined(S) || !defined(STRIDE) || !defined(PAD) || !defined(DILATION)
@@ -36,12 +36,12 @@ typedef union {
     float f[VW];
 } lanes;
 
-__kernel __attribute__((reqd_work_group_size(LX, LY, 1)))
+__kernel __attribute__((reqd_work_group_size(LX, LY, LC)))
 void conv2d_depthwise_rows(CONV2D_ARGUMENTS) {
     const int ow0 = get_global_id(0) * OWT;
     const int oh0 = get_global_id(1) * OHT;
     const int plane = get_global_id(2);  // n * C + c
-    if (ow0 >= OW || oh0 >= OH) return;
+    if (ow0 >= OW || oh0 >= OH || plane >= N * C) return;
     const __global float* in = x + (size_t)plane * H * W;
     const __global float* filter = w + (plane % C) * R * S;
 
