@@ -14,29 +14,18 @@ from rich.console import Console
 from octune.db.store import ENV_VAR, Store
 from octune.firmware.bundle import FORMAT_FILES, in_service, load_bundle
 from octune.firmware.export import export_bundle, import_bundle
+from octune.firmware.options import PublicKey
 from octune.lookup.semantics import Query
 from octune.tuner.errors import OctuneError
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 
 # Signing loads `cryptography` (with its native library) only when a command signs or keys.
 SIGNING_KEY_ENV_VAR = "OCTUNE_BUNDLE_SIGNING_KEY"
-PUBLIC_KEY_ENV_VAR = "OCTUNE_BUNDLE_PUBLIC_KEY"
 
 console = Console()
 
 Database = Annotated[
     str | None, typer.Option("--db", help=f"SQLAlchemy URL [default: ${ENV_VAR} or user SQLite]")
-]
-
-
-PublicKey = Annotated[
-    str | None,
-    typer.Option(
-        envvar=PUBLIC_KEY_ENV_VAR,
-        show_envvar=False,
-        help=f"Ed25519 public key (PEM file or text; ${PUBLIC_KEY_ENV_VAR}): read the bundle "
-        "only if it verifies the bundle's signature",
-    ),
 ]
 
 

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from octune.firmware.options import PublicKey
 from octune.networks.options import BatchOption, DimOption
 from octune.tuner.errors import OctuneError
 
@@ -45,6 +46,7 @@ def run(
     bundle: Annotated[
         Path | None, typer.Option(help="firmware bundle exported for this device")
     ] = None,
+    public_key: PublicKey = None,
     db: Annotated[
         str | None,
         typer.Option(help="database URL (default: $OCTUNE_DATABASE_URL, else the user's SQLite)"),
@@ -91,7 +93,7 @@ def run(
     require_compiling(cl_device)
     info = DeviceInfo.from_cl(cl_device)
     policy = cast("Policy", configs)
-    source = None if policy == "default" else _source(info, server, token, bundle, db)
+    source = None if policy == "default" else _source(info, server, token, bundle, public_key, db)
     where = "octune's defaults" if source is None else source.where
     console.print(f"Running {model} on [bold]{info.name}[/] with {policy} configs from {where}")
     runtime = Runtime(network, cl_device, source, policy)
@@ -109,7 +111,12 @@ def run(
 
 
 def _source(
-    info: DeviceInfo, server: str | None, token: str | None, bundle: Path | None, db: str | None
+    info: DeviceInfo,
+    server: str | None,
+    token: str | None,
+    bundle: Path | None,
+    public_key: str | None,
+    db: str | None,
 ) -> ConfigSource:
     from octune.db.store import Store
     from octune.runtime.sources import BundleConfigs, ServerConfigs, StoreConfigs
@@ -117,7 +124,7 @@ def _source(
     if server is not None:
         return ServerConfigs(server, info, token)
     if bundle is not None:
-        return BundleConfigs(bundle, info)
+        return BundleConfigs(bundle, info, public_key)
     return StoreConfigs(Store(db or Store.default_url()), info)
 
 

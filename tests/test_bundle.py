@@ -484,6 +484,9 @@ def test_signed_bundles_verify_and_an_edit_with_recomputed_checksums_does_not(
     _poison_config(signed)
     refused = cli("lookup", str(signed), "gemm", *query, "--public-key", str(public))
     assert_one_line_error(refused, "signature does not match")
+    # `run --bundle` verifies too, before it builds anything of the bundle's (issue 45).
+    ran = cli("run", "squeezenet1.1", "--bundle", str(signed), "--public-key", str(public))
+    assert_one_line_error(ran, "signature does not match")
     # Without a key the checksums pass, but import checks each config against the space.
     merged = tmp_path / "merged.db"
     assert_one_line_error(cli("import", str(signed), db=merged), "not one its space allows",

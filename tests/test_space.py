@@ -742,3 +742,35 @@ def test_asynchronous_copies_are_legal_only_where_the_device_has_them():
     assert device_limits(**figures, platform_name="NVIDIA CUDA")["async_copy"] == 1
     assert device_limits(**figures, platform_name="Portable Computing Language")["async_copy"] == 0
     assert set(device_limits(**figures, platform_name="x")) == set(LIMIT_NAMES)
+
+
+def alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """Each level a list of ``width`` aliases of the one before: ``width ** levels`` values."""
+    lines = [f"a0: &a0 [{', '.join(['1'] * width)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "piece"),
+    [
+        (SMALL + "bomb:\n  " + alias_bomb().replace("\n", "\n  "), "expands to more than"),
+        (SMALL.replace("parameters:", alias_bomb() + "parameters:"), "expands to more than"),
+        (SMALL + "deep: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than 32 levels"),
+    ],
+)
+def test_yaml_that_would_expand_or_nest_without_bound_is_refused_before_it_is_built(
+    text: str, piece: str
+) -> None:
+    """A 5 KB alias bomb in an uploaded space grew a server to 22 GB (9 ** 9 values, which
+    this test would never finish walking); 5,000 nested brackets ended in a RecursionError
+    (issue 45). Both are one line.
+    """
+    with pytest.raises(SpaceError, match=piece):
+        SearchSpace.from_yaml(text, "upload.yaml", SHAPE)
+
+
+def test_anchors_within_the_limits_still_load() -> None:
+    text = SMALL.replace("parameters:", "shared: &why one reason\nparameters:")
+    with pytest.raises(SpaceError, match="unknown key 'shared'"):  # parsed, then checked
+        SearchSpace.from_yaml(text, "ok.yaml", SHAPE)

@@ -9,7 +9,11 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
 from test_cli import assert_one_line_error, octune
+
+from octune.tuner import kernels
+from octune.tuner.errors import OctuneError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "user_kernel"
 
@@ -78,6 +82,28 @@ def test_a_broken_users_folder_is_named_in_one_line(tmp_path: Path) -> None:
     (folder / "bounds.clh").unlink()
     result = octune("--kernel-dir", str(folder), "tune", "transpose", "--rows", "8", "--cols", "8")
     assert_one_line_error(result, "transpose.cl includes bounds.clh", "not beside it")
+
+
+@pytest.mark.parametrize("name", ["bounds.clh", "transpose.cl", "transpose.yaml", "transpose.py"])
+def test_a_link_out_of_the_kernel_folder_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Issue 45: a folder's file that links to /etc/passwd was pasted into the stored source and
+    travelled with uploads and exports.
+    """
+    folder = _folder(tmp_path)
+    outside = tmp_path / "outside" / name
+    outside.parent.mkdir()
+    shutil.move(folder / name, outside)
+    (folder / name).symlink_to(outside)
+    monkeypatch.setenv(kernels.KERNEL_PATH_ENV, str(folder))
+    kernels._clear()
+    try:
+        with pytest.raises(OctuneError, match=f"{name} links to .*outside the kernel folder"):
+            kernels.load_kernel("transpose")
+    finally:
+        monkeypatch.undo()
+        kernels._clear()
 
 
 def test_a_space_extends_another(tmp_path: Path) -> None:

@@ -48,6 +48,7 @@ from octune.tuner.session import (
 )
 from octune.tuner.session import Progress as SessionProgress
 from octune.tuner.workers import Workers
+from octune.tuner.yaml_limits import YamlLimitError, safe_load
 
 console = Console()
 
@@ -105,7 +106,9 @@ class Task:
 def load_tasks(path: Path) -> list[Task]:
     """The workloads of a file, validated whole before anything is measured."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_load(path.read_text(encoding="utf-8"))
+    except YamlLimitError as error:
+        raise OctuneError(f"{path}: {error}; list the workloads plainly") from None
     except OSError as error:
         raise OctuneError(f"cannot read workloads file {path}: {error.strerror}") from error
     except UnicodeDecodeError as error:

@@ -28,7 +28,7 @@ from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -36,6 +36,7 @@ from octune.lookup.semantics import kernel_version_sha256
 from octune.tuner.errors import OctuneError
 from octune.tuner.family import Family, Workload
 from octune.tuner.space import SearchSpace
+from octune.tuner.yaml_limits import YamlLimitError, safe_load
 
 KERNEL_PATH_ENV = "OCTUNE_KERNEL_PATH"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
@@ -117,9 +118,32 @@ def families() -> dict[str, Family]:
     for module in pkgutil.iter_modules(octune.kernels.__path__):
         _register(found, importlib.import_module(f"octune.kernels.{module.name}"), module.name)
     for folder in kernel_dirs():
-        for path in sorted(folder.glob("*.py")):
+        for path in _own_files(folder, "*.py"):
             _register(found, _import_user_module(path), str(path))
     return found
+
+
+_File = TypeVar("_File", Path, Traversable)
+
+
+def _own_files(folder: Path, pattern: str) -> list[Path]:
+    """A user folder's files matching ``pattern``, each checked by ``_inside``."""
+    return [_inside(folder, path) for path in sorted(folder.glob(pattern))]
+
+
+def _inside(folder: Path | Traversable, path: _File) -> _File:
+    """``path``, refused where it is a link to a file outside ``folder``: whatever a kernel
+    folder holds is compiled for, uploaded to and exported with every device it serves (a link
+    to /etc/passwd would travel as a template's source).
+    """
+    if isinstance(folder, Path) and isinstance(path, Path):
+        target = path.resolve()
+        if not target.is_relative_to(folder.resolve()):
+            raise OctuneError(
+                f"{path} links to {target}, outside the kernel folder {folder}: copy the file "
+                "into the folder"
+            )
+    return path
 
 
 def _import_user_module(path: Path) -> object:
@@ -178,7 +202,7 @@ def _kernel_files() -> dict[str, tuple[str, str, str]]:
         if p.name.endswith(".yaml")
     ]
     for folder in kernel_dirs():
-        sources += [(p.name, p.read_text(), folder, str(p)) for p in sorted(folder.glob("*.yaml"))]
+        sources += [(p.name, p.read_text(), folder, str(p)) for p in _own_files(folder, "*.yaml")]
     texts: dict[str, str] = {}
     for file_name, space_text, _, origin in sources:
         name = file_name.removesuffix(".yaml")
@@ -189,7 +213,7 @@ def _kernel_files() -> dict[str, tuple[str, str, str]]:
         name = file_name.removesuffix(".yaml")
         space_text = _extended(own_text, texts, origin)
         template_name = _template_name(space_text, origin)
-        template = template_dir.joinpath(f"{template_name}.cl")
+        template = _inside(template_dir, template_dir.joinpath(f"{template_name}.cl"))
         if not template.is_file():
             raise OctuneError(f"{origin} names template {template_name}.cl, which is not beside it")
         found[name] = (space_text, expand_includes(template, template_dir), origin)
@@ -226,8 +250,8 @@ def _extended(text: str, spaces: Mapping[str, str], origin: str) -> str:
 
 def _yaml_mapping(text: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = safe_load(text)
+    except (yaml.YAMLError, YamlLimitError):
         return {}  # SearchSpace says what is wrong, with the line
     return data if isinstance(data, dict) else {}
 
@@ -241,7 +265,7 @@ def expand_includes(template: Traversable, folder: Traversable) -> str:
     """
 
     def paste(match: re.Match[str]) -> str:
-        helper = folder.joinpath(match.group(1))
+        helper = _inside(folder, folder.joinpath(match.group(1)))
         if not helper.is_file():
             raise OctuneError(f"{template.name} includes {match.group(1)}, which is not beside it")
         return helper.read_text()

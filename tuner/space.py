@@ -25,6 +25,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from octune.tuner.errors import SpaceError, validation_message
 from octune.tuner.expr import FUNCTIONS, Expression, Mask, Value
+from octune.tuner.yaml_limits import YamlLimitError, check_limits
 
 #: The device limits a space may name: the keys of ``device_limits`` (here, not in
 #: ``tuner.device``, so that loading a space does not need an OpenCL driver).
@@ -254,7 +255,10 @@ _UniqueKeyLoader.add_constructor(
 
 def _load_yaml(text: str, origin: str) -> Any:
     try:
+        check_limits(text)
         return yaml.load(text, Loader=_UniqueKeyLoader)
+    except YamlLimitError as error:
+        raise SpaceError(f"search space {origin}: {error}; write the space out plainly") from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
