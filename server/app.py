@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from octune.db.job_queue import QueueError
@@ -79,7 +80,9 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
     app.add_exception_handler(OctuneError, _bad_input)
     if not settings.require_read_token:
         app.add_middleware(CachedLookups)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)  # outermost: runs first
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    if "*" not in settings.allowed_hosts:  # outermost: a foreign Host is refused first
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))
     return app
 
 

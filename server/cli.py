@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import sys
 from enum import StrEnum
@@ -41,6 +42,13 @@ def serve(
         float,
         typer.Option(help="a farm agent's lease on a job lasts this long without a heartbeat"),
     ] = 60.0,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a name clients reach the server by (the Host header); repeatable. Default: "
+            "the loopback names on a loopback --host, any name otherwise"
+        ),
+    ] = None,
 ) -> None:
     """Run the config service: lookups, uploads and the dashboard over HTTP."""
     # Imported here: FastAPI and uvicorn take a while to load, and other commands need neither.
@@ -53,7 +61,14 @@ def serve(
         require_read_token=require_read_token,
         predict=predict,
         lease_s=lease_seconds,
+        allowed_hosts=tuple(allowed_host or (LOOPBACK_NAMES if _loopback(host) else ("*",))),
     )
+    if not _loopback(host) and not require_read_token:
+        print(
+            f"warning: serving on {host} with open reads: anyone who can reach it reads every "
+            "tuned config and kernel source; pass --require-read-token to ask for a token",
+            file=sys.stderr,
+        )
     store = ServerStore(settings.database_url)
     _check_port(host, port)
     print(
@@ -67,6 +82,16 @@ def serve(
         log_level="info",
         server_header=False,
     )
+
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _check_port(host: str, port: int) -> None:

@@ -24,3 +24,7 @@ class Settings(BaseModel):
     #: How long a tuning farm agent's lease on a job lasts without a heartbeat; agents beat
     #: three times per lease, so a job whose agent died is taken over after this long.
     lease_s: float = Field(default=60.0, gt=0, le=86400)
+    #: Host headers the server answers ("*": any). A server on a loopback address answers
+    #: only its loopback names: a web page whose DNS name is rebound to 127.0.0.1 cannot
+    #: read it from the user's browser (`octune serve` sets them).
+    allowed_hosts: tuple[str, ...] = ("*",)

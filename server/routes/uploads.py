@@ -15,7 +15,7 @@ from octune.server.schemas import MeasurementIn, SessionBody, UploadIn, UploadOu
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError, SpaceError
 from octune.tuner.family import Workload
-from octune.tuner.kernels import family, kernel_from_texts
+from octune.tuner.kernels import family, kernel_from_texts, load_kernel
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import SearchSpace
 
@@ -36,6 +36,15 @@ def upload_session(
     """
     device, kernel, workload, measurements = checked_session(upload)
     store: ServerStore = request.app.state.store
+    if not _registered(store, kernel):
+        raise HTTPException(
+            422,
+            f"kernel {kernel.name} version {kernel.sha256[:16]} is not one this server serves "
+            "(neither installed with it nor in its database): its source would reach every "
+            "client that looks it up. Register it on the server: serve its folder "
+            "(`octune --kernel-dir DIR serve`), or tune it once where the server's database is; "
+            "for octune's own kernels, run the same octune version on both sides",
+        )
     try:
         outcome = store.upload(
             uid=upload.uid,
@@ -60,6 +69,19 @@ def upload_session(
     return UploadOut(
         session_id=outcome.session_id, added=outcome.added, already_stored=outcome.already_stored
     )
+
+
+def _registered(store: ServerStore, kernel: StoredKernel) -> bool:
+    """Whether the server trusts a kernel version: the installed version of an installed
+    kernel (octune's, and those of the folders it serves with --kernel-dir), or one already in
+    its database (tuned where the database is, or registered before).
+    """
+    try:
+        if load_kernel(kernel.name).sha256 == kernel.sha256:
+            return True
+    except OctuneError:
+        pass  # not installed here
+    return store.kernel_source(kernel.sha256) is not None
 
 
 def checked_session(

@@ -38,7 +38,11 @@ class Agent:
 
     def __init__(self, server: str, token: str, log: Path, *flags: str) -> None:
         self.log = log
-        env = {**os.environ, "COLUMNS": "200"}
+        # A cold PoCL program cache of its own: each candidate compiles, so a job is still
+        # running when a test kills, freezes or cancels it (with programs cached by an earlier
+        # test, a job of gemm_panel's measured all its candidates in about a second).
+        pocl_cache = log.parent / f"{log.stem}-pocl-cache"
+        env = {**os.environ, "COLUMNS": "200", "POCL_CACHE_DIR": str(pocl_cache)}
         with log.open("w") as sink:
             self.process = subprocess.Popen(
                 [*OCTUNE, "agent", "--server", server, "--token", token, "--poll", "0.3",

@@ -16,6 +16,7 @@ from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.semantics import kernel_version_sha256
 from octune.lookup.tables import StoreLookup
+from octune.server.cli import LOOPBACK_NAMES, _loopback
 from octune.server.client import session_uploads
 from octune.server.tokens import token_hash
 from octune.tuner.family import MAX_DIM
@@ -335,6 +336,27 @@ def test_a_space_that_would_expand_or_nest_without_bound_is_a_422_and_the_servic
     assert client.get("/v1/health").status_code == 200
 
 
+def test_an_injected_kernel_source_is_refused_and_never_served(
+    client, store, seeder, write_token, device_info
+):
+    """Issue 45: the real GEMM template plus one line, its hash recomputed, was stored, then
+    answered by lookups and served by /v1/kernels to every client that compiled it.
+    """
+    (upload,) = session_uploads(store, seeder.session(W64, [5]))
+    injected = upload.model_copy(deep=True)
+    injected.kernel.template_source += '\n#include "/etc/passwd"\n'
+    injected.kernel.sha256 = kernel_version_sha256(
+        injected.kernel.template_source, injected.kernel.space_source
+    )
+    response = post_upload(client, injected, write_token)
+    assert response.status_code == 422, response.text
+    assert "octune --kernel-dir DIR serve" in response.json()["message"]
+    assert client.get(f"/v1/kernels/{injected.kernel.sha256}").status_code == 404
+    answer = lookup(client, device_info.fingerprint, m=64, n=64, k=64).json()
+    assert answer["kernel_sha256"] == upload.kernel.sha256
+    assert post_upload(client, upload, write_token).status_code == 200  # the real one is taken
+
+
 def test_tokens_are_stored_as_hashes_and_reads_can_require_one(store, read_token, write_token):
     with store._session() as session:
         rows = session.scalars(select(ApiToken)).all()
@@ -419,3 +441,15 @@ def test_repeated_lookups_follow_new_measurements(store, seeder, device_info, wr
                                                       (5e-5,) * 3, flops=W64.flops))  # fmt: skip
         time.sleep(0.3)  # written straight into the database: seen at the next check
         assert client.get("/v1/lookup", params=params).json()["config"] == seeder.table.config(9)
+
+
+def test_a_loopback_server_answers_only_its_loopback_names(store):
+    """Issue 45: a page whose DNS name is rebound to 127.0.0.1 reaches a loopback server from
+    the user's browser with its own name in the Host header; it is refused.
+    """
+    client = make_client(store, allowed_hosts=LOOPBACK_NAMES)
+    assert client.get("http://127.0.0.1:8000/v1/health").status_code == 200
+    assert client.get("http://localhost/v1/health").status_code == 200
+    assert client.get("http://rebound.example:8000/v1/health").status_code == 400
+    assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("localhost")
+    assert not _loopback("0.0.0.0") and not _loopback("192.168.1.5")

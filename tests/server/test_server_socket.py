@@ -15,6 +15,7 @@ from octune.db.models import TuningSession
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_workload
 from octune.server.client import ClientError, OctuneClient
+from octune.tuner.kernels import load_kernel
 
 CHROMIUM_ENV = "OCTUNE_TEST_CHROMIUM"
 WORKLOAD = gemm_workload(32, 32, 32)
@@ -50,29 +51,29 @@ def served(tuned, tmp_path_factory):
     server.stop()
 
 
-def test_tuned_results_answered_over_a_socket(tuned, served, device_info, gemm_kernel):
+def test_tuned_results_answered_over_a_socket(tuned, served, device_info):
     server, token, ids = served
-    with ServerStore(tuned) as local:
-        best = local.best(device_info.fingerprint, "gemm", WORKLOAD.key)
-        with OctuneClient(server.url, token) as client:
-            assert client.ready().schema_revision == "0004"
-            answer = client.lookup(device_info.name, "gemm", {"m": 32, "n": 32, "k": 32})
-            assert answer.match == "exact"
-            assert answer.config == best.config
-            assert answer.device_fingerprint == device_info.fingerprint
-            assert client.kernel_source(answer.kernel_sha256).template_source == gemm_kernel.source
-            near = client.lookup(device_info.fingerprint, "gemm", {"m": 48, "n": 40, "k": 32})
-            assert near.match == "nearest"
-            flagged = client.lookup(device_info.name, "gemm", {"m": 32, "n": 32, "k": 32,
-                                                               "transa": 1})  # fmt: skip
-            assert flagged.match == "nearest" and flagged.defines["TRANSA"] == 1
-            (small,) = client.lookup_batch(device_info.fingerprint, "gemm", [{"m": 3, "n": 3,
-                                                                              "k": 3}])  # fmt: skip
-            assert small.match == "nearest"
-            with pytest.raises(ClientError, match=r"server answered 404: unknown device 'nope'"):
-                client.lookup("nope", "gemm", {"m": 1, "n": 1, "k": 1})
-            again = client.upload_session(local, ids[0])
-            assert again.added == 0 and again.already_stored > 0
+    with ServerStore(tuned) as local, OctuneClient(server.url, token) as client:
+        assert client.ready().schema_revision == "0004"
+        answer = client.lookup(device_info.name, "gemm", {"m": 32, "n": 32, "k": 32})
+        assert answer.match == "exact"
+        best = local.best(device_info.fingerprint, answer.kernel, WORKLOAD.key)
+        assert best is not None and answer.config == best.config
+        assert answer.device_fingerprint == device_info.fingerprint
+        source = client.kernel_source(answer.kernel_sha256).template_source
+        assert source == load_kernel(answer.kernel).source
+        near = client.lookup(device_info.fingerprint, "gemm", {"m": 48, "n": 40, "k": 32})
+        assert near.match == "nearest"
+        flagged = client.lookup(device_info.name, "gemm", {"m": 32, "n": 32, "k": 32,
+                                                           "transa": 1})  # fmt: skip
+        assert flagged.match == "nearest" and flagged.defines["TRANSA"] == 1
+        (small,) = client.lookup_batch(device_info.fingerprint, "gemm", [{"m": 3, "n": 3,
+                                                                          "k": 3}])  # fmt: skip
+        assert small.match == "nearest"
+        with pytest.raises(ClientError, match=r"server answered 404: unknown device 'nope'"):
+            client.lookup("nope", "gemm", {"m": 1, "n": 1, "k": 1})
+        again = client.upload_session(local, ids[0])
+        assert again.added == 0 and again.already_stored > 0
     with OctuneClient(server.url) as anonymous, pytest.raises(ClientError, match="401"):
         anonymous.upload_session(local, ids[0])
 
