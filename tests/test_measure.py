@@ -74,8 +74,8 @@ def test_config_that_cannot_build_is_a_build_error(
     [
         # Off by a hair in every element: caught by the tolerance, not only by NaN.
         (
-            "acc[i][j] = mad(a[i], b[j], acc[i][j]);",
-            "acc[i][j] = mad(a[i], b[j], acc[i][j]) * 1.001f;",
+            "acc[i][j] = a[i] * b[j] + acc[i][j];",
+            "acc[i][j] = (a[i] * b[j] + acc[i][j]) * 1.001f;",
             "scaled",
         ),
         # One column at the matrix edge left unwritten: caught by the NaN poison.
