@@ -41,6 +41,17 @@ def gemm_arguments(m: int, n: int, k: int, lda: int, ldb: int, alpha: float = AL
     return arguments
 
 
+def stored_shapes(shape: Mapping[str, int]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """A's and B's shapes as they lie in memory, row-major: op(X) transposed where flagged."""
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    return ((k, m) if shape["transa"] else (m, k)), ((n, k) if shape["transb"] else (k, n))
+
+
+def operands(a: np.ndarray, b: np.ndarray, shape: Mapping[str, int]) -> tuple[np.ndarray, ...]:
+    """op(A) and op(B) of A and B as they lie (views, no copies)."""
+    return (a.T if shape["transa"] else a), (b.T if shape["transb"] else b)
+
+
 class Gemm(Family):
     name = "gemm"
     params = (
@@ -66,16 +77,14 @@ class Gemm(Family):
         rng: np.random.Generator,
     ) -> Bound:
         s = workload.shape
-        m, n, k, transa, transb = s["m"], s["n"], s["k"], s["transa"], s["transb"]
-        shape_a = (k, m) if transa else (m, k)
-        shape_b = (n, k) if transb else (k, n)
+        m, n, k = s["m"], s["n"], s["k"]
+        shape_a, shape_b = stored_shapes(s)
 
         def inputs() -> tuple[np.ndarray, ...]:
             return random_normal(rng, shape_a), random_normal(rng, shape_b)
 
         def reference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            op_a = (a.T if transa else a).astype(np.float64)
-            op_b = (b.T if transb else b).astype(np.float64)
+            op_a, op_b = (x.astype(np.float64) for x in operands(a, b, s))
             magnitude = abs(ALPHA) * (np.abs(op_a) @ np.abs(op_b))
             return ALPHA * (op_a @ op_b), tolerance(k, magnitude)
 
@@ -84,19 +93,16 @@ class Gemm(Family):
 
     def host_baseline(self, workload: Workload) -> Callable[[], object]:
         """NumPy's float32 product (its BLAS, every core), operands laid out as the workload's."""
-        s = workload.shape
         rng = np.random.default_rng(0)
-        a = random_normal(rng, (s["k"], s["m"]) if s["transa"] else (s["m"], s["k"]))
-        b = random_normal(rng, (s["n"], s["k"]) if s["transb"] else (s["k"], s["n"]))
-        op_a, op_b = (a.T if s["transa"] else a), (b.T if s["transb"] else b)
+        a, b = (random_normal(rng, shape) for shape in stored_shapes(workload.shape))
+        op_a, op_b = operands(a, b, workload.shape)
         return lambda: op_a @ op_b
 
     def launch_arguments(self, workload: Workload, entry: str, alpha: float = 1.0) -> Arguments:
         """``gemm_arguments`` for a model's A, B and C as the shape lays them out."""
         s = workload.shape
-        m, n, k = s["m"], s["n"], s["k"]
-        lda, ldb = m if s["transa"] else k, k if s["transb"] else n
-        return gemm_arguments(m, n, k, lda, ldb, alpha=alpha)
+        (_, lda), (_, ldb) = stored_shapes(s)
+        return gemm_arguments(s["m"], s["n"], s["k"], lda, ldb, alpha=alpha)
 
 
 FAMILY = Gemm()
