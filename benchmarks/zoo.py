@@ -13,8 +13,8 @@ runtime's steps; what could not be taken is listed (operator, node, reason). No 
 Side by side, per model: imports / runs as exported / agrees layer by layer with onnxruntime /
 tuned ms / default ms / reference ms. ``--tune-minutes`` first tunes each model with
 ``octune tune --model FILE --time M`` into ``--db`` (one run per model, the database carried
-over), then measures under the ``default`` policy and those of ``--policies`` (``tuned``;
-``confirmed`` times each untuned layer's answers at load): wall time of a forward pass
+over), then measures under each policy of ``--policies`` (``default``, ``tuned``; ``confirmed``
+times each untuned layer's answers at load): wall time of a forward pass
 enqueued back to back with one finish (best of ``--repeat``), and the launch count. The
 reference is onnxruntime's CPU provider on the same file, or with ``--torch`` the model rebuilt
 by ``zoo_export.build`` in PyTorch (eval, float32, TF32 off, cuDNN benchmark mode), timed as a
@@ -144,13 +144,14 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
     info = DeviceInfo.from_cl(device)
     row["device"] = info.name
     try:
-        row["default"] = _runtime_row(model, device, None, "default", args.repeat)
+        if "default" in args.policies or not args.db:
+            row["default"] = _runtime_row(model, device, None, "default", args.repeat)
         if args.db:
             if args.tune_minutes:
                 log = Path(args.out).with_suffix(".tune.log")
                 row["tune_s"] = tune(zoo, entry, args.tune_minutes, args.db, args.device, log)
             source = StoreConfigs(Store(args.db), info)
-            for policy in args.policies:
+            for policy in [p for p in args.policies if p != "default"]:
                 row[policy] = _runtime_row(model, device, source, policy, args.repeat)
     except OctuneError as error:
         row["refused"] = str(error)
@@ -202,7 +203,10 @@ def main() -> None:
     parser.add_argument("--db", help="database URL of tuned configs (the tuned column)")
     parser.add_argument("--tune-minutes", type=float, default=0.0)
     parser.add_argument(
-        "--policies", nargs="+", default=["tuned"], help="policies measured from --db"
+        "--policies",
+        nargs="+",
+        default=["default", "tuned"],
+        help="policies measured (all but default from --db)",
     )
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--torch", action="store_true", help="PyTorch on CUDA as the reference")
@@ -221,7 +225,8 @@ def main() -> None:
         for row in refused:
             print(f"  {row['file']}: {row['refused'][:200]}")
     else:
-        report(rows, args.policies if args.db else ["default"])
+        measured = [p for p in args.policies if p != "default"] if args.db else []
+        report(rows, measured or ["default"])
 
 
 if __name__ == "__main__":

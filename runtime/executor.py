@@ -188,42 +188,57 @@ class Runtime:
                 self.buffers[step.output] = self._tensor_buffer(step.output)
 
     def _place_concat_inputs(self) -> None:
-        """Where every input of a Concat is written by one step for it alone, and each lands
-        in one block of the output at an offset the device can start a sub-buffer at, the
-        inputs are written in place (sub-buffers of the output) and the Concat costs no
-        launch: GoogLeNet's and SqueezeNet's branches.
+        """Concats whose inputs write straight into their output, so they cost no launch.
+
+        Along an axis with nothing before it (channels at batch 1), a Concat's inputs are
+        consecutive blocks of its output: where each input is written by a step of its own, at
+        an offset the device can start a sub-buffer at, it is a sub-buffer of the output
+        (GoogLeNet's and SqueezeNet's branches). A Concat whose inputs begin a wider one's is
+        a sub-buffer of that one too: DenseNet concatenates every earlier layer's output
+        again for each layer, so one buffer a block holds them all (597 copies at 224 px).
         """
         graph = self.graph
-        readers: dict[str, int] = {}
-        for step in graph.steps:
-            for name in self._reads(step):
-                readers[name] = readers.get(name, 0) + 1
         written = {  # not a batched MatMul's output: it is cut into sub-buffers of its own
             step.output
             for step in graph.steps
             if not isinstance(step, Alias | Tuned)
             or (isinstance(step, Tuned) and step.layer.count == 1)
         }
+        fixed = {*graph.outputs, *graph.inputs}
+        concats = [
+            step
+            for step in graph.steps
+            if isinstance(step, Concat)
+            and len(set(step.inputs)) == len(step.inputs)
+            and math.prod(graph.shapes[step.output][: step.axis]) == 1
+            and step.output not in fixed
+        ]
         align = self.device.mem_base_addr_align // 8
-        for step in graph.steps:
-            if not isinstance(step, Concat) or len(set(step.inputs)) != len(step.inputs):
-                continue
-            shape = graph.shapes[step.output]
+        for whole in sorted(concats, key=lambda step: len(step.inputs), reverse=True):
             offsets = [0]
-            for name in step.inputs:
+            for name in whole.inputs:
                 offsets.append(offsets[-1] + 4 * math.prod(graph.shapes[name]))
             if (
-                math.prod(shape[: step.axis]) != 1
+                whole.output in self.buffers
                 or any(offset % align for offset in offsets[:-1])
-                or any(name not in written or readers.get(name) != 1 for name in step.inputs)
-                or {*step.inputs, step.output} & {*graph.outputs, *graph.inputs}
+                or any(name not in written or name in fixed for name in whole.inputs)
+                or any(name in self.buffers for name in whole.inputs)
             ):
                 continue
-            whole = self._tensor_buffer(step.output)
-            self.buffers[step.output] = whole
-            for name, start, end in zip(step.inputs, offsets, offsets[1:], strict=False):
-                self.buffers[name] = self._hold(whole.get_sub_region(start, end - start))
-            self._in_place.add(step.output)
+            buffer = self._tensor_buffer(whole.output)
+            self.buffers[whole.output] = buffer
+            for name, start, end in zip(whole.inputs, offsets, offsets[1:], strict=False):
+                self.buffers[name] = self._hold(buffer.get_sub_region(start, end - start))
+            self._in_place.add(whole.output)
+            for step in concats:
+                count = len(step.inputs)
+                if (
+                    step.output not in self.buffers
+                    and step.axis == whole.axis
+                    and step.inputs == whole.inputs[:count]
+                ):
+                    self.buffers[step.output] = self._hold(buffer.get_sub_region(0, offsets[count]))
+                    self._in_place.add(step.output)
 
     def _check_memory(self, constants: set[str]) -> None:
         """Refuse, before allocating anything, a model whose tensors the device cannot hold."""

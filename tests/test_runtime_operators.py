@@ -260,3 +260,24 @@ def test_branches_write_into_their_concat(cl_device, tmp_path: Path) -> None:
     assert found.ratio < 1
     mixed = next(planned for planned in runtime.plan if planned.step.name == "mixed")
     assert (mixed.kernel, mixed.launches) == ("concat (in place)", ())
+
+
+def test_dense_block_concats_share_one_buffer(cl_device, tmp_path: Path) -> None:
+    """A DenseNet block: each layer concatenates every earlier output again, so each Concat is
+    a prefix of the block's last; all of them and every layer's output live in one buffer, and
+    no Concat costs a launch, although each output is read by several steps.
+    """
+    g = GraphBuilder("dense", seed=6)
+    x = g.input("input", [1, 8, 8, 8])
+    stem = g.relu(g.conv(x, "stem", 8, 8, 3, bias=True), "stem.relu")
+    first = g.relu(g.conv(stem, "layer1", 8, 8, 3, bias=True), "layer1.relu")
+    joined = g.node("Concat", [stem, first], "layer2.cat", axis=1)
+    second = g.relu(g.conv(joined, "layer2", 16, 8, 3, bias=True), "layer2.relu")
+    block = g.node("Concat", [stem, first, second], "block.cat", axis=1)
+    y = g.relu(g.conv(block, "transition", 24, 8, 1, bias=True), "transition.relu")
+    onnx.save(g.model(y, [1, 8, 8, 8]), tmp_path / "dense.onnx")
+    runtime = Runtime(load_model(tmp_path / "dense.onnx"), cl_device)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1
+    concats = [planned for planned in runtime.plan if planned.step.name.endswith(".cat")]
+    assert [(p.kernel, p.launches) for p in concats] == [("concat (in place)", ())] * 2
