@@ -293,6 +293,12 @@ class Runtime:
         kernel.set_args(*args)
         return Launch(kernel, (_round_up(max(n, 1), LOCAL),), (LOCAL,))
 
+    def _rows(
+        self, step: Step, name: str, args: Sequence[object], rows: int, **defines: int
+    ) -> Launch:
+        """A launch of one of the runtime's row kernels: a work-group of ``LOCAL`` a row."""
+        return self._ops(step, name, args, rows * LOCAL, GROUP=LOCAL, **defines)
+
     def _plan(self, step: Step) -> Planned:
         if isinstance(step, Tuned):
             return self._tuned(step)
@@ -304,7 +310,11 @@ class Runtime:
         shape = self.graph.shapes[step.output]
         n = math.prod(shape)
         launches: list[Launch] = []
-        if isinstance(step, Pool):
+        if isinstance(step, Pool) and step.global_over(self.graph.shapes[step.inputs[0]]):
+            length = math.prod(self.graph.shapes[step.inputs[0]][2:])
+            args = (x, y, np.int32(length))
+            launches.append(self._rows(step, "global_pool", args, n, MAX=int(step.max)))
+        elif isinstance(step, Pool):
             images, c, h, w = self.graph.shapes[step.inputs[0]]
             defines = dict(MAX=int(step.max), KH=step.kernel[0], KW=step.kernel[1],
                            SH=step.strides[0], SW=step.strides[1], PT=step.pads[0],
@@ -323,14 +333,12 @@ class Runtime:
                 launches.append(self._ops(step, "concat", args, outer * inner))
                 offset += inner
         elif isinstance(step, Softmax):
-            rows = n // step.length
-            args = (x, y, *map(np.int32, (rows, step.length, step.inner)))
-            launches.append(self._ops(step, "softmax", args, rows))
+            args = (x, y, np.int32(step.length), np.int32(step.inner))
+            launches.append(self._rows(step, "softmax", args, n // step.length))
         elif isinstance(step, LayerNorm):
             gamma, beta = (self.buffers[name] for name in step.inputs[1:3])
-            rows, length = n // shape[-1], shape[-1]
-            args = (x, y, gamma, beta, np.int32(rows), np.int32(length), np.float32(step.epsilon))
-            launches.append(self._ops(step, "layer_norm", args, rows))
+            args = (x, y, gamma, beta, np.int32(shape[-1]), np.float32(step.epsilon))
+            launches.append(self._rows(step, "layer_norm", args, n // shape[-1]))
         elif isinstance(step, IndexMap):
             launches.append(self._index_map(step, x, y, n))
         elif isinstance(step, Broadcast):

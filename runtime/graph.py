@@ -144,6 +144,10 @@ class Pool(Step):
     pads: tuple[int, int, int, int]  # top, left, bottom, right
     include_pad: bool = False
 
+    def global_over(self, shape: Sequence[int]) -> bool:
+        """Whether one window covers each whole plane of an input of ``shape`` (N, C, H, W)."""
+        return self.kernel == tuple(shape[2:]) and not any(self.pads)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Concat(Step):

@@ -128,6 +128,20 @@ def reductions(g: GraphBuilder) -> tuple[str, list[int | str]]:
     return g.node("Concat", [mean, both], "out", axis=1), [2, 27]
 
 
+def row_kernels(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """Softmax across channels (rows strided), a layer norm and a global max pool, each row
+    longer than a work-group, so every lane takes several elements.
+    """
+    x = g.input("input", [1, 70, 9, 9])
+    pooled = g.node("GlobalMaxPool", [g.node("Softmax", [x], "probs", axis=1)], "peak")
+    rows = g.node("Reshape", [x, _ints(g, "rows.shape", [70, 81])], "rows")
+    gamma, beta = g.parameter("gamma", (81,), 1.0), g.parameter("beta", (81,), 0.5)
+    norm = g.node("LayerNormalization", [rows, gamma, beta], "norm", axis=-1)
+    flat = [g.node("Reshape", [t, _ints(g, f"{t}.flat", [1, -1])], f"{t}.row")
+            for t in (pooled, norm)]  # fmt: skip
+    return g.node("Concat", flat, "out", axis=1), [1, 70 + 70 * 81]
+
+
 def decoder(g: GraphBuilder) -> tuple[str, list[int | str]]:
     """Segmentation heads: bilinear and nearest Resize, ConvTranspose, Pad, Tile, Expand."""
     x = g.input("input", [1, 4, 5, 6])
@@ -207,6 +221,7 @@ def einsum_attention(g: GraphBuilder) -> tuple[str, list[int | str]]:
         (hardswish_written_out, "Conv+HardSigmoid+Mul"),
         (channel_shuffle, None),
         (reductions, None),
+        (row_kernels, None),
         (decoder, None),
         (functions, None),
         (tf_moments, None),
