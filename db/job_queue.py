@@ -303,19 +303,9 @@ class JobQueue(Store):
                 )
                 if job is None:
                     return None
-                if job.status == "running":
-                    holder = session.get(FarmAgent, job.lease_agent_id)
-                    job.failures += 1
-                    job.reason = (
-                        f"the lease of agent '{holder.name if holder else '?'}' expired: it "
-                        "stopped heartbeating (killed, or its machine or device crashed)"
-                    )
-                    submission = session.get(JobSubmission, job.submission_id)
-                    if submission is not None and job.failures >= submission.max_attempts:
-                        _end(session, job, "failed")
-                        job = None
-                        continue
-                    _end_sessions(session, job)  # the expired lease's: it sends no more
+                if job.status == "running" and _take_back(session, job) == "failed":
+                    job = None
+                    continue
                 job.status = "running"
                 job.lease_epoch += 1
                 job.lease_agent_id = agent_id
@@ -374,6 +364,22 @@ class JobQueue(Store):
                     _end_sessions(session, job)
                     job.status, job.lease_agent_id, job.lease_expires_at = "queued", None, None
         return self._view(job_id)
+
+    def sweep_expired(self) -> int:
+        """Take back every expired lease, as the next lease of the job's device would: the job
+        queued again (an attempt counted) or failed after its last attempt, so a dead agent's
+        job does not show as running while no other agent of its device asks. How many.
+        """
+        with self._locked() as session:
+            jobs = session.scalars(
+                select(Job)
+                .where(Job.status == "running", Job.lease_expires_at < utcnow())
+                .with_for_update(skip_locked=True)
+            ).all()
+            for job in jobs:
+                if _take_back(session, job) == "queued":
+                    job.status, job.lease_expires_at = "queued", None
+        return len(jobs)
 
     def renew_leases(self, lease_s: float) -> int:
         """Give every running job a full lease again: after a server restart, so that agents
@@ -611,6 +617,24 @@ def _end(session: Session, job: Job, status: str) -> None:
     """The last holder stays named, so that a holder's repeated "completed" is recognised."""
     _end_sessions(session, job)
     job.status, job.finished_at, job.lease_expires_at = status, utcnow(), None
+
+
+def _take_back(session: Session, job: Job) -> str:
+    """An expired lease of ``job``: an attempt counted, then ``failed`` (its last attempt, the
+    job ended) or ``queued`` (the lease's sessions ended: it sends no more).
+    """
+    holder = session.get(FarmAgent, job.lease_agent_id)
+    job.failures += 1
+    job.reason = (
+        f"the lease of agent '{holder.name if holder else '?'}' expired: it stopped "
+        "heartbeating (killed, or its machine or device crashed)"
+    )
+    submission = session.get(JobSubmission, job.submission_id)
+    if submission is not None and job.failures >= submission.max_attempts:
+        _end(session, job, "failed")
+        return "failed"
+    _end_sessions(session, job)
+    return "queued"
 
 
 def _end_sessions(session: Session, job: Job) -> None:

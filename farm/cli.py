@@ -85,6 +85,9 @@ def submit(
 
     if (model is None) == (workloads is None):
         raise OctuneError("give what to tune: --model NAME or --workloads FILE.yaml (one)")
+    if time_budget is None and budget is None:
+        raise OctuneError("give how long: --time DURATION or --budget N (or both); a job without "
+                          "either never ends")  # fmt: skip
     body: dict[str, Any] = {
         "devices": devices,
         "strategy": strategy,

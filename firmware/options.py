@@ -15,7 +15,8 @@ PublicKey = Annotated[
     typer.Option(
         envvar=PUBLIC_KEY_ENV_VAR,
         show_envvar=False,
-        help=f"Ed25519 public key (PEM file or text; ${PUBLIC_KEY_ENV_VAR}): read the bundle "
-        "only if it verifies the bundle's signature",
+        help=f"Ed25519 public key (PEM file or text; ${PUBLIC_KEY_ENV_VAR}): read a bundle only "
+        "if it verifies the bundle's signature; compile a kernel version octune does not ship "
+        "(from the bundle or the --server) only if it verifies its signature",
     ),
 ]

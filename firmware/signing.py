@@ -1,4 +1,4 @@
-"""Ed25519 signatures of firmware bundles.
+"""Ed25519 signatures of firmware bundles and of the kernel versions a server sends.
 
 A bundle's manifest holds the SHA-256 of every file, so one signature over the manifest covers
 the whole bundle. The checksums alone catch accidents (a truncated copy); only a signature
@@ -58,6 +58,50 @@ def create_key(path: Path) -> Path:
 
 def sign_bundle(bundle: Path, key: str) -> None:
     """Sign the bundle's manifest with the private key `key` (a PEM file's path, or PEM)."""
+    signature = private_key(key).sign((bundle / MANIFEST).read_bytes())
+    (bundle / SIGNATURE).write_text(base64.b64encode(signature).decode() + "\n")
+
+
+def verify_bundle(bundle: Path, key: str) -> None:
+    """Refuse the bundle unless its manifest carries a signature the public `key` verifies."""
+    try:
+        signature = (bundle / SIGNATURE).read_text()
+    except FileNotFoundError:
+        raise SignatureError(
+            f"bundle {bundle} is not signed, and a public key was given: export it with --sign-key"
+        ) from None
+    if not _verifies(public_key(key), signature, (bundle / MANIFEST).read_bytes()):
+        raise SignatureError(
+            f"bundle {bundle}: the signature does not match its manifest under this key: the "
+            "bundle was changed after signing, or signed with another key; do not use it"
+        )
+
+
+def kernel_statement(sha256: str) -> bytes:
+    """What a server signs to vouch for a kernel version: its hash covers both texts."""
+    return f"octune kernel version {sha256}".encode()
+
+
+def sign_kernel(sha256: str, key: Ed25519PrivateKey) -> str:
+    return base64.b64encode(key.sign(kernel_statement(sha256))).decode()
+
+
+def verify_kernel(sha256: str, signature: str | None, key: str, where: str) -> None:
+    """Refuse kernel version `sha256` from `where` unless `signature` is the key's over it."""
+    if not signature:
+        raise SignatureError(
+            f"{where} sent kernel version {sha256[:12]} unsigned, and a public key was given: "
+            "start the server with --sign-key"
+        )
+    if not _verifies(public_key(key), signature, kernel_statement(sha256)):
+        raise SignatureError(
+            f"{where} sent kernel version {sha256[:12]} with a signature this key does not "
+            "verify: it was signed with another key, or changed on the way; do not compile it"
+        )
+
+
+def private_key(key: str) -> Ed25519PrivateKey:
+    """The unencrypted Ed25519 private key `key` (a PEM file's path, or PEM)."""
     try:
         private = serialization.load_pem_private_key(_pem(key, "signing key"), password=None)
     except (ValueError, TypeError):  # not PEM, or protected by a passphrase
@@ -67,30 +111,25 @@ def sign_bundle(bundle: Path, key: str) -> None:
             "the signing key is not an unencrypted Ed25519 private key: create one with "
             "`octune keygen`"
         )
-    signature = private.sign((bundle / MANIFEST).read_bytes())
-    (bundle / SIGNATURE).write_text(base64.b64encode(signature).decode() + "\n")
+    return private
 
 
-def verify_bundle(bundle: Path, key: str) -> None:
-    """Refuse the bundle unless its manifest carries a signature the public `key` verifies."""
+def public_key(key: str) -> Ed25519PublicKey:
     try:
         public = serialization.load_pem_public_key(_pem(key, "public key"))
     except ValueError:
         raise SignatureError("the public key is not a PEM public key: pass the .pub file") from None
     if not isinstance(public, Ed25519PublicKey):
         raise SignatureError("the public key is not an Ed25519 key: pass the key's .pub file")
+    return public
+
+
+def _verifies(key: Ed25519PublicKey, signature: str, message: bytes) -> bool:
     try:
-        signature = base64.b64decode((bundle / SIGNATURE).read_text().strip(), validate=True)
-        public.verify(signature, (bundle / MANIFEST).read_bytes())
-    except FileNotFoundError:
-        raise SignatureError(
-            f"bundle {bundle} is not signed, and a public key was given: export it with --sign-key"
-        ) from None
+        key.verify(base64.b64decode(signature.strip(), validate=True), message)
     except (InvalidSignature, ValueError):
-        raise SignatureError(
-            f"bundle {bundle}: the signature does not match its manifest under this key: the "
-            "bundle was changed after signing, or signed with another key; do not use it"
-        ) from None
+        return False
+    return True
 
 
 def _pem(key: str, what: str) -> bytes:

@@ -8,7 +8,8 @@
 // template, conv2d_depthwise.cl, ran MobileNet v2's depthwise layers 20-50 x slower under
 // PoCL). Vectors are gathered from the input row element by element into a union, which the
 // compiler turns into one unaligned load where the run is inside the row at stride 1 (vloadN is
-// a call under PoCL); elsewhere each element is tested, and rows outside the input add nothing.
+// a call under PoCL), into loads and shuffles at stride 2; only vectors that cross the row's
+// ends test each element, and rows outside the input add nothing.
 //
 // Tuning defines (search_spaces/conv2d_depthwise_rows.yaml): VW, NV, OHT as above; LX, LY, LC
 // the work-group shape along column blocks, row blocks and planes. Workload defines: R, S, STRIDE, PAD,
@@ -65,9 +66,9 @@ void conv2d_depthwise_rows(CONV2D_ARGUMENTS) {
                 for (int v = 0; v < NV; ++v) {
                     const int first = (ow0 + v * VW) * STRIDE - PAD + s * DILATION;
                     lanes u;
-                    if (STRIDE == 1 && first >= 0 && first + VW <= W) {
+                    if (first >= 0 && first + (VW - 1) * STRIDE < W) {
 #pragma unroll
-                        for (int e = 0; e < VW; ++e) u.f[e] = row[first + e];
+                        for (int e = 0; e < VW; ++e) u.f[e] = row[first + e * STRIDE];
                     } else {
 #pragma unroll
                         for (int e = 0; e < VW; ++e) {

@@ -114,10 +114,16 @@ def _inline_derived(space: SearchSpace, text: str) -> str:
     return ast.unparse(Inline().visit(ast.parse(text, mode="eval")))
 
 
+#: Partial configs the default's search may try: octune's own spaces need under 100; a space
+#: whose rules reject nearly everything would otherwise hold a lookup for hours (issue 45).
+DEFAULT_SEARCH_LIMIT = 20_000
+
+
 def default_config(space: SearchSpace, limits: Mapping[str, int]) -> tuple[int, ...]:
     """The first legal config in the space's value order (parameters in file order, each
     value list in order): a depth-first search that checks each rule as soon as the
-    parameters it reads are bound, so it skips the millions that a plain scan would try.
+    parameters it reads are bound, so it skips the millions that a plain scan would try;
+    bounded, so whatever space is stored, a lookup finishes.
     """
     names = space.parameter_names
     depth = {name: i for i, name in enumerate(names)}
@@ -134,8 +140,17 @@ def default_config(space: SearchSpace, limits: Mapping[str, int]) -> tuple[int, 
     for expression in space.constraints:
         rules_at.setdefault(ready(expression), []).append(expression)
     env: dict[str, int | float | bool] = dict(limits)
+    tries = 0
 
     def legal(at: int) -> bool:
+        nonlocal tries
+        tries += 1
+        if tries > DEFAULT_SEARCH_LIMIT:
+            raise SpaceError(
+                f"search space {space.origin}: no legal config among the first "
+                f"{DEFAULT_SEARCH_LIMIT} partial ones (octune's spaces need under 100): its "
+                "rules reject nearly every combination; list fewer values or relax a rule"
+            )
         for name, expression in derived_at.get(at, ()):
             value, bad = expression.evaluate_masked(env)
             if bad:

@@ -122,7 +122,7 @@ def _source(
     from octune.runtime.sources import BundleConfigs, ServerConfigs, StoreConfigs
 
     if server is not None:
-        return ServerConfigs(server, info, token)
+        return ServerConfigs(server, info, token, public_key)
     if bundle is not None:
         return BundleConfigs(bundle, info, public_key)
     return StoreConfigs(Store(db or Store.default_url()), info)

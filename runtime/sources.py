@@ -69,6 +69,25 @@ class ConfigSource(Protocol):
     def kernel(self, answer: Answer) -> KernelSpec: ...
 
 
+def _unshipped(answer: Answer, spec: KernelSpec, where: str, signed: bool) -> KernelSpec:
+    """``spec``, sent by ``where`` for ``answer``, a version octune does not ship, if this client
+    may compile it: a kernel source runs on the user's device (under PoCL, in this process), so
+    only one whose signature the user's public key verified (``signed``) is compiled.
+    """
+    if spec.sha256 != answer.kernel_sha256:
+        raise OctuneError(
+            f"{where} sent {answer.kernel} texts whose hash {spec.sha256[:12]} is not the version "
+            f"{answer.kernel_sha256[:12]} it answered: not compiled"
+        )
+    if not signed:
+        raise OctuneError(
+            f"{where} answers {answer.kernel} version {answer.kernel_sha256[:12]}, which this "
+            "octune does not ship: compile it only signed (pass the signer's --public-key), or "
+            "install the octune or kernel folder it was tuned with"
+        )
+    return spec
+
+
 def _installed(answer: Answer) -> KernelSpec | None:
     """The installed kernel, when it is the version the answer was tuned with."""
     try:
@@ -81,10 +100,13 @@ def _installed(answer: Answer) -> KernelSpec | None:
 class ServerConfigs:
     """The config service over REST: one batch lookup per family of the model."""
 
-    def __init__(self, url: str, device: DeviceInfo, token: str | None = None) -> None:
+    def __init__(
+        self, url: str, device: DeviceInfo, token: str | None = None, public_key: str | None = None
+    ) -> None:
         self.where = url
         self.device = device
         self.client = OctuneClient(url, token)
+        self.public_key = public_key
         self._kernels: dict[str, KernelSpec] = {}
 
     def answers(self, family: str, shapes: Sequence[Mapping[str, int]]) -> list[Answer]:
@@ -105,7 +127,12 @@ class ServerConfigs:
         spec = self._kernels.get(answer.kernel_sha256) or _installed(answer)
         if spec is None:
             text = self.client.kernel_source(answer.kernel_sha256)
-            spec = kernel_from_texts(answer.kernel, text.template_source, text.space_source)
+            sent = kernel_from_texts(answer.kernel, text.template_source, text.space_source)
+            if self.public_key is not None:
+                from octune.firmware.signing import verify_kernel
+
+                verify_kernel(answer.kernel_sha256, text.signature, self.public_key, self.where)
+            spec = _unshipped(answer, sent, self.where, signed=self.public_key is not None)
         self._kernels[answer.kernel_sha256] = spec
         return spec
 
@@ -115,6 +142,7 @@ class BundleConfigs:
 
     def __init__(self, path: Path, device: DeviceInfo, public_key: str | None = None) -> None:
         self.bundle = in_service(load_bundle(path, public_key))
+        self.signed = public_key is not None  # load_bundle verified it
         # One exported before a kernel version was retired: its other kernels answer.
         self.where = str(path) + "".join(
             f" (without {name}: a retired version)" for name in self.bundle.retired
@@ -140,8 +168,12 @@ class BundleConfigs:
         return answers
 
     def kernel(self, answer: Answer) -> KernelSpec:
+        installed = _installed(answer)
+        if installed is not None:
+            return installed
         template, space = self.bundle.sources[answer.kernel]
-        return kernel_from_texts(answer.kernel, template, space)
+        sent = kernel_from_texts(answer.kernel, template, space)
+        return _unshipped(answer, sent, f"bundle {self.where}", self.signed)
 
 
 class StoreConfigs:

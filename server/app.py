@@ -4,6 +4,7 @@ come back as a 4xx (or 503 for a database that is down) with a one-line ``messag
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -11,12 +12,14 @@ from typing import Any
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from octune.db.job_queue import QueueError
 from octune.db.server_store import ServerStore
+from octune.firmware.signing import private_key
 from octune.server.auth import require_read
 from octune.server.lookups import LookupService, NotFoundError
 from octune.server.routes import dashboard, devices, health, jobs, kernels, lookup, uploads
@@ -40,6 +43,16 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+async def _sweep_leases(store: ServerStore, every_s: float) -> None:
+    """Take back expired leases as they expire, whether or not an agent asks for a job."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            await asyncio.to_thread(store.sweep_expired)
+        except (StoreError, SQLAlchemyError):  # the database is away: the next turn tries again
+            continue
+
+
 def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
     """An app over ``settings.database_url``, or over ``store`` when the caller owns one."""
 
@@ -48,9 +61,11 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
         if store is None:
             _attach(app, ServerStore(settings.database_url))
         app.state.store.renew_leases(settings.lease_s)  # agents waited out the restart
+        sweeper = asyncio.create_task(_sweep_leases(app.state.store, settings.lease_s / 3))
         try:
             yield
         finally:
+            sweeper.cancel()
             app.state.lookups.close()  # before the store: training reads it
             if store is None:
                 app.state.store.close()
@@ -63,6 +78,8 @@ def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
         responses=ERROR_RESPONSES,
     )
     app.state.settings = settings
+    key = settings.sign_key
+    app.state.signer = private_key(key.get_secret_value()) if key else None
     if store is not None:
         _attach(app, store)
     reads = [Depends(require_read)] if settings.require_read_token else []

@@ -49,6 +49,15 @@ def serve(
             "the loopback names on a loopback --host, any name otherwise"
         ),
     ] = None,
+    sign_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="OCTUNE_SIGN_KEY",
+            show_envvar=False,
+            help="Ed25519 private key (PEM file or text; $OCTUNE_SIGN_KEY) to sign the kernel "
+            "versions served: clients with its public key compile those they do not ship",
+        ),
+    ] = None,
 ) -> None:
     """Run the config service: lookups, uploads and the dashboard over HTTP."""
     # Imported here: FastAPI and uvicorn take a while to load, and other commands need neither.
@@ -62,6 +71,7 @@ def serve(
         predict=predict,
         lease_s=lease_seconds,
         allowed_hosts=tuple(allowed_host or (LOOPBACK_NAMES if _loopback(host) else ("*",))),
+        sign_key=sign_key,
     )
     if not _loopback(host) and not require_read_token:
         print(
@@ -71,11 +81,12 @@ def serve(
         )
     store = ServerStore(settings.database_url)
     _check_port(host, port)
+    app = create_app(settings, store)  # a key that cannot sign fails here, in one line
     print(
         f"octune serving {store.url} on http://{host}:{port}/ (API docs at /docs)", file=sys.stderr
     )
     uvicorn.run(
-        create_app(settings, store),
+        app,
         host=host,
         port=port,
         access_log=access_log,

@@ -145,6 +145,9 @@ class KernelSourceOut(BaseModel):
     sha256: str
     template_source: str
     space_source: str
+    signature: str | None = Field(
+        default=None, description="Ed25519 over 'octune kernel version {sha256}', base64"
+    )
 
 
 class Health(BaseModel):
@@ -317,6 +320,8 @@ class JobSubmitIn(Strict):
             raise ValueError("give either model or workloads")
         if self.batch is not None and self.model is None:
             raise ValueError("batch sizes a model: give one")
+        if self.time_s is None and self.budget is None:
+            raise ValueError("give time_s or budget (or both): without either, a job never ends")
         return self
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 MiB = 1 << 20
 
@@ -28,3 +28,7 @@ class Settings(BaseModel):
     #: only its loopback names: a web page whose DNS name is rebound to 127.0.0.1 cannot
     #: read it from the user's browser (`octune serve` sets them).
     allowed_hosts: tuple[str, ...] = ("*",)
+    #: The Ed25519 private key (a PEM file's path, or PEM) the server signs the kernel versions
+    #: it sends with, so clients given its public key compile them (`run --server
+    #: --public-key`); a client compiles no other version it does not ship.
+    sign_key: SecretStr | None = None

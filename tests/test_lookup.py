@@ -25,9 +25,11 @@ from octune.lookup.semantics import (
 )
 from octune.lookup.tables import StoreLookup, build_table, default_config, resolve_device
 from octune.tuner.device import DeviceInfo
+from octune.tuner.errors import SpaceError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import load_kernel
 from octune.tuner.results import Measurement, Status
+from octune.tuner.space import SearchSpace
 
 DEVICE = DeviceInfo(
     platform_name="Portable Computing Language",
@@ -314,3 +316,19 @@ def test_retired_kernel_versions_are_never_answered(tmp_path):
         answer = lookup.lookup(device, replace(query, kernel=kernel.name))
         assert (answer.match, answer.kernel_sha256) == ("exact", kernel.sha256)
         assert answer.time_s == pytest.approx(2e-5)
+
+
+def test_the_default_of_a_space_that_rejects_nearly_everything_is_refused_in_bounded_time():
+    """Issue 45: 12 parameters of 40 values and one sum rule that only the last ones can break
+    (4e19 combinations, under enumeration's bound) held every lookup for hours.
+    """
+    names = [f"P{i}" for i in range(12)]
+    text = "\n".join([
+        "kernel: gemm", "problem: gemm", "entry: gemm_kernel", "parameters:",
+        *(f"  {name}: {{values: [{', '.join(map(str, range(1, 41)))}]}}" for name in names),
+        "constraints:", f"  - {' + '.join(names)} > 1000",
+        "launch:", "  local: [1, 1]", "  global: [M, N]",
+    ])  # fmt: skip
+    space = SearchSpace.from_yaml(text, "upload.yaml", ("M", "N", "K"))
+    with pytest.raises(SpaceError, match="no legal config among the first 20000 partial ones"):
+        default_config(space, DEVICE.limits)

@@ -1,4 +1,6 @@
-"""Kernel versions by hash: a runtime builds exactly the source a config was tuned with."""
+"""Kernel versions by hash: a runtime builds exactly the source a config was tuned with, when
+the server's signature (``serve --sign-key``) tells it the server vouches for that source.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request
 
+from octune.firmware.signing import sign_kernel
 from octune.server.schemas import KernelSourceOut
 
 router = APIRouter(tags=["kernels"])
@@ -24,4 +27,6 @@ def kernel_source(
             f"no kernel version {sha256[:16]}... is stored: take kernel_sha256 from a lookup "
             "answer or from GET /v1/devices",
         )
-    return KernelSourceOut.model_validate(asdict(found))
+    signer = request.app.state.signer
+    signature = sign_kernel(found.sha256, signer) if signer else None
+    return KernelSourceOut.model_validate({**asdict(found), "signature": signature})

@@ -5,6 +5,7 @@ many threads at once, on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -58,7 +59,7 @@ def lease(client, write, agent_id, info) -> dict:
 
 
 def test_a_device_registered_later_gets_the_waiting_job(client, write, device_info):
-    nothing = client.post("/v1/jobs", json={"devices": "*", "workloads": WORKLOADS},
+    nothing = client.post("/v1/jobs", json={"devices": "*", "workloads": WORKLOADS, "budget": 4},
                           headers=write)  # fmt: skip
     assert nothing.status_code == 422
     assert "no device matches '*'" in nothing.json()["message"]
@@ -139,6 +140,25 @@ def test_expired_lease_goes_to_another_and_fences_the_first(client, write, store
     assert done["status"] == "completed" and done["tried_s"] == 2.0
     repeat = client.post(f"/v1/jobs/{taken.job.id}/finish", json=ok, headers=write)
     assert repeat.json()["status"] == "completed"  # a repeat whose answer was lost
+
+
+def test_the_server_takes_back_an_expired_lease_by_itself(store, write, device_info):
+    """Issue 45: a job whose agent died stayed running while no other agent of its device
+    asked for a lease. The server sweeps expired leases (every third of a lease) itself.
+    """
+    app = create_app(Settings(database_url="unused://", predict=False, lease_s=0.3), store)
+    with TestClient(app) as client:
+        agent = register(client, write, device_info)
+        job_id = submit(client, write, max_attempts=2)["jobs"][0]["id"]
+        for status in ("queued", "failed"):
+            lease(client, write, agent, device_info)  # then the agent dies: no heartbeat
+            deadline = time.monotonic() + 10
+            while store.job(job_id).status == "running" and time.monotonic() < deadline:
+                time.sleep(0.05)
+            job = store.job(job_id)
+            assert job.status == status, job
+            assert "expired: it stopped heartbeating" in job.reason
+        assert store.job(job_id).failures == 2
 
 
 def test_a_job_that_keeps_crashing_fails_with_the_reason(client, write, store, device_info):
@@ -243,17 +263,20 @@ def test_a_dropped_lease_ends_its_sessions(client, write, store, device_info, ge
 def test_bad_input_is_one_line(client, write, store, tmp_path, device_info):
     register(client, write, device_info)
     read = bearer(create_token(store, "runtime", "read"))
-    both = client.post("/v1/jobs", json={"devices": "*", "model": "resnet50",
-                                         "workloads": WORKLOADS}, headers=write)  # fmt: skip
+
+    def job(**body):
+        return client.post("/v1/jobs", json={"devices": "*", "budget": 1, **body}, headers=write)
+
+    both = job(model="resnet50", workloads=WORKLOADS)
     assert both.status_code == 422 and "either model or workloads" in both.json()["message"]
-    typo = client.post("/v1/jobs", json={"devices": "*", "model": "resnet05"}, headers=write)
+    typo = job(model="resnet05")
     assert typo.status_code == 422 and "did you mean 'resnet50'" in typo.json()["message"]
-    shape = client.post("/v1/jobs", json={"devices": "*", "workloads": [{"kernel": "gemm",
-                        "m": 0, "n": 1, "k": 1}]}, headers=write)  # fmt: skip
+    shape = job(workloads=[{"kernel": "gemm", "m": 0, "n": 1, "k": 1}])
     assert shape.status_code == 422 and "workloads.0" in shape.json()["message"]
-    strategy = client.post("/v1/jobs", json={"devices": "*", "model": "resnet50",
-                                             "strategy": "annealing"}, headers=write)  # fmt: skip
+    strategy = job(model="resnet50", strategy="annealing")
     assert strategy.status_code == 422 and "unknown strategy" in strategy.json()["message"]
+    endless = client.post("/v1/jobs", json={"devices": "*", "model": "resnet50"}, headers=write)
+    assert endless.status_code == 422 and "never ends" in endless.json()["message"]
     agent = client.post("/v1/agents", json={"name": "a", "host": "h", "devices": []},
                         headers=read)  # fmt: skip
     assert agent.status_code == 403 and "read-only" in agent.json()["message"]
@@ -263,8 +286,8 @@ def test_bad_input_is_one_line(client, write, store, tmp_path, device_info):
         store.lease(7, 1, "0" * 16, 60)
     bad = tmp_path / "bad.yaml"
     bad.write_text("workloads: [{kernel: gemm, m: x}]")
-    result = octune("jobs", "submit", "--devices", "*", "--workloads", str(bad), "--server",
-                    "http://127.0.0.1:9", "--token", "t")  # fmt: skip
+    result = octune("jobs", "submit", "--devices", "*", "--workloads", str(bad), "--budget", "1",
+                    "--server", "http://127.0.0.1:9", "--token", "t")  # fmt: skip
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "bad.yaml: workloads.0.m" in result.stderr
     neither = octune("jobs", "submit", "--devices", "*", "--server", "http://127.0.0.1:9")
@@ -272,3 +295,7 @@ def test_bad_input_is_one_line(client, write, store, tmp_path, device_info):
     assert (
         neither.stderr == "error: give what to tune: --model NAME or --workloads FILE.yaml (one)\n"
     )
+    forever = octune("jobs", "submit", "--devices", "*", "--model", "resnet50", "--server",
+                     "http://127.0.0.1:9")  # fmt: skip
+    assert forever.returncode == 2 and forever.stderr.count("\n") == 1
+    assert "give how long: --time DURATION or --budget N" in forever.stderr
