@@ -259,6 +259,17 @@ def test_an_output_that_does_not_depend_on_the_input_is_told(cl_device, tmp_path
     assert found.ratio < 1 and not found.depends_on_input
 
 
+def _agreeing_runtime(
+    g: GraphBuilder, output: str, shape: list[int], cl_device, tmp_path: Path
+) -> Runtime:
+    """The graph's runtime on the device, once its output agrees with onnxruntime's."""
+    onnx.save(g.model(output, shape), tmp_path / f"{g.name}.onnx")
+    runtime = Runtime(load_model(tmp_path / f"{g.name}.onnx"), cl_device)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1
+    return runtime
+
+
 def test_branches_write_into_their_concat(cl_device, tmp_path: Path) -> None:
     """An Inception block: each branch is read by the Concat alone, at offsets the device can
     start a sub-buffer at, so the branches write in place and the Concat costs no launch.
@@ -269,10 +280,7 @@ def test_branches_write_into_their_concat(cl_device, tmp_path: Path) -> None:
     b = g.relu(g.conv(x, "branch3x3", 8, 16, 3, bias=True), "branch3x3.relu")
     y = g.node("Concat", [a, b], "mixed", axis=1)
     y = g.relu(g.conv(y, "after", 32, 8, 1, bias=True), "after.relu")
-    onnx.save(g.model(y, [1, 8, 8, 8]), tmp_path / "inception.onnx")
-    runtime = Runtime(load_model(tmp_path / "inception.onnx"), cl_device)
-    (found,) = check(runtime, random_inputs(runtime))
-    assert found.ratio < 1
+    runtime = _agreeing_runtime(g, y, [1, 8, 8, 8], cl_device, tmp_path)
     mixed = next(planned for planned in runtime.plan if planned.step.name == "mixed")
     assert (mixed.kernel, mixed.launches) == ("concat (in place)", ())
 
@@ -290,9 +298,6 @@ def test_dense_block_concats_share_one_buffer(cl_device, tmp_path: Path) -> None
     second = g.relu(g.conv(joined, "layer2", 16, 8, 3, bias=True), "layer2.relu")
     block = g.node("Concat", [stem, first, second], "block.cat", axis=1)
     y = g.relu(g.conv(block, "transition", 24, 8, 1, bias=True), "transition.relu")
-    onnx.save(g.model(y, [1, 8, 8, 8]), tmp_path / "dense.onnx")
-    runtime = Runtime(load_model(tmp_path / "dense.onnx"), cl_device)
-    (found,) = check(runtime, random_inputs(runtime))
-    assert found.ratio < 1
+    runtime = _agreeing_runtime(g, y, [1, 8, 8, 8], cl_device, tmp_path)
     concats = [planned for planned in runtime.plan if planned.step.name.endswith(".cat")]
     assert [(p.kernel, p.launches) for p in concats] == [("concat (in place)", ())] * 2

@@ -189,7 +189,7 @@ def upload_measurements(
     """Measurements of the holder's session ``session_key``, checked as any upload is.
     Sending them again stores each once; an agent that does not hold the job gets 409.
     """
-    device, kernel, workload, measurements = checked_session(body)
+    device, kernel, workload, measurements = checked_session(body, _store(request))
     session_id, added = _store(request).job_upload(
         job_id=job_id, agent_id=body.agent_id, token_id=token.id, epoch=body.epoch,
         session_key=body.session_key, lease_s=_lease_s(request), device=device, kernel=kernel,

@@ -34,17 +34,8 @@ def upload_session(
     """Store a session's measurements. Idempotent by ``uid``: repeating an upload, or sending
     the session again with more measurements (resuming), stores each measurement once.
     """
-    device, kernel, workload, measurements = checked_session(upload)
     store: ServerStore = request.app.state.store
-    if not _registered(store, kernel):
-        raise HTTPException(
-            422,
-            f"kernel {kernel.name} version {kernel.sha256[:16]} is not one this server serves "
-            "(neither installed with it nor in its database): its source would reach every "
-            "client that looks it up. Register it on the server: serve its folder "
-            "(`octune --kernel-dir DIR serve`), or tune it once where the server's database is; "
-            "for octune's own kernels, run the same octune version on both sides",
-        )
+    device, kernel, workload, measurements = checked_session(upload, store)
     try:
         outcome = store.upload(
             uid=upload.uid,
@@ -71,23 +62,35 @@ def upload_session(
     )
 
 
-def _registered(store: ServerStore, kernel: StoredKernel) -> bool:
+def _registered(store: ServerStore, name: str, sha256: str) -> bool:
     """Whether the server trusts a kernel version: the installed version of an installed
     kernel (octune's, and those of the folders it serves with --kernel-dir), or one already in
     its database (tuned where the database is, or registered before).
     """
     try:
-        if load_kernel(kernel.name).sha256 == kernel.sha256:
+        if load_kernel(name).sha256 == sha256:
             return True
     except OctuneError:
         pass  # not installed here
-    return store.kernel_source(kernel.sha256) is not None
+    return store.kernel_source(sha256) is not None
 
 
 def checked_session(
-    upload: SessionBody,
+    upload: SessionBody, store: ServerStore
 ) -> tuple[DeviceInfo, StoredKernel, Workload, list[Measurement]]:
-    """An uploaded session's parts, each checked as a tuner would have made it."""
+    """An uploaded session's parts, each checked as a tuner would have made it; first of all,
+    before its space is parsed, that the server serves its kernel version.
+    """
+    name, sha256 = upload.kernel.name, upload.kernel.sha256
+    if not _registered(store, name, sha256):
+        raise HTTPException(
+            422,
+            f"kernel {name} version {sha256[:16]} is not one this server serves (neither "
+            "installed with it nor in its database): its source would reach every client that "
+            "looks it up. Register it on the server: serve its folder (`octune --kernel-dir DIR "
+            "serve`), or tune it once where the server's database is; for octune's own "
+            "kernels, run the same octune version on both sides",
+        )
     sent = upload.kernel
     w = upload.workload
     try:

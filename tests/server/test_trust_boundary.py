@@ -1,19 +1,27 @@
-"""Issue 45, who may put code on a device: a client compiles a kernel version octune does not
-ship only when the server that sent it signed it (``serve --sign-key``) and the user's public
-key verifies the signature; a real server on a loopback socket.
+"""Issue 45, who may put code on a device, against real `octune serve` processes: a client
+compiles a kernel version octune does not ship only when the server that sent it signed it
+(``serve --sign-key``) and the user's public key verifies the signature; hostile uploads are
+refused and leave the service up and its answers unchanged (SQLite and PostgreSQL); a public
+bind with open reads is warned about.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from server_testing import LiveServer, Seeder
 
 from octune.db.server_store import ServerStore
 from octune.firmware.signing import SignatureError, create_key
 from octune.kernels.gemm import gemm_workload
+from octune.lookup.semantics import kernel_version_sha256
 from octune.runtime.sources import ServerConfigs
+from octune.server.client import session_uploads
+from octune.server.schemas import UploadIn
+from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import KernelSpec
@@ -70,3 +78,76 @@ def test_a_public_bind_with_open_reads_is_warned(tmp_path: Path) -> None:
         server = LiveServer(url, log, "--host", "0.0.0.0", *flags)
         server.stop()
         assert ("warning: serving on 0.0.0.0 with open reads" in log.read_text()) == warned
+
+
+def _hostile_uploads(upload: UploadIn) -> dict[str, bytes]:
+    """Issue 45's inputs, each as the body a write token could post."""
+
+    def version(template: str, space: str) -> bytes:
+        hostile = upload.model_copy(deep=True)
+        hostile.kernel.template_source, hostile.kernel.space_source = template, space
+        hostile.kernel.sha256 = kernel_version_sha256(template, space)
+        return hostile.model_dump_json().encode()
+
+    template, space = upload.kernel.template_source, upload.kernel.space_source
+    bomb = "b0: &b0 [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+        f"b{i}: &b{i} [{', '.join([f'*b{i - 1}'] * 9)}]\n" for i in range(1, 9)
+    )
+    names = [f"P{i}" for i in range(12)]
+    huge = "\n".join([
+        "kernel: gemm", "problem: gemm", "entry: gemm_kernel", "parameters:",
+        *(f"  {name}: {{values: [{', '.join(map(str, range(1, 41)))}]}}" for name in names),
+        "constraints:", f"  - {' + '.join(names)} > 100", "launch:", "  local: [1, 1]",
+        "  global: [M, N]",
+    ])  # fmt: skip
+    return {
+        "injected source": version(template + '\n#include "/etc/passwd"\n', space),
+        "alias bomb": version(template, space + bomb),
+        "nested 5,000 deep": version(template, space + "deep: " + "[" * 5000 + "]" * 5000),
+        "4e19-config space": version(template, huge),
+        "hash not of its texts": upload.model_dump_json().replace("MWG", "MWG ", 1).encode(),
+        "JSON nested 100,000 deep": b"[" * 100_000 + b"]" * 100_000,
+        "not JSON": b"{'session':",
+        "17 MB body": b'{"x": "' + b"a" * (17 << 20) + b'"}',
+    }
+
+
+def test_hostile_uploads_leave_the_service_up_and_its_answers_unchanged(
+    db_url: str, tmp_path: Path, device_info: DeviceInfo, gemm_kernel: KernelSpec,
+    gemm_table: ConfigTable,
+) -> None:  # fmt: skip
+    """Each input of issue 45 against a real `octune serve`: refused with a 4xx, then the
+    service answers its health check and the same lookup as before. The lookup's latency after
+    each is printed (run with -s): figures for benchmarks/RESULTS.md, not a pass mark.
+    """
+    with ServerStore(db_url) as store:
+        (upload,) = session_uploads(store, Seeder(store, device_info, gemm_kernel,
+                                                  gemm_table).session(W64, [5]))  # fmt: skip
+        token = create_token(store, "tuner", "write")
+    server = LiveServer(db_url, tmp_path / "server.log", "--no-predict")
+    query = {"device": device_info.fingerprint, "kernel": "gemm", "m": 64, "n": 64, "k": 64}
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as http:
+            before = http.get("/v1/lookup", params=query).json()
+            statuses = {}
+            for name, body in _hostile_uploads(upload).items():
+                statuses[name] = http.post("/v1/sessions", content=body, headers=headers)
+                assert http.get("/v1/health").status_code == 200, name
+                started = time.perf_counter()
+                after = http.get("/v1/lookup", params=query)
+                latency = (time.perf_counter() - started) * 1e3
+                assert after.json() == before, name
+                print(f"{name}: {statuses[name].status_code} {statuses[name].text[:90]}, "
+                      f"lookup after {latency:.1f} ms")  # fmt: skip
+            rebound = http.get("/v1/lookup", params=query, headers={"Host": "evil.example"})
+            statuses["Host rebound"] = rebound
+    finally:
+        server.stop()
+    assert {name: r.status_code for name, r in statuses.items()} == {
+        **{name: 422 for name in statuses}, "JSON nested 100,000 deep": 400, "17 MB body": 413,
+        "Host rebound": 400,
+    }  # fmt: skip
+    assert all(r.text.count("\n") == 0 for r in statuses.values())
+    assert "not one this server serves" in statuses["4e19-config space"].json()["message"]
+    assert "Traceback" not in (tmp_path / "server.log").read_text()
