@@ -562,9 +562,9 @@ def load_bundle(path: str | Path, public_key: str | None = None) -> Bundle:
     path = Path(path)
     manifest = read_manifest(path)
     if public_key is not None:
-        from octune.firmware.signing import verify_bundle  # cryptography: only when asked
+        from octune.firmware.signing import verify_manifest  # cryptography: only when asked
 
-        verify_bundle(path, public_key)
+        verify_manifest(path / MANIFEST, path / SIGNATURE, public_key, path)
     fmt = manifest["format"]
     if fmt == "c-header":
         raise BundleError(

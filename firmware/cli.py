@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from octune.db.store import ENV_VAR, Store
-from octune.firmware.bundle import FORMAT_FILES, in_service, load_bundle
+from octune.firmware.bundle import FORMAT_FILES, MANIFEST, SIGNATURE, in_service, load_bundle
 from octune.firmware.export import export_bundle, import_bundle
 from octune.firmware.options import PublicKey
 from octune.lookup.semantics import Query
@@ -81,9 +81,9 @@ def export(
     with Store(db or Store.default_url()) as store:
         manifest, tables = export_bundle(store, device, names, fmt, out, answers)
     if sign_key is not None:
-        from octune.firmware.signing import sign_bundle
+        from octune.firmware.signing import sign_manifest
 
-        sign_bundle(out, sign_key)
+        sign_manifest(out / MANIFEST, out / SIGNATURE, sign_key)
     size = sum(record["bytes"] for record in manifest["files"].values())
     what = ", ".join(
         f"{t.kernel} {t.sha256[:12]} ({len(t.tuned)} workloads, {len(t.predictions)} model answers)"

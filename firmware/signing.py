@@ -1,11 +1,11 @@
 """Ed25519 signatures of firmware bundles and of the kernel versions a server sends.
 
 A bundle's manifest holds the SHA-256 of every file, so one signature over the manifest covers
-the whole bundle. The checksums alone catch accidents (a truncated copy); only a signature
-stops someone who edits a table and recomputes them. Keys are PEM files (PKCS#8 private,
-SubjectPublicKeyInfo public), as `openssl genpkey -algorithm ed25519` writes them too; where a
-file is inconvenient (a CI secret), the option or its environment variable may hold the PEM
-text itself.
+the whole bundle (octune.firmware.bundle names the two files). The checksums alone catch
+accidents (a truncated copy); only a signature stops someone who edits a table and recomputes
+them. Keys are PEM files (PKCS#8 private, SubjectPublicKeyInfo public), as `openssl genpkey
+-algorithm ed25519` writes them too; where a file is inconvenient (a CI secret), the option or
+its environment variable may hold the PEM text itself.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from octune.firmware.bundle import MANIFEST, SIGNATURE
 from octune.tuner.errors import OctuneError
 
 _PEM = "-----BEGIN"
@@ -56,21 +55,21 @@ def create_key(path: Path) -> Path:
     return public_path
 
 
-def sign_bundle(bundle: Path, key: str) -> None:
-    """Sign the bundle's manifest with the private key `key` (a PEM file's path, or PEM)."""
-    signature = private_key(key).sign((bundle / MANIFEST).read_bytes())
-    (bundle / SIGNATURE).write_text(base64.b64encode(signature).decode() + "\n")
+def sign_manifest(manifest: Path, signature: Path, key: str) -> None:
+    """Write to ``signature`` the private ``key``'s signature of the bundle's ``manifest``."""
+    signed = private_key(key).sign(manifest.read_bytes())
+    signature.write_text(base64.b64encode(signed).decode() + "\n")
 
 
-def verify_bundle(bundle: Path, key: str) -> None:
-    """Refuse the bundle unless its manifest carries a signature the public `key` verifies."""
+def verify_manifest(manifest: Path, signature: Path, key: str, bundle: Path) -> None:
+    """Refuse ``bundle`` unless ``signature`` is the public ``key``'s over its ``manifest``."""
     try:
-        signature = (bundle / SIGNATURE).read_text()
+        signed = signature.read_text()
     except FileNotFoundError:
         raise SignatureError(
             f"bundle {bundle} is not signed, and a public key was given: export it with --sign-key"
         ) from None
-    if not _verifies(public_key(key), signature, (bundle / MANIFEST).read_bytes()):
+    if not _verifies(public_key(key), signed, manifest.read_bytes()):
         raise SignatureError(
             f"bundle {bundle}: the signature does not match its manifest under this key: the "
             "bundle was changed after signing, or signed with another key; do not use it"
