@@ -130,6 +130,7 @@ def table_to_data(table: KernelTable) -> dict[str, Any]:
             "defaults": [list(d) for d in table.problem.defaults],
         },
         "requires": list(table.requires),
+        "fit": table.fit,
         "parameters": list(table.parameters),
         "launch": {"global": list(table.launch_global), "local": list(table.launch_local)},
         "workspace": table.workspace,
@@ -254,7 +255,14 @@ def table_from_data(data: Mapping[str, Any]) -> KernelTable:
         requires=_strings(data.get("requires", []), "requires"),
         workspace=None if data.get("workspace") is None else _text(data["workspace"], "workspace"),
         then=_follow_ups(data.get("then", [])),
+        fit=_fit(data.get("fit", 1)),  # bundles before 2026-11-28: every kernel for any device
     )
+
+
+def _fit(value: object) -> int:
+    if type(value) is not int or value not in (0, 1, 2):
+        raise ValueError(f"fit must be 0, 1 or 2, not {value!r}")
+    return value
 
 
 def _problem(data: Mapping[str, Any]) -> Problem:

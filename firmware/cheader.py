@@ -501,13 +501,14 @@ def _family(name: str, tables: Sequence[KernelTable]) -> str:
     calls = "\n".join(
         f"    if ({_prefix(t)}_lookup(q_, &candidate_) >= 0) "
         "octune_keep_better_(cfg, &candidate_, &found_);"
-        for t in sorted(tables, key=lambda t: t.kernel)
+        for t in sorted(tables, key=lambda t: (-t.fit, t.kernel))
     )
     fn = "octune_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
     return f"""
 /* The {_comment(name)} config for ({", ".join(keys)}): of the bundle's {_comment(name)} kernels
    ({", ".join(_comment(t.kernel) for t in tables)}), the fastest answer -- measured before
-   estimated before default, then the lower time, then the kernel name. Returns the match
+   estimated before default, then the lower time, then the first asked (those written for
+   the device's type first, then by name). Returns the match
    (OCTUNE_MATCH_*), or -1 where no kernel takes the shape. */
 static inline int {fn}_lookup({args}, struct octune_config *cfg) {{
     int64_t q_[{len(keys)}];
@@ -614,22 +615,15 @@ struct octune_config {{
 static const int octune_match_rank_[{len(MATCHES)}] = {{{ranks}}};
 
 /* Keep *candidate in *best if it ranks before it: measured, estimated, default; then the
-   lower time (unknown last); then the kernel name. */
+   lower time (unknown last); on a tie the one asked first stays. */
 static inline void octune_keep_better_(struct octune_config *best,
                                        const struct octune_config *candidate, int *found) {{
     double a = candidate->time_s < 0 ? 1e300 : candidate->time_s, b;
     int ra = octune_match_rank_[candidate->match], rb;
-    const char *x = candidate->kernel, *y;
     if (*found) {{  /* *best is only read once it holds an answer */
         b = best->time_s < 0 ? 1e300 : best->time_s;
         rb = octune_match_rank_[best->match];
-        if (ra != rb) {{ if (ra > rb) return; }}
-        else if (a != b) {{ if (a > b) return; }}
-        else {{
-            y = best->kernel;
-            while (*x && *x == *y) {{ x++; y++; }}
-            if ((unsigned char)*x >= (unsigned char)*y) return;
-        }}
+        if (ra != rb ? ra > rb : a >= b) return;
     }}
     *best = *candidate;
     *found = 1;

@@ -441,6 +441,9 @@ class KernelTable:
     # float32 elements as an expression, and the launches after the entry's.
     workspace: str | None = None
     then: tuple[FollowUp, ...] = ()
+    # How the kernel suits the device (``SearchSpace.fit``): 2 written for its type, 1 for any,
+    # 0 for others. Of equal answers (an untuned device's defaults) the better fit wins.
+    fit: int = 1
 
     def __post_init__(self) -> None:
         """Canonical entry order (the tie-break of equal distances), then consistency checks."""
@@ -613,11 +616,18 @@ def best_answer(
 ) -> Answer:
     """The answer of a family's kernels that is fastest for the query, as cuDNN's find picks
     an algorithm: a measured (exact) time beats any estimate, an estimate beats the default;
-    among equals the lower time wins, then the kernel name (so every reader agrees).
+    among equals the lower time wins, then the kernel written for the device (``fit``), then
+    the kernel name (so every reader agrees).
     """
+    fit = {index.table.kernel: index.table.fit for index in indexes}
     return min(
         kernel_answers(indexes, query, predictor).values(),
-        key=lambda a: (MATCH_RANK[a.match], math.inf if a.time_s is None else a.time_s, a.kernel),
+        key=lambda a: (
+            MATCH_RANK[a.match],
+            math.inf if a.time_s is None else a.time_s,
+            -fit[a.kernel],
+            a.kernel,
+        ),
     )
 
 

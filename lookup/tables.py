@@ -269,6 +269,7 @@ def build_table(
             *(expression.text for expression in space.requires),
             *default_layouts(problem, stored),
         ),
+        fit=space.fit(device.device_type),
     )
     if model is None:
         return table

@@ -123,10 +123,27 @@ def test_untuned_kernel_version_answers_default(tmp_path):
     with Store(f"sqlite:///{tmp_path / 'empty.db'}") as empty:
         empty.device_id(DEVICE)
         lookup = StoreLookup(empty)
-        answer = lookup.lookup(lookup.device(DEVICE.fingerprint), gemm_query(100, 100, 100))
+        device = lookup.device(DEVICE.fingerprint)
+        answer = lookup.lookup(device, gemm_query(100, 100, 100), load_kernel("gemm").sha256)
     assert answer.match == "default"
     assert answer.config == config()
     assert answer.time_s is None and answer.gflops is None and answer.source is None
+
+
+def test_an_untuned_family_answers_with_the_kernel_written_for_the_device(tmp_path):
+    """Of equal answers (an untuned device's defaults) the kernel whose space lists the
+    device's type wins: a CPU gets gemm_panel, not gemm.cl's GPU tiles (a twentieth of its rate
+    under PoCL); a GPU gets a kernel written for any device.
+    """
+    gpu = replace(DEVICE, name="example-gpu", device_type="gpu")
+    with Store(f"sqlite:///{tmp_path / 'empty.db'}") as empty:
+        lookup = StoreLookup(empty)
+        answers = {}
+        for info in (DEVICE, gpu):
+            empty.device_id(info)
+            device = lookup.device(info.fingerprint)
+            answers[info.device_type] = lookup.lookup(device, gemm_query(100, 100, 100)).kernel
+    assert answers == {"cpu": "gemm_panel", "gpu": "gemm"}
 
 
 def test_new_measurements_rebuild_the_cached_table(store):

@@ -175,8 +175,7 @@ def for_device(tasks: Sequence[Task], device_type: str) -> tuple[list[Task], lis
     """
 
     def fit(task: Task) -> int:
-        devices = task.kernel.space.devices
-        return 1 if devices is None else 2 if device_type in devices else 0
+        return task.kernel.space.fit(device_type)
 
     groups: dict[str, list[Task]] = {}
     for task in tasks:

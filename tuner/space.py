@@ -325,8 +325,7 @@ class SearchSpace:
         self.extends = model.extends
         self.entry = model.entry
         self.description = model.description.strip()
-        # The OpenCL device types the kernel is written for (None: any). Tuning a family on a
-        # device leaves out its kernels written for other types (``octune.tuner.campaign``).
+        # The OpenCL device types the kernel is written for (None: any): see ``fit``.
         self.devices: frozenset[str] | None = (
             None if model.devices is None else frozenset(model.devices)
         )
@@ -766,6 +765,13 @@ class SearchSpace:
                 )
             env[name] = value
         return env
+
+    def fit(self, device_type: str) -> int:
+        """How the kernel suits a device of ``device_type``: 2 written for it (``devices:``),
+        1 for any device, 0 for other types. Tuning a family tunes its best-fitting kernels;
+        among equal answers a lookup prefers the better fit.
+        """
+        return 1 if self.devices is None else 2 if device_type in self.devices else 0
 
     def check(self, config: Mapping[str, int], limits: Mapping[str, int]) -> None:
         """Raise SpaceError unless ``config`` is one that ``enumerate`` would list."""
