@@ -79,11 +79,11 @@ def coverage(zoo: Path, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _runtime_row(model: onnx.ModelProto, device: Any, source: Any, policy: str,
-                 repeat: int) -> dict[str, Any]:  # fmt: skip
+                 repeat: int, fuse: bool = True) -> dict[str, Any]:  # fmt: skip
     from octune.runtime.executor import Runtime
     from octune.runtime.verify import check, random_inputs
 
-    runtime = Runtime(model, device, source, policy)  # type: ignore[arg-type]
+    runtime = Runtime(model, device, source, policy, fuse=fuse)  # type: ignore[arg-type]
     outputs = check(runtime, random_inputs(runtime))
     timing = runtime.time(repeat)
     return {
@@ -153,6 +153,10 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
             source = StoreConfigs(Store(args.db), info)
             for policy in [p for p in args.policies if p != "default"]:
                 row[policy] = _runtime_row(model, device, source, policy, args.repeat)
+                if args.unfused:
+                    row[f"{policy}_unfused"] = _runtime_row(
+                        model, device, source, policy, args.repeat, fuse=False
+                    )
     except OctuneError as error:
         row["refused"] = str(error)
         return row
@@ -209,6 +213,9 @@ def main() -> None:
         help="policies measured (all but default from --db)",
     )
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument(
+        "--unfused", action="store_true", help="also each policy with every epilogue unfused"
+    )
     parser.add_argument("--torch", action="store_true", help="PyTorch on CUDA as the reference")
     parser.add_argument("--out", required=True, help="JSON results")
     args = parser.parse_args()
@@ -226,6 +233,7 @@ def main() -> None:
             print(f"  {row['file']}: {row['refused'][:200]}")
     else:
         measured = [p for p in args.policies if p != "default"] if args.db else []
+        measured += [f"{p}_unfused" for p in measured] if args.unfused else []
         report(rows, measured or ["default"])
 
 

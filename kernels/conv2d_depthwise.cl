@@ -60,6 +60,8 @@
 #define WGS (WGX * WGY * WGC)
 #define WIN_ROWS ((OHPT - 1) * STRIDE + R)              // input rows of a work-item's window
 
+#include "epilogue.clh"
+
 // VEC is VW floats; TO_PRIVATE(v, p) and FROM_PRIVATE(p) move one to and from a private array.
 #if VW == 1
 #define VEC float
@@ -84,7 +86,7 @@
 __kernel __attribute__((reqd_work_group_size(WGX, WGY, WGC)))
 void conv2d_depthwise(const __global float* restrict x, const __global float* restrict w,
                       __global float* restrict y, const int N, const int C, const int H,
-                      const int W, const int K, const int OH, const int OW) {
+                      const int W, const int K, const int OH, const int OW EPILOGUE_ARGUMENTS) {
     const int tx = get_local_id(0), ty = get_local_id(1), tz = get_local_id(2);
     const int ow0 = get_global_id(0) * OWPT;  // this work-item's first output column and row
     const int oh0 = get_global_id(1) * OHPT;
@@ -192,12 +194,13 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
             if (interior) {
 #pragma unroll
                 for (int j = 0; j < OWPT; j += VW) {
+                    EPILOGUE_RUN(acc[i] + j, VW, out + i * OW + j - y);
                     *(__global VEC*)(out + i * OW + j) = FROM_PRIVATE(acc[i] + j);
                 }
             } else {
 #pragma unroll
                 for (int j = 0; j < OWPT; ++j) {
-                    if (ow0 + j < OW) out[i * OW + j] = acc[i][j];
+                    if (ow0 + j < OW) out[i * OW + j] = EPILOGUE(acc[i][j], out + i * OW + j - y);
                 }
             }
         }
@@ -221,7 +224,7 @@ inline VEC load_channels(const __global float* p, const bool inside, const bool 
 __kernel __attribute__((reqd_work_group_size(WGC, WGX, WGY)))
 void conv2d_depthwise(const __global float* restrict x, const __global float* restrict w,
                       __global float* restrict y, const int N, const int C, const int H,
-                      const int W, const int K, const int OH, const int OW) {
+                      const int W, const int K, const int OH, const int OW EPILOGUE_ARGUMENTS) {
     const int c0 = get_global_id(0) * VW;  // this work-item's first channel, column and row
     const int ow0 = get_global_id(1) * OWPT;
     const int row_groups = (OH + WGY * OHPT - 1) / (WGY * OHPT);  // work-groups per image
@@ -282,11 +285,12 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
         for (int j = 0; j < OWPT; ++j) {
             if (ow0 + j >= OW) break;
             __global float* out = y + ((image * OH + oh0 + i) * OW + ow0 + j) * C + c0;
+            float v[VW];
+            TO_PRIVATE(acc[i][j], v);
+            EPILOGUE_RUN(v, VW, out - y);
             if (whole) {
-                *(__global VEC*)out = acc[i][j];
+                *(__global VEC*)out = FROM_PRIVATE(v);
             } else {
-                float v[VW];
-                TO_PRIVATE(acc[i][j], v);
 #pragma unroll
                 for (int e = 0; e < VW; ++e) {
                     if (e < c_left) out[e] = v[e];

@@ -101,10 +101,12 @@ inline float x_at(const __global float* plane, const int iy, const int ix, const
 #define STOREK(v, p) CAT(vstore, KPT)(v, 0, p)
 #endif
 
+#include "epilogue.clh"
+
 __kernel __attribute__((reqd_work_group_size(WGX, WGY, WGZ)))
 void conv2d_direct(const __global float* restrict x, const __global float* restrict w,
                    __global float* restrict y, const int N, const int C, const int H,
-                   const int W, const int K, const int OH, const int OW) {
+                   const int W, const int K, const int OH, const int OW EPILOGUE_ARGUMENTS) {
     const int tx = get_local_id(0);
     const int ty = get_local_id(1);
     const int tz = get_local_id(2);
@@ -217,7 +219,8 @@ void conv2d_direct(const __global float* restrict x, const __global float* restr
             if (oy < OH && ox < OW) {
 #pragma unroll
                 for (int kk = 0; kk < KPT; ++kk) {
-                    if (k0 + kk < KG) y[((ng * KG + k0 + kk) * OH + oy) * OW + ox] = out[kk];
+                    const int at = ((ng * KG + k0 + kk) * OH + oy) * OW + ox;
+                    if (k0 + kk < KG) y[at] = EPILOGUE(out[kk], at);
                 }
             }
         }

@@ -71,6 +71,7 @@
 #define NBUF (PF ? 2 : 1)
 
 #include "vector_io.clh"
+#include "epilogue.clh"
 
 // VWK elements along the reduction from src (a vector where `whole`: aligned, and inside Cg
 // whenever its first element is). Elements from c_left on, and all of them outside the image,
@@ -167,7 +168,7 @@ inline void store_tiles(__local float* Als, __local float* Bls, const float* ra,
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
 void conv2d_igemm(const __global float* restrict x, const __global float* restrict w,
                   __global float* restrict y, const int N, const int C, const int H, const int W,
-                  const int K, const int OH, const int OW) {
+                  const int K, const int OH, const int OW EPILOGUE_ARGUMENTS) {
     const int tn = get_local_id(0);
     const int tm = get_local_id(1);
     const int tid = tm * NDIMC + tn;
@@ -285,12 +286,13 @@ void conv2d_igemm(const __global float* restrict x, const __global float* restri
                 float out[VWM];
 #pragma unroll
                 for (int e = 0; e < VWM; ++e) out[e] = acc[i + e][j];
+                EPILOGUE_RUN(out, VWM, y_pixel + m_of[i] - y);
                 store_vec(VWM, out, y_pixel + m_of[i]);
             }
         } else if (n < n_left) {
 #pragma unroll
             for (int i = 0; i < MWI; ++i) {
-                if (m_of[i] < m_left) y_pixel[m_of[i]] = acc[i][j];
+                if (m_of[i] < m_left) y_pixel[m_of[i]] = EPILOGUE(acc[i][j], y_pixel + m_of[i] - y);
             }
         }
     }
@@ -302,11 +304,14 @@ void conv2d_igemm(const __global float* restrict x, const __global float* restri
         __global float* y_row = yg + (m0 + m) * P + n0;
         if (fast_store) {
 #pragma unroll
-            for (int j = 0; j < NWI; j += VWN) store_vec(VWN, acc[i] + j, y_row + n_of[j]);
+            for (int j = 0; j < NWI; j += VWN) {
+                EPILOGUE_RUN(acc[i] + j, VWN, y_row + n_of[j] - y);
+                store_vec(VWN, acc[i] + j, y_row + n_of[j]);
+            }
         } else if (m < m_left) {
 #pragma unroll
             for (int j = 0; j < NWI; ++j) {
-                if (n_of[j] < n_left) y_row[n_of[j]] = acc[i][j];
+                if (n_of[j] < n_left) y_row[n_of[j]] = EPILOGUE(acc[i][j], y_row + n_of[j] - y);
             }
         }
     }

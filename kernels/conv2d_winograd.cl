@@ -71,6 +71,7 @@
 #define LDS_SIZE (NBUF * CHUNK_SIZE > M_SIZE ? NBUF * CHUNK_SIZE : M_SIZE)
 
 #include "vector_io.clh"
+#include "epilogue.clh"
 
 // U = G g G^T with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]: g is 3x3, u is 4x4, row-major.
 inline void filter_transform(const float* g, float* u) {
@@ -116,7 +117,7 @@ inline void input_transform(float* d) {
 // Y = A^T m A with A^T = [1 1 1 0; 0 1 -1 -1]: the 2x2 outputs of tile t, output channel k,
 // stored where they lie inside y.
 inline void store_output(const float* m, const int k, const int t, __global float* y,
-                         const int N, const int K, const int OH, const int OW) {
+                         const int N, const int K, const int OH, const int OW EPILOGUE_ARGUMENTS) {
     const int TW = (OW + 1) / 2;
     const int TH = (OH + 1) / 2;
     const int n = t / (TH * TW);
@@ -129,12 +130,12 @@ inline void store_output(const float* m, const int k, const int t, __global floa
     }
     const int oh = (t / TW) % TH * 2;
     const int ow = t % TW * 2;
-    __global float* out = y + ((n * K + k) * OH + oh) * OW + ow;
+    const int at = ((n * K + k) * OH + oh) * OW + ow;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
         if (oh + i < OH) {
-            out[i * OW] = s[i][0] + s[i][1] + s[i][2];
-            if (ow + 1 < OW) out[i * OW + 1] = s[i][1] - s[i][2] - s[i][3];
+            y[at + i * OW] = EPILOGUE(s[i][0] + s[i][1] + s[i][2], at + i * OW);
+            if (ow + 1 < OW) y[at + i * OW + 1] = EPILOGUE(s[i][1] - s[i][2] - s[i][3], at + i * OW + 1);
         }
     }
 }
@@ -203,7 +204,7 @@ inline void store_chunk(__local float* Us, float* g, float* d, const int tid) {
 __kernel __attribute__((reqd_work_group_size(TDIM, KDIM, EDIM)))
 void conv2d_winograd(const __global float* restrict x, const __global float* restrict w,
                      __global float* restrict y, const int N, const int C, const int H,
-                     const int W, const int K, const int OH, const int OW) {
+                     const int W, const int K, const int OH, const int OW EPILOGUE_ARGUMENTS) {
     const int tt = get_local_id(0);
     const int tk = get_local_id(1);
     const int te = get_local_id(2);
@@ -307,7 +308,7 @@ void conv2d_winograd(const __global float* restrict x, const __global float* res
             float m[16];
 #pragma unroll
             for (int e = 0; e < 16; ++e) m[e] = acc[e][i][j];
-            store_output(m, k0 + k_of[i], t0 + t_of[j], y, N, K, OH, OW);
+            store_output(m, k0 + k_of[i], t0 + t_of[j], y, N, K, OH, OW EPILOGUE_PASS);
         }
     }
 #else
@@ -328,7 +329,7 @@ void conv2d_winograd(const __global float* restrict x, const __global float* res
             float m[16];
 #pragma unroll
             for (int e = 0; e < 16; ++e) m[e] = Ms[(e * KDIM + kd) * TWG + t];
-            store_output(m, k0 + tile_offset(i, kd, KPT, KDIM, VWK, 1), t0 + t, y, N, K, OH, OW);
+            store_output(m, k0 + tile_offset(i, kd, KPT, KDIM, VWK, 1), t0 + t, y, N, K, OH, OW EPILOGUE_PASS);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }

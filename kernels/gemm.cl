@@ -68,6 +68,15 @@
 #include "vector_io.clh"
 #include "gemm_arguments.clh"
 #include "slice_handoff.clh"
+#include "epilogue.clh"
+// A split-K build's tiles go to the workspace: its epilogue runs where the slices are summed.
+#ifdef KSPLIT
+#define TILE_EPILOGUE(v, i) (v)
+#define TILE_EPILOGUE_RUN(values, n, i)
+#else
+#define TILE_EPILOGUE EPILOGUE
+#define TILE_EPILOGUE_RUN EPILOGUE_RUN
+#endif
 
 // Staging a tile goes global memory -> private registers -> local memory in two steps, so that
 // with PF the loads of the next tile can be issued before the compute loop of the current one
@@ -312,7 +321,7 @@ inline int edge_shift(const int size, const int origin, const int TILE, const in
 #endif
 
 // The work-group's tile of C over the K range A and B point at (K deep).
-inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
+inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles EPILOGUE_ARGUMENTS) {
     const int tn = get_local_id(0);
     const int tm = get_local_id(1);
     const int tk = get_local_id(2);  // K group: takes K tiles tk, tk + KDIMC, ...
@@ -576,6 +585,7 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
 #pragma unroll
                     for (int e = 0; e < VWN; ++e) out[e] = beta * old[e] + out[e];
                 }
+                TILE_EPILOGUE_RUN(out, VWN, (m0 + m) * ldc + n0 + n_of[j]);
                 store_vec(VWN, out, c_row + n_of[j]);
             }
 #if EDGE_SHIFT
@@ -592,7 +602,8 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
                 if (n < n_left) {
 #endif
                     const float value = alpha * acc[i][j];
-                    c_row[n] = beta != 0.0f ? beta * c_row[n] + value : value;
+                    const float stored = beta != 0.0f ? beta * c_row[n] + value : value;
+                    c_row[n] = TILE_EPILOGUE(stored, (m0 + m) * ldc + n0 + n);
                 }
             }
         }
@@ -606,9 +617,9 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles) {
 // compiled the tile twice.
 #if !defined(PACK_A) && !defined(KSPLIT)
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
-void gemm(GEMM_ARGUMENTS) {
+void gemm(GEMM_ARGUMENTS EPILOGUE_ARGUMENTS) {
     LOCAL_TILES;
-    gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, tiles);
+    gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, tiles EPILOGUE_PASS);
 }
 #elif defined(PACK_A)
 // Two launches, as CLBlast's indirect GEMM: a transposing copy of A costs one read and one
@@ -626,7 +637,7 @@ void gemm(GEMM_ARGUMENTS) {
 // tile padded by one column (2-way bank conflicts at most). Unaligned rows (lda, or M when
 // written) or an edge tile go element by element.
 __kernel __attribute__((reqd_work_group_size(16, 16, 1)))
-void gemm_pack_a(GEMM_ARGUMENTS, __global float* restrict workspace) {
+void gemm_pack_a(GEMM_ARGUMENTS, __global float* restrict workspace EPILOGUE_ARGUMENTS) {
     __local float tile[PACK_TILE][PACK_TILE + 1];
     const int tid = get_local_id(1) * 16 + get_local_id(0);
     const int k0 = get_group_id(0) * PACK_TILE;
@@ -670,9 +681,9 @@ void gemm_pack_a(GEMM_ARGUMENTS, __global float* restrict workspace) {
 }
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
-void gemm_packed(GEMM_ARGUMENTS, const __global float* restrict workspace) {
+void gemm_packed(GEMM_ARGUMENTS, const __global float* restrict workspace EPILOGUE_ARGUMENTS) {
     LOCAL_TILES;
-    gemm_tile(M, N, K, alpha, beta, workspace, M, B, ldb, C, ldc, tiles);
+    gemm_tile(M, N, K, alpha, beta, workspace, M, B, ldb, C, ldc, tiles EPILOGUE_PASS);
 }
 #endif
 
@@ -683,7 +694,8 @@ void gemm_packed(GEMM_ARGUMENTS, const __global float* restrict workspace) {
 // in the same order, so results do not depend on scheduling.
 
 // Slice z of K for this work-group, multiplied into partials + z * M * N.
-inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* tiles) {
+inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* tiles
+                       EPILOGUE_ARGUMENTS) {
     const int slice = (((K + KSPLIT - 1) / KSPLIT + KWG - 1) / KWG) * KWG;
     const int kb = get_group_id(2) * slice;
     const int depth = max(0, min(slice, K - kb));  // a trailing slice may be empty: zeros
@@ -698,7 +710,7 @@ inline void gemm_slice(GEMM_ARGUMENTS, __global float* partials, __local float* 
     const __global float* b = B + (size_t)kb * ldb;
 #endif
     __global float* partial = partials + (size_t)get_group_id(2) * M * N;
-    gemm_tile(M, N, depth, 1.0f, 0.0f, a, lda, b, ldb, partial, N, tiles);
+    gemm_tile(M, N, depth, 1.0f, 0.0f, a, lda, b, ldb, partial, N, tiles EPILOGUE_PASS);
 }
 
 // The KSPLIT partial products at index i = m * N + n added, always in the same order.
@@ -710,24 +722,25 @@ inline float slices_sum(const volatile __global float* partials, const int M, co
     return sum;
 }
 
-// An element of C from the slices' sum, with alpha and beta.
-inline void store_sum(const float sum, const float alpha, const float beta, __global float* c) {
-    *c = beta != 0.0f ? beta * *c + alpha * sum : alpha * sum;
+// Element `at` of C from the slices' sum, with alpha, beta and the epilogue.
+inline void store_sum(const float sum, const float alpha, const float beta, __global float* C,
+                      const int at EPILOGUE_ARGUMENTS) {
+    C[at] = EPILOGUE(beta != 0.0f ? beta * C[at] + alpha * sum : alpha * sum, at);
 }
 
 #ifdef RWG
 // Two launches: every slice into the workspace, then gemm_splitk_sum adds them into C.
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
-void gemm_splitk(GEMM_ARGUMENTS, __global float* restrict workspace) {
+void gemm_splitk(GEMM_ARGUMENTS, __global float* restrict workspace EPILOGUE_ARGUMENTS) {
     LOCAL_TILES;
-    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, workspace, tiles);
+    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, workspace, tiles EPILOGUE_PASS);
 }
 
 __kernel __attribute__((reqd_work_group_size(RWG, 1, 1)))
-void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace) {
+void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace EPILOGUE_ARGUMENTS) {
     const int i = get_global_id(0);
     if (i >= M * N) return;
-    store_sum(slices_sum(workspace, M, N, i), alpha, beta, C + (i / N) * ldc + i % N);
+    store_sum(slices_sum(workspace, M, N, i), alpha, beta, C, (i / N) * ldc + i % N EPILOGUE_PASS);
 }
 #else
 // One launch (slice_handoff.clh): the workspace starts with one counter per tile of C (zero when
@@ -737,11 +750,11 @@ void gemm_splitk_sum(GEMM_ARGUMENTS, const __global float* restrict workspace) {
 #define COUNTERS(M, N) ((((M + MWG - 1) / MWG) * ((N + NWG - 1) / NWG) + 63) / 64 * 64)
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, KDIMC)))
-void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
+void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace EPILOGUE_ARGUMENTS) {
     LOCAL_TILES;
     __local int last;
     __global float* partials = workspace + COUNTERS(M, N);
-    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, tiles);
+    gemm_slice(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, partials, tiles EPILOGUE_PASS);
 
     volatile __global int* counter =
         (volatile __global int*)workspace + get_group_id(1) * get_num_groups(0) + get_group_id(0);
@@ -767,7 +780,9 @@ void gemm_splitk_serial(GEMM_ARGUMENTS, __global float* workspace) {
             const int e = e0 + b * WGT;
             const int m = m0 + e / NWG;
             const int n = n0 + e % NWG;
-            if (e < MWG * NWG && m < M && n < N) store_sum(sums[b], alpha, beta, C + m * ldc + n);
+            if (e < MWG * NWG && m < M && n < N) {
+                store_sum(sums[b], alpha, beta, C, m * ldc + n EPILOGUE_PASS);
+            }
         }
     }
     if (tid == 0) atomic_xchg(counter, 0);

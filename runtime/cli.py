@@ -68,6 +68,13 @@ def run(
         int, typer.Option(min=1, help="timed forward passes: median kernel times, best wall")
     ] = 10,
     seed: Annotated[int, typer.Option(help="seed of the random inputs")] = 0,
+    fuse: Annotated[
+        bool,
+        typer.Option(
+            help="run each layer's bias, batch-norm, residual and activation in its kernel's "
+            "stores where the kernel allows it; --no-fuse: in a launch of their own"
+        ),
+    ] = True,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="also write the results to this JSON file")
     ] = None,
@@ -96,7 +103,7 @@ def run(
     source = None if policy == "default" else _source(info, server, token, bundle, public_key, db)
     where = "octune's defaults" if source is None else source.where
     console.print(f"Running {model} on [bold]{info.name}[/] with {policy} configs from {where}")
-    runtime = Runtime(network, cl_device, source, policy)
+    runtime = Runtime(network, cl_device, source, policy, fuse=fuse)
     inputs = random_inputs(runtime, seed)
     outputs = check(runtime, inputs)
     timing = runtime.time(repeat)

@@ -50,6 +50,7 @@ from octune.runtime.sources import (
 )
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError
+from octune.tuner.kernels import expand_includes
 from octune.tuner.programs import ProgramCache
 from octune.tuner.results import one_line_reason
 
@@ -114,7 +115,9 @@ def _round_up(n: int, multiple: int) -> int:
 
 class Runtime:
     """A model loaded onto a device with configs from ``configs`` under ``policy``; without a
-    source (or with policy ``default``), octune's default configs.
+    source (or with policy ``default``), octune's default configs. With ``fuse``, a layer's
+    epilogue runs in its kernel's stores where the kernel's template allows it; without, in a
+    launch of its own (to compare, or to rule a fused store out).
     """
 
     def __init__(
@@ -124,8 +127,10 @@ class Runtime:
         configs: ConfigSource | None = None,
         policy: Policy = "tuned",
         cache: ProgramCache | None = None,
+        fuse: bool = True,
     ) -> None:
         self.model = model
+        self.fuse = fuse
         self.graph: Graph = load_graph(model)
         self.device = device
         self.info = DeviceInfo.from_cl(device)
@@ -399,18 +404,25 @@ class Runtime:
         return self._ops(step, "conv_transpose", args, n, **defines)
 
     def _epilogue(self, step: Step, source: str) -> Launch:
-        e: Epilogue = step.epilogue
+        """The step's epilogue as a launch of its own, over ``source`` into the step's output."""
         n = math.prod(self.graph.shapes[step.output])
-        scale, bias, other = (
-            self.buffers[name] if name else None for name in (e.scale, e.bias, e.other)
-        )
-        sizes = map(np.int32, (n, e.inner, e.channels, e.other_inner, e.other_size))
-        args = (self.buffers[source], self.buffers[step.output], scale, bias, other, *sizes,
-                np.float32(e.low), np.float32(e.high))  # fmt: skip
-        defines = dict(HAS_SCALE=int(scale is not None), HAS_BIAS=int(bias is not None),
-                       OTHER=0 if other is None else 2 if e.multiply else 1,
-                       ACT=ACTIVATIONS[e.activation])  # fmt: skip
-        return self._ops(step, "epilogue", args, n, **defines)
+        args = (self.buffers[source], self.buffers[step.output], np.int32(n),
+                *self._epilogue_arguments(step))  # fmt: skip
+        return self._ops(step, "epilogue", args, n, **self._epilogue_defines(step))
+
+    def _epilogue_arguments(self, step: Step) -> tuple[object, ...]:
+        """kernels/epilogue.clh's EPILOGUE_ARGUMENTS for the step's epilogue."""
+        e: Epilogue = step.epilogue
+        buffers = (self.buffers[name] if name else None for name in (e.scale, e.bias, e.other))
+        sizes = map(np.int32, (e.inner, e.channels, e.other_inner, e.other_size))
+        return (*buffers, *sizes, np.float32(e.low), np.float32(e.high))
+
+    @staticmethod
+    def _epilogue_defines(step: Step) -> dict[str, int]:
+        e: Epilogue = step.epilogue
+        return dict(EPILOGUE=1, HAS_SCALE=int(bool(e.scale)), HAS_BIAS=int(bool(e.bias)),
+                    OTHER=0 if not e.other else 2 if e.multiply else 1,
+                    ACT=ACTIVATIONS[e.activation])  # fmt: skip
 
     def _tuned(self, step: Tuned) -> Planned:
         choice = self.choices[step.name]
@@ -418,8 +430,16 @@ class Runtime:
         if step.layer.count > 1 and not self._splits(step, workload.extents):
             return self._batched_matmul(step)
         entry = spec.space.entry
-        program = self._build(step, f"{spec.name} {config}", spec.source,
-                              spec.build_options(config, workload))  # fmt: skip
+        buffers = tuple(self.buffers[name] for name in (*step.inputs, step.output))
+        operands = self._batches(step, buffers, workload.extents)
+        # In the kernel's stores where its template fuses it and the output is one launch's
+        # (a batched layer's launches each see a sub-buffer: their element numbers restart).
+        fused = self.fuse and not step.epilogue.empty and spec.fuses_epilogue and len(operands) == 1
+        options = spec.build_options(config, workload)
+        if fused:
+            options += [f"-D{key}={value}" for key, value in self._epilogue_defines(step).items()]
+        program = self._build(step, f"{spec.name} {config}", spec.source, options)
+        epilogue = self._epilogue_arguments(step) if fused else ()
         shape, limits = workload.shape_vars(), self.info.limits
         sizes = spec.space.launches(config, shape, limits)
         elements = spec.space.workspace_elements(config, shape, limits)
@@ -430,15 +450,13 @@ class Runtime:
             workspace.append(self._hold(cl.Buffer(self.context, cl.mem_flags.READ_WRITE,
                                                   4 * elements)))  # fmt: skip
             cl.enqueue_fill_buffer(self.queue, workspace[0], np.int32(0), 0, 4 * elements)
-        buffers = tuple(self.buffers[name] for name in (*step.inputs, step.output))
         # The family (a plug-in) says how its kernels take the buffers: none is named here.
         arguments = workload.family.launch_arguments(workload, entry, alpha=step.alpha)
-        operands = self._batches(step, buffers, workload.extents)
         launches = []
         for inputs, output in operands:
             for size in sizes:
                 kernel = cl.Kernel(program, size.entry)
-                kernel.set_args(*arguments(inputs, output), *workspace)
+                kernel.set_args(*arguments(inputs, output), *workspace, *epilogue)
                 launches.append(Launch(kernel, size.global_size, size.local_size))
         for launch in launches[: len(sizes)]:
             allowed = launch.kernel.get_work_group_info(
@@ -449,7 +467,7 @@ class Runtime:
                     f"layer '{step.name}': {spec.name} config {config} needs work-groups of "
                     f"{math.prod(launch.local_size)}, and {self.info.name} allows {allowed} for it"
                 )
-        if not step.epilogue.empty:
+        if not step.epilogue.empty and not fused:
             launches.append(self._epilogue(step, step.output))
         return Planned(step, spec.name, choice.match, config, tuple(launches))
 
@@ -560,4 +578,6 @@ class Runtime:
 
 @cache
 def _ops_source() -> str:
-    return resources.files("octune.runtime").joinpath("ops.cl").read_text()
+    """ops.cl, with the epilogue it shares with the tuned kernels (kernels/epilogue.clh)."""
+    ops = resources.files("octune.runtime").joinpath("ops.cl")
+    return expand_includes(ops, resources.files("octune.kernels"))

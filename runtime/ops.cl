@@ -3,9 +3,7 @@
 // kernels); the host rounds the global size up to whole work-groups, hence the guards.
 //
 // Build defines, per kernel:
-//   epilogue   HAS_SCALE, HAS_BIAS (0/1), OTHER (0 none, 1 add, 2 multiply),
-//              ACT (an activation, numbered as ACTIVATIONS in executor.py; low and high are
-//              its parameters: clip's bounds, alpha and beta, an exponent)
+//   epilogue   EPILOGUE, HAS_SCALE, HAS_BIAS, OTHER, ACT (kernels/epilogue.clh)
 //   pool       MAX (1 max, 0 average), KH, KW, SH, SW, PT, PL, PB, PR (pads), INCLUDE_PAD
 //   row kernels  GROUP (work-items a row, a power of two); global_pool: MAX
 //   broadcast  FUNCTION (numbered as FUNCTIONS in executor.py), INPUTS (1 to 3)
@@ -18,95 +16,14 @@
 // buffer `meta`, six axes, leading ones of size 1.
 #define RANK 6
 
-// y = act(x * scale[c] + bias[c] (+ or *) other[j]): batch-norm, bias, residual add, a
-// squeeze-and-excitation gate and activation after a conv or GEMM in one pass, in place
-// (y == x) or not. Element i's channel is c = (i / inner) % channels and its other element
-// j = (i / other_inner) % other_size, so each broadcasts along any one block of axes.
-#ifdef ACT
-inline float activate(const float v, const float low, const float high) {
-#if ACT == 0
-    return v;
-#elif ACT == 1
-    return fmax(v, 0.0f);
-#elif ACT == 2
-    return fmin(fmax(v, low), high);
-#elif ACT == 3
-    return erf(v);
-#elif ACT == 4
-    return 1.0f / (1.0f + exp(-v));
-#elif ACT == 5  // HardSigmoid: alpha, beta
-    return fmin(fmax(low * v + high, 0.0f), 1.0f);
-#elif ACT == 6  // HardSwish
-    return v * fmin(fmax(v / 6.0f + 0.5f, 0.0f), 1.0f);
-#elif ACT == 7
-    return tanh(v);
-#elif ACT == 8  // LeakyRelu: alpha
-    return v >= 0.0f ? v : low * v;
-#elif ACT == 9  // Elu: alpha
-    return v >= 0.0f ? v : low * (exp(v) - 1.0f);
-#elif ACT == 10  // Gelu
-    return 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
-#elif ACT == 11  // Gelu, approximate="tanh"
-    return 0.5f * v * (1.0f + tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-#elif ACT == 12  // SiLU: x * sigmoid(x)
-    return v / (1.0f + exp(-v));
-#elif ACT == 13  // Softplus
-    return v > 20.0f ? v : log1p(exp(v));
-#elif ACT == 14
-    return exp(v);
-#elif ACT == 15
-    return log(v);
-#elif ACT == 16
-    return sqrt(v);
-#elif ACT == 17
-    return 1.0f / v;
-#elif ACT == 18
-    return -v;
-#elif ACT == 19
-    return fabs(v);
-#elif ACT == 20  // Pow by a constant exponent
-    return low == 2.0f ? v * v : pow(v, low);
-#elif ACT == 21
-    return floor(v);
-#elif ACT == 22
-    return ceil(v);
-#elif ACT == 23  // Round: half to even
-    return rint(v);
-#elif ACT == 24  // Not, and Cast to bool
-    return v == 0.0f ? 1.0f : 0.0f;
-#elif ACT == 25  // Cast to bool
-    return v != 0.0f ? 1.0f : 0.0f;
-#elif ACT == 26  // Cast to an integer type
-    return trunc(v);
-#elif ACT == 27
-    return sign(v);
-#elif ACT == 28
-    return sin(v);
-#elif ACT == 29
-    return cos(v);
-#endif
-}
+#include "epilogue.clh"
 
-__kernel void epilogue(const __global float* x, __global float* y, const __global float* scale,
-                       const __global float* bias, const __global float* other, const int n,
-                       const int inner, const int channels, const int other_inner,
-                       const int other_size, const float low, const float high) {
+// The epilogue of a conv or GEMM whose kernel does not fuse it (kernels/epilogue.clh), or of an
+// element-wise chain with no such producer, over n elements, in place (y == x) or not.
+#ifdef EPILOGUE
+__kernel void epilogue(const __global float* x, __global float* y, const int n EPILOGUE_ARGUMENTS) {
     const int i = get_global_id(0);
-    if (i >= n) return;
-    const int c = (i / inner) % channels;
-    float v = x[i];
-#if HAS_SCALE
-    v *= scale[c];
-#endif
-#if HAS_BIAS
-    v += bias[c];
-#endif
-#if OTHER == 1
-    v += other[(i / other_inner) % other_size];
-#elif OTHER == 2
-    v *= other[(i / other_inner) % other_size];
-#endif
-    y[i] = activate(v, low, high);
+    if (i < n) y[i] = EPILOGUE(x[i], i);
 }
 #endif
 

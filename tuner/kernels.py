@@ -39,6 +39,8 @@ from octune.tuner.space import SearchSpace
 from octune.tuner.yaml_limits import YamlLimitError, safe_load
 
 KERNEL_PATH_ENV = "OCTUNE_KERNEL_PATH"
+#: What kernels/epilogue.clh pastes into a template that includes it.
+EPILOGUE_MARK = "#define EPILOGUE_ARGUMENTS"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 
 
@@ -74,6 +76,14 @@ class KernelSpec:
             f"-D{name}={int(value)}" for name, value in self.defines(config, workload).items()
         ]
         return [*defines, f"-DOCTUNE_ENTRY_{self.space.entry}", "-w"]
+
+    @property
+    def fuses_epilogue(self) -> bool:
+        """Whether the template includes kernels/epilogue.clh, so that a runtime can build it
+        with -DEPILOGUE and have a layer's bias, batch-norm, residual and activation applied in
+        its stores instead of in a launch of their own.
+        """
+        return EPILOGUE_MARK in self.source
 
     def takes(self, workload: Workload) -> str | None:
         """Why this kernel cannot run the workload (its space's ``requires:``), or None."""
