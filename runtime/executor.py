@@ -417,12 +417,13 @@ class Runtime:
         sizes = map(np.int32, (e.inner, e.channels, e.other_inner, e.other_size))
         return (*buffers, *sizes, np.float32(e.low), np.float32(e.high))
 
-    @staticmethod
-    def _epilogue_defines(step: Step) -> dict[str, int]:
+    def _epilogue_defines(self, step: Step) -> dict[str, int]:
         e: Epilogue = step.epilogue
+        n = math.prod(self.graph.shapes[step.output])
         return dict(EPILOGUE=1, HAS_SCALE=int(bool(e.scale)), HAS_BIAS=int(bool(e.bias)),
                     OTHER=0 if not e.other else 2 if e.multiply else 1,
-                    ACT=ACTIVATIONS[e.activation])  # fmt: skip
+                    ACT=ACTIVATIONS[e.activation], ONE_IMAGE=int(e.inner * e.channels >= n),
+                    SAME_OTHER=int(e.other_inner == 1 and e.other_size >= n))  # fmt: skip
 
     def _tuned(self, step: Tuned) -> Planned:
         choice = self.choices[step.name]
