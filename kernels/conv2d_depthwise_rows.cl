@@ -26,7 +26,6 @@
 #endif
 
 #include "conv2d_arguments.clh"
-#include "epilogue.clh"
 
 #define OWT (NV * VW)
 #define ROWS_CAT_(a, b) a##b
@@ -39,7 +38,7 @@ typedef union {
 } lanes;
 
 __kernel __attribute__((reqd_work_group_size(LX, LY, LC)))
-void conv2d_depthwise_rows(CONV2D_ARGUMENTS EPILOGUE_ARGUMENTS) {
+void conv2d_depthwise_rows(CONV2D_ARGUMENTS) {
     const int ow0 = get_global_id(0) * OWT;
     const int oh0 = get_global_id(1) * OHT;
     const int plane = get_global_id(2);  // n * C + c
@@ -95,8 +94,7 @@ void conv2d_depthwise_rows(CONV2D_ARGUMENTS EPILOGUE_ARGUMENTS) {
 #pragma unroll
             for (int e = 0; e < VW; ++e) {
                 const int ow = ow0 + v * VW + e;
-                const int at = (oh0 + t) * OW + ow;
-                if (ow < OW) out[at] = EPILOGUE(u.f[e], out + at - y);
+                if (ow < OW) out[(oh0 + t) * OW + ow] = u.f[e];
             }
         }
     }

@@ -24,7 +24,6 @@
 
 #define TRANSA 0  // the filter is K x C*R*S, row-major
 #include "conv2d_arguments.clh"
-#include "epilogue.clh"
 #include "panel_block.clh"
 
 // Work-item (q, p, n) writes row q = (c, r, s) of image n's panel p: the input under filter tap
@@ -32,7 +31,7 @@
 // time. A run inside the input at stride 1 is a plain copy, which the compiler vectorises; the
 // others test each pixel (per-pixel division and tests cost the copy 3 x on PoCL).
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
-void conv2d_panel_pack(CONV2D_ARGUMENTS, __global float* restrict workspace EPILOGUE_ARGUMENTS) {
+void conv2d_panel_pack(CONV2D_ARGUMENTS, __global float* restrict workspace) {
     const int q = get_global_id(0);
     const int p = get_global_id(1);
     const int n = get_global_id(2);
@@ -69,7 +68,7 @@ void conv2d_panel_pack(CONV2D_ARGUMENTS, __global float* restrict workspace EPIL
 }
 
 __kernel __attribute__((reqd_work_group_size(LN, LM, 1)))
-void conv2d_panel(CONV2D_ARGUMENTS, const __global float* restrict workspace EPILOGUE_ARGUMENTS) {
+void conv2d_panel(CONV2D_ARGUMENTS, const __global float* restrict workspace) {
     const int n0 = get_global_id(0) * NR;
     const int m0 = get_global_id(1) * MR;
     const int n = get_global_id(2);
@@ -81,5 +80,5 @@ void conv2d_panel(CONV2D_ARGUMENTS, const __global float* restrict workspace EPI
     const __global floatv* panel =
         (const __global floatv*)(workspace + ((size_t)n * panels * NR + n0) * taps);
     panel_block(K, pixels, taps, 1.0f, 0.0f, w, taps, panel, y + (size_t)n * K * pixels, pixels,
-                m0, n0, n * K * pixels EPILOGUE_PASS);
+                m0, n0);
 }

@@ -33,12 +33,11 @@
 #endif
 
 #include "gemm_arguments.clh"
-#include "epilogue.clh"
 #include "panel_block.clh"
 
 // Work-item (k, p) copies row k of panel p: op(B)[k][p * NR .. p * NR + NR), zeros past N.
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
-void gemm_panel_pack(GEMM_ARGUMENTS, __global float* restrict workspace EPILOGUE_ARGUMENTS) {
+void gemm_panel_pack(GEMM_ARGUMENTS, __global float* restrict workspace) {
     const int k = get_global_id(0);
     const int p = get_global_id(1);
     if (k >= K) return;
@@ -57,11 +56,11 @@ void gemm_panel_pack(GEMM_ARGUMENTS, __global float* restrict workspace EPILOGUE
 }
 
 __kernel __attribute__((reqd_work_group_size(LN, LM, 1)))
-void gemm_panel(GEMM_ARGUMENTS, const __global float* restrict workspace EPILOGUE_ARGUMENTS) {
+void gemm_panel(GEMM_ARGUMENTS, const __global float* restrict workspace) {
     const int n0 = get_global_id(0) * NR;
     const int m0 = get_global_id(1) * MR;
     if (n0 >= N || m0 >= M) return;
     // Panels start at multiples of NR floats, and every buffer at least 128-byte aligned.
     const __global floatv* panel = (const __global floatv*)(workspace + (size_t)n0 * K);
-    panel_block(M, N, K, alpha, beta, A, lda, panel, C, ldc, m0, n0, 0 EPILOGUE_PASS);
+    panel_block(M, N, K, alpha, beta, A, lda, panel, C, ldc, m0, n0);
 }

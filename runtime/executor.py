@@ -414,8 +414,9 @@ class Runtime:
         """kernels/epilogue.clh's EPILOGUE_ARGUMENTS for the step's epilogue."""
         e: Epilogue = step.epilogue
         buffers = (self.buffers[name] if name else None for name in (e.scale, e.bias, e.other))
-        sizes = map(np.int32, (e.inner, e.channels, e.other_inner, e.other_size))
-        return (*buffers, *sizes, np.float32(e.low), np.float32(e.high))
+        divisors = (e.inner, e.channels, e.other_inner, e.other_size)
+        return (*buffers, *(v for d in divisors for v in _divisor(d)), np.float32(e.low),
+                np.float32(e.high))  # fmt: skip
 
     def _epilogue_defines(self, step: Step) -> dict[str, int]:
         e: Epilogue = step.epilogue
@@ -575,6 +576,14 @@ class Runtime:
     @property
     def launches(self) -> int:
         return sum(len(p.launches) for p in self.plan)
+
+
+def _divisor(d: int) -> tuple[np.int32, np.uint64, np.int32]:
+    """kernels/epilogue.clh's EPILOGUE_DIVISOR: ``d``, and the magic number and shift that
+    divide any 0 <= i < 2**31 by it exactly (Granlund and Montgomery, 1994, theorem 4.2).
+    """
+    shift = 31 + (d - 1).bit_length()
+    return np.int32(d), np.uint64((1 << shift) // d + 1), np.int32(shift)
 
 
 @cache

@@ -21,7 +21,7 @@ from octune.kernels.gemm import gemm_workload
 from octune.lookup.semantics import Answer
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
-from octune.runtime.executor import Runtime
+from octune.runtime.executor import Runtime, _divisor
 from octune.runtime.graph import Tuned, load_graph
 from octune.runtime.sources import choose, default_configs
 from octune.runtime.verify import check, random_inputs
@@ -95,12 +95,12 @@ def gemm_softmax(g: GraphBuilder) -> tuple[str, list[int]]:
 @pytest.mark.parametrize(
     ("build", "launches"),
     [
-        (conv_bn_relu, 2),
-        (depthwise, 3),
-        (residual, 8),
+        (conv_bn_relu, 3),
+        (depthwise, 5),
+        (residual, 12),
         (pools, 9),
-        (concat, 10),
-        (gemm_softmax, 5),
+        (concat, 13),
+        (gemm_softmax, 7),
     ],
     ids=lambda value: getattr(value, "__name__", str(value)),
 )
@@ -118,8 +118,9 @@ def test_small_graphs_agree_with_onnxruntime(
     runtime = Runtime(model, cl_device)
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1 and found.magnitude > 0
-    # Batch-norm folds into the conv, bias + residual + activation into its stores; untuned, the
-    # CPU runs the kernels written for it, whose panel GEMMs pack first (a launch each).
+    # Batch-norm folds into the conv, bias + residual + activation into one epilogue; untuned,
+    # the CPU runs the kernels written for it, whose panel GEMMs pack first (a launch each) and
+    # which leave the epilogue to a launch of its own (kernels/epilogue.clh says why).
     assert runtime.launches == launches
     timing = runtime.time(2)
     assert len(timing.kernel_s) == len(runtime.plan) and timing.wall_s > 0
@@ -232,9 +233,13 @@ def _run(*args: str) -> dict[str, dict[str, object]]:
     assert "Output agrees with onnxruntime" in result.stdout
     payload = json.loads(out.read_text())
     assert all(o["max_error"] <= payload["tolerance"] * o["magnitude"] for o in payload["outputs"])
-    # 26 convs (bias and ReLU in their stores), 4 pools; the 8 concats cost none: each fire's
-    # two branches write into the halves of its output (sub-buffers a CPU device aligns to)
-    assert payload["launches"] == 30
+    # 26 convs and the epilogues their kernels do not run in their stores, 4 pools; the 8
+    # concats cost none: each fire's two branches write into the halves of its output
+    # (sub-buffers at offsets a CPU device aligns to)
+    convs = [layer for layer in payload["layers"] if "Conv" in layer["op"]]
+    fused = sum(load_kernel(layer["kernel"]).fuses_epilogue for layer in convs)
+    assert len(convs) == 26
+    assert payload["launches"] == 2 * 26 - fused + 4
     return {layer["layer"]: layer for layer in payload["layers"]}
 
 
@@ -446,3 +451,16 @@ def test_an_answer_naming_a_retired_version_is_refused(device_info: DeviceInfo) 
     old = replace(answer, kernel_sha256=sorted(kernel.space.retired)[0])
     with pytest.raises(OctuneError, match=r"which is retired \(one-launch split-K raced"):
         choose(source, [workload], [old], "tuned", device_info.limits)
+
+
+def test_epilogue_divisors_divide_every_index_exactly() -> None:
+    """The magic numbers kernels/epilogue.clh divides element numbers with, in the kernels'
+    64-bit arithmetic, against Python's integer division at the edges and at random.
+    """
+    rng = np.random.default_rng(5)
+    divisors = [*range(1, 300), 3136, 12544, 2**30, 2**31 - 1, *rng.integers(1, 2**31, 300)]
+    for d in map(int, divisors):
+        _, magic, shift = _divisor(d)
+        edges = [0, 1, d - 1, d, 2**31 - 1, (2**31 - 1) // d * d - 1]
+        i = np.array([e for e in edges if e >= 0] + list(rng.integers(0, 2**31, 50)), np.uint64)
+        assert ((i * magic) >> np.uint64(shift) == i // np.uint64(d)).all(), d
