@@ -49,6 +49,8 @@ UNARY = {
 #: Element-wise operators an epilogue takes: with a constant (a broadcast vector) or a tensor
 #: that broadcasts along one block of the output's axes.
 ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "BatchNormalization"})
+#: Aliases an epilogue can run through: the same elements in the same order.
+RESHAPES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 #: Broadcasting functions of two or three tensors (``broadcast`` of ``ops.cl``).
 FUNCTIONS = {
     "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Min": "min",
@@ -406,11 +408,15 @@ class _Loader:
 
     def gate(self, tensor: str) -> tuple[list[onnx.NodeProto], str] | None:
         """SiLU or HardSwish written out: ``tensor * sigmoid(tensor)`` (or HardSigmoid at
-        1/6, 1/2) with ``tensor`` read by those two nodes only: the nodes and the activation.
+        1/6, 1/2) with ``tensor`` read by those two nodes only, or GELU written out (``gelu``):
+        the nodes and the activation.
         """
         users = self.users.get(tensor, [])
         if len(users) != 2 or tensor in self.outputs:
             return None
+        gelu = self.gelu(tensor, users)
+        if gelu is not None:
+            return gelu, "gelu"
         gates = [n for n in users if n.op_type in ("Sigmoid", "HardSigmoid")]
         products = [n for n in users if n.op_type == "Mul"]
         if len(gates) != 1 or len(products) != 1:
@@ -429,6 +435,61 @@ class _Loader:
         if math.isclose(alpha, 1 / 6, rel_tol=1e-6) and beta == 0.5:
             return [gate, product], "hardswish"
         return None
+
+    def gelu(self, tensor: str, users: list[onnx.NodeProto]) -> list[onnx.NodeProto] | None:
+        """GELU as PyTorch's exporters write it, ``x * (erf(x / sqrt 2) + 1) * 0.5`` (the 0.5
+        first or last): its five nodes, each but the last read by the next alone, or None.
+        """
+        scaled = next((n for n in users if self._by(n, tensor, ("Div", 2**0.5), ("Mul", 2**-0.5))),
+                      None)  # fmt: skip
+        erf = self._single_user(scaled, "Erf")
+        plus = self._single_user(erf, "Add")
+        if plus is None or not self._by(plus, erf.output[0], ("Add", 1.0)):
+            return None
+        other = next(n for n in users if n is not scaled)
+        if self._by(other, tensor, ("Mul", 0.5)):  # x * 0.5 first, then times (erf + 1)
+            product = self._single_user(other, "Mul")
+            pair = sorted([other.output[0], plus.output[0]])
+            if product is None or sorted(product.input) != pair:
+                return None
+            nodes = [scaled, erf, plus, other, product]
+        else:  # x times (erf + 1), then * 0.5
+            half = self._single_user(other, "Mul")
+            if (
+                other.op_type != "Mul"
+                or sorted(other.input) != sorted([tensor, plus.output[0]])
+                or half is None
+                or not self._by(half, other.output[0], ("Mul", 0.5))
+            ):
+                return None
+            nodes = [scaled, erf, plus, other, half]
+        if any(n.name in self.done or n.output[0] not in self.shapes for n in nodes) or any(
+            n.output[0] in self.outputs for n in nodes[:-1]
+        ):
+            return None
+        return nodes
+
+    def _single_user(self, node: onnx.NodeProto | None, op: str) -> onnx.NodeProto | None:
+        """The one node that reads ``node``'s output, if it is an ``op``."""
+        if node is None or node.output[0] in self.outputs:
+            return None
+        users = self.users.get(node.output[0], [])
+        return users[0] if len(users) == 1 and users[0].op_type == op else None
+
+    def _by(self, node: onnx.NodeProto, tensor: str, *forms: tuple[str, float]) -> bool:
+        """Whether ``node`` is ``tensor`` op a scalar constant, for one of ``forms`` (op,
+        value; Div and Sub only with the constant second).
+        """
+        if len(node.input) != 2 or tensor not in node.input:
+            return False
+        operand = node.input[1] if node.input[0] == tensor else node.input[0]
+        value = self.constants.get(operand)
+        if value is None or value.size != 1 or (node.op_type == "Div" and operand != node.input[1]):
+            return False
+        return any(
+            node.op_type == op and math.isclose(float(value.reshape(())), v, rel_tol=1e-5)
+            for op, v in forms
+        )
 
     def conv(self, node: onnx.NodeProto, common: dict[str, Any]) -> list[Step]:
         """A Conv, after a pad step of its own where it pads unevenly (its layer's shape is
@@ -542,10 +603,11 @@ class _Loader:
         if node.op_type not in ARITHMETIC and self.activation(node) is None:
             x = None
         chain = _Chain(self, node, out)
-        gated = self.gate(node.input[0]) if node.op_type in ("Sigmoid", "HardSigmoid") else None
-        if gated is not None:
-            chain.nodes, chain.activation = gated[0], gated[1]
-            x = node.input[0]
+        written = [(t, self.gate(t)) for t in tensors]  # an activation written out, from node
+        gated = [(t, g) for t, g in written if g and node.name in {n.name for n in g[0]}]
+        if gated:
+            x, (chain.nodes, chain.activation) = gated[0]
+            self.done.update(n.name for n in chain.nodes)
         elif x is None or not chain.absorb(node, x):
             return self.broadcast(node, common)
         chain.extend(chain.nodes[-1].output[0])
@@ -740,7 +802,7 @@ class _Chain:
 
     def __init__(self, loader: _Loader, first: onnx.NodeProto, shape: tuple[int, ...]) -> None:
         self.loader = loader
-        self.shape = shape
+        self.shape = self.first_shape = shape  # the chain's shape: reshapes pass it on
         self.nodes = [first]
         self.scale: np.ndarray | None = None
         self.bias: np.ndarray | None = None
@@ -751,12 +813,12 @@ class _Chain:
         self.activation, self.low, self.high = "none", 0.0, 0.0
 
     def channel_axis(self) -> int | None:
-        """The axis scale and bias run along, where they run along exactly one."""
-        for axis in range(len(self.shape)):
-            if (
-                self.shape[axis] == self.channels
-                and math.prod(self.shape[axis + 1 :]) == self.inner
-            ):
+        """The axis of the first node's output scale and bias run along, where they run along
+        exactly one.
+        """
+        shape = self.first_shape
+        for axis in range(len(shape)):
+            if shape[axis] == self.channels and math.prod(shape[axis + 1 :]) == self.inner:
                 return axis
         return None
 
@@ -766,6 +828,13 @@ class _Chain:
         """
         loader = self.loader
         while tensor not in loader.outputs:
+            reshaped = self.reshape_before_more(tensor)
+            if reshaped is not None:  # the same elements in the same order: nothing to do
+                self.nodes.append(reshaped)
+                loader.done.add(reshaped.name)
+                tensor = reshaped.output[0]
+                self.shape = loader.shapes[tensor]
+                continue
             gated = loader.gate(tensor)
             if gated is not None and self.activation == "none":
                 self.activation = gated[1]
@@ -788,6 +857,26 @@ class _Chain:
             self.nodes.append(node)
             loader.done.add(node.name)
             tensor = node.output[0]
+
+    def reshape_before_more(self, tensor: str) -> onnx.NodeProto | None:
+        """The reshape that alone reads ``tensor``, where what alone reads its output could
+        join the epilogue too (a GEMM's bias, then GELU after ORT's 3-D -> 2-D -> 3-D
+        reshapes): the chain goes through it.
+        """
+        loader = self.loader
+        users = loader.users.get(tensor, [])
+        if len(users) != 1 or users[0].op_type not in RESHAPES or users[0].name in loader.done:
+            return None
+        out = users[0].output[0]
+        if out in loader.outputs or out not in loader.shapes:
+            return None
+        if loader.gate(out) is not None:
+            return users[0]
+        after = loader.users.get(out, [])
+        if len(after) != 1 or after[0].name in loader.done:
+            return None
+        joins = after[0].op_type in ARITHMETIC or loader.activation(after[0]) is not None
+        return users[0] if joins else None
 
     def absorb(self, node: onnx.NodeProto, tensor: str) -> bool:
         """Take ``node`` (reading ``tensor``) into the epilogue, or say it cannot. After a

@@ -210,6 +210,27 @@ def einsum_attention(g: GraphBuilder) -> tuple[str, list[int | str]]:
     return g.node("Einsum", [weights, x], "context", equation="bhij,bhjd->bhid"), [1, 2, 6, 4]
 
 
+def gelu_written_out(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """GELU as PyTorch's exporters write it, the 0.5 last and first, after 3-D Linears (which
+    onnxruntime's optimiser turns into a GEMM between two reshapes).
+    """
+    x = g.input("input", [1, 5, 16])
+    h = g.node("MatMul", [x, g.parameter("w1", (16, 24), 0.3)], "fc1")
+    h = g.node("Add", [h, g.parameter("b1", (24,), 0.1)], "fc1.bias")
+    erf = g.node("Erf", [g.node("Div", [h, _scalar(g, "root2", 2**0.5)], "scaled")], "erf")
+    plus = g.node("Add", [erf, _scalar(g, "one", 1.0)], "plus")
+    y = g.node("Mul", [g.node("Mul", [h, plus], "times"), _scalar(g, "half", 0.5)], "gelu")
+    h = g.node("MatMul", [y, g.parameter("w2", (24, 8), 0.3)], "fc2")
+    h = g.node("Add", [h, g.parameter("b2", (8,), 0.1)], "fc2.bias")
+    erf = g.node("Erf", [g.node("Mul", [h, _scalar(g, "inverse_root2", 2**-0.5)], "s2")], "erf2")
+    plus = g.node("Add", [_scalar(g, "one'", 1.0), erf], "plus2")
+    return g.node("Mul", [g.node("Mul", [h, _scalar(g, "half'", 0.5)], "halved"), plus], "gelu2"), [
+        1,
+        5,
+        8,
+    ]
+
+
 @pytest.mark.parametrize(
     ("build", "fused"),
     [
@@ -226,6 +247,7 @@ def einsum_attention(g: GraphBuilder) -> tuple[str, list[int | str]]:
         (functions, None),
         (tf_moments, None),
         (einsum_attention, "MatMul"),
+        (gelu_written_out, "Gemm+Reshape+Mul+Erf+Add+Mul+Mul"),
     ],
     ids=lambda value: getattr(value, "__name__", str(value)),
 )
