@@ -369,9 +369,13 @@ class Runtime:
             launches.append(self._conv_transpose(step, x, y, n))
         else:
             raise AssertionError(f"no plan for {type(step).__name__}")
-        if not step.epilogue.empty:
+        if not step.epilogue.empty and not self._fuses(step):
             launches.append(self._epilogue(step, step.output))
         return Planned(step, type(step).__name__.lower(), "-", {}, tuple(launches))
+
+    def _fuses(self, step: Step) -> bool:
+        """Whether the step's own kernel of ops.cl runs its epilogue where it stores."""
+        return self.fuse and isinstance(step, IndexMap) and not step.epilogue.empty
 
     def _meta(self, *rows: Sequence[int]) -> cl.Buffer:
         """A shape-generic kernel's axes: RANK ints a row."""
@@ -389,6 +393,9 @@ class Runtime:
         table = self._meta(step.table or (0,))
         args = (x, y, meta, table, np.int32(step.table_axis), np.int32(n), np.float32(step.value))
         defines = dict(MODE=MODES[step.mode], TABLE=int(bool(step.table)))
+        if self._fuses(step):
+            args += self._epilogue_arguments(step)
+            defines.update(self._epilogue_defines(step))
         return self._ops(step, "index_map", args, n, **defines)
 
     def _conv_transpose(self, step: ConvTranspose, x: cl.Buffer, y: cl.Buffer, n: int) -> Launch:

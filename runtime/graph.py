@@ -681,7 +681,9 @@ class _Loader:
             extra = {"mode": "tile"}
         elif op == "Pad":
             extra = self.pad(node, axes, shape)
-        return IndexMap(inputs=(x,), axes=layout.index_axes(axes), **extra, **common)
+        chain = _Chain(self, node, out)  # what follows joins its stores (ViT's scaled heads)
+        chain.extend(node.output[0])
+        return IndexMap(inputs=(x,), axes=layout.index_axes(axes), **extra, **chain.finish(common))
 
     def pad(
         self, node: onnx.NodeProto, axes: list[layout.Axis], shape: tuple[int, ...]

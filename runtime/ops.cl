@@ -214,7 +214,7 @@ __kernel void broadcast(const __global float* a, const __global float* b,
 #ifdef MODE
 __kernel void index_map(const __global float* x, __global float* y, const __global int* meta,
                         const __global int* table, const int table_axis, const int n,
-                        const float value) {
+                        const float value EPILOGUE_ARGUMENTS) {
     const int i = get_global_id(0);
     if (i >= n) return;
     size_t source = 0;
@@ -245,7 +245,7 @@ __kernel void index_map(const __global float* x, __global float* y, const __glob
 #endif
         source += (size_t)c * m[4];
     }
-    y[i] = inside ? x[source] : value;
+    y[i] = EPILOGUE(inside ? x[source] : value, i);
 }
 #endif
 

@@ -231,6 +231,16 @@ def gelu_written_out(g: GraphBuilder) -> tuple[str, list[int | str]]:
     ]
 
 
+def scaled_heads(g: GraphBuilder) -> tuple[str, list[int | str]]:
+    """Attention heads transposed, then scaled and shifted: the arithmetic in the transpose's
+    stores, a residual read at the transposed position.
+    """
+    x, other = g.input("input", [1, 4, 6, 8]), g.input("other", [1, 6, 4, 8])
+    heads = g.node("Transpose", [x], "heads", perm=[0, 2, 1, 3])
+    scaled = g.node("Mul", [heads, _scalar(g, "scale", 0.125)], "scaled")
+    return g.relu(g.node("Add", [scaled, other], "shifted"), "relu"), [1, 6, 4, 8]
+
+
 @pytest.mark.parametrize(
     ("build", "fused"),
     [
@@ -248,6 +258,7 @@ def gelu_written_out(g: GraphBuilder) -> tuple[str, list[int | str]]:
         (tf_moments, None),
         (einsum_attention, "MatMul"),
         (gelu_written_out, "Gemm+Reshape+Mul+Erf+Add+Mul+Mul"),
+        (scaled_heads, "Transpose+Mul+Add+Relu"),
     ],
     ids=lambda value: getattr(value, "__name__", str(value)),
 )
@@ -267,6 +278,8 @@ def test_exporter_patterns_agree_layer_by_layer(
     assert found.ratio < 1 and found.magnitude > 0
     if fused is not None:
         assert fused in {planned.step.op for planned in runtime.plan}
+    if build is scaled_heads:  # the transpose runs the arithmetic in its stores: one launch
+        assert runtime.launches == 1
 
 
 def test_an_output_that_does_not_depend_on_the_input_is_told(cl_device, tmp_path: Path) -> None:
