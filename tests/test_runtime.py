@@ -207,6 +207,20 @@ def test_kernels_run_the_epilogue_in_their_stores(
     assert ("epilogue" in names) is not spec.fuses_epilogue
 
 
+def test_without_fusion_each_epilogue_is_a_launch_of_its_own(cl_device, tmp_path: Path) -> None:
+    """`octune run --no-fuse`: the same kernel and config, its epilogue in a launch after it."""
+    g = GraphBuilder("fused_conv", seed=3)
+    output, shape = fused_conv(g)
+    onnx.save(g.model(output, shape), tmp_path / "model.onnx")
+    model = load_model(tmp_path / "model.onnx")
+    source = OneKernel("conv2d_direct", DeviceInfo.from_cl(cl_device))
+    fused, unfused = (Runtime(model, cl_device, source, fuse=fuse) for fuse in (True, False))
+    for runtime in (fused, unfused):
+        (found,) = check(runtime, random_inputs(runtime))
+        assert found.ratio < 1 and found.magnitude > 0
+    assert (fused.launches, unfused.launches) == (1, 2)
+
+
 def test_a_bert_layer_agrees_with_onnxruntime(cl_device) -> None:
     """Batched MatMuls (sub-buffers), transposes, softmax, layer norm, and GELU by Erf in the
     epilogue of the GEMM before it.
