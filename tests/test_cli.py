@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -317,3 +318,40 @@ def test_energy_objective_without_a_sensor_is_one_line_error(tmp_path: Path) -> 
     with_flag = octune("tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--energy",
                        db=tmp_path / "x.db")  # fmt: skip
     assert_one_line_error(with_flag, "--energy needs an energy sensor")
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 1 MiB file system, filled up: mounting one needs root, which CI runs as."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+                             capture_output=True, check=False)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a small file system here (it takes root)")
+    try:
+        with contextlib.suppress(OSError):
+            (folder / "filler").write_bytes(b"\0" * 2**21)
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def test_a_full_disk_stops_tuning_and_records_no_config_as_broken(
+    tmp_path: Path, full_disk: Path, device_info: DeviceInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PoCL builds into its cache folder: on a full disk every build fails. That is one line
+    naming the disk, not build errors stored against the configs (which a resumed search would
+    skip for good).
+    """
+    if "Portable Computing Language" not in device_info.platform_name:
+        pytest.skip("the test device's compiler does not build into POCL_CACHE_DIR")
+    monkeypatch.setenv("POCL_CACHE_DIR", str(full_disk / "pocl"))
+    db = tmp_path / "octune.db"
+    result = octune("tune", "gemm", "--m", "80", "--n", "64", "--k", "64", "--budget", "4", db=db)
+    assert_one_line_error(result, f"{full_disk / 'pocl'} has", "MiB free", "--resume")
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("SELECT count(*) FROM measurements").fetchone() == (0,)
+        assert connection.execute("SELECT status FROM tuning_sessions").fetchall() == [
+            ("interrupted",)
+        ]

@@ -21,6 +21,7 @@ from importlib.metadata import version
 
 from octune.db.store import CONFIRM_STRATEGY, Store
 from octune.tuner.device import INSTALL_HINT, DeviceInfo
+from octune.tuner.disk import full_disk
 from octune.tuner.errors import OctuneError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, load_kernel
@@ -47,6 +48,8 @@ FIRST_WINDOW, WIDEN = 4, 2
 #: stops: the device or its driver is at fault, not the configs, and the budget would be lost.
 SYSTEMATIC_AFTER = 5
 _SYSTEMATIC_STATUSES = frozenset({Status.BUILD_ERROR, Status.LAUNCH_ERROR})
+#: Failures a full disk causes: checked for one before they are recorded (``octune.tuner.disk``).
+_DISK_STATUSES = frozenset({Status.BUILD_ERROR, Status.CRASH})
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -415,6 +418,7 @@ def run_session(
     started = time.monotonic()
     interrupted = False
     systematic: str | None = None
+    disk: str | None = None  # why the disk stopped the session
     pipeline = Pipeline(job, workers, timeout)
     try:
         while True:
@@ -438,6 +442,8 @@ def run_session(
                     continue
                 break
             row, measurement = pipeline.next_result()
+            if measurement.status in _DISK_STATUSES and (disk := full_disk()) is not None:
+                break
             store.add_measurement(session_id, measurement)
             if on_measurement is not None:
                 on_measurement(session_id, measurement)
@@ -459,8 +465,10 @@ def run_session(
         interrupted = True
     finally:
         pipeline.close(interrupted=interrupted)
-        ending = "interrupted" if interrupted else "failed" if systematic else "completed"
+        ending = "interrupted" if interrupted or disk else "failed" if systematic else "completed"
         store.finish_session(session_id, ending)
+    if disk is not None:
+        raise OctuneError(disk)
     if systematic is not None:
         raise SystematicFailure(
             f"stopped {kernel.name} for {workload} on {device.name} after its first "
