@@ -478,7 +478,7 @@ class _Loader:
 
     def _by(self, node: onnx.NodeProto, tensor: str, *forms: tuple[str, float]) -> bool:
         """Whether ``node`` is ``tensor`` op a scalar constant, for one of ``forms`` (op,
-        value; Div and Sub only with the constant second).
+        value; a Div only with the constant second).
         """
         if len(node.input) != 2 or tensor not in node.input:
             return False
