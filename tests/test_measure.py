@@ -116,7 +116,7 @@ def test_a_result_must_hold_after_the_timed_runs_too(
     one-launch split-K did on NVIDIA): a kernel that is right once, then corrupts its own
     input, is caught by the second check after the timed runs.
     """
-    body = "    gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, tiles);\n}"
+    body = "    gemm_tile(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc, tiles EPILOGUE_PASS);\n}"
     corrupting = variant(gemm_kernel, body, body[:-1] + "    barrier(CLK_GLOBAL_MEM_FENCE);\n"
                          "    if (get_local_id(0) + get_local_id(1) + get_local_id(2) == 0)\n"
                          "        ((__global float*)A)[0] += 1.0f;\n}")  # fmt: skip
