@@ -23,6 +23,7 @@ from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
 from octune.tuner.results import Measurement, Status
 from octune.tuner.session import (
+    DEFAULT_ROW,
     FIRST_WINDOW,
     SYSTEMATIC_AFTER,
     Budget,
@@ -304,7 +305,8 @@ def test_a_kernel_that_extends_another_first_measures_its_fastest_tiles(
 ) -> None:
     """gemm_splitk_serial's space extends gemm's: its model search measures gemm's fastest
     config at the same shape (KSPLIT at its first value) before any config of its own choosing,
-    and a kernel whose base has not been tuned there starts as before.
+    and a kernel whose base has not been tuned there starts from its space's default, what a
+    lookup answers an untuned shape with.
     """
     store = Store(f"sqlite:///{tmp_path / 'extends.db'}")
     settings = Settings(jobs=1, confirm=0, cache_root=str(tmp_path / "cache"))
@@ -325,3 +327,5 @@ def test_a_kernel_that_extends_another_first_measures_its_fastest_tiles(
     fastest = min((m for m in tiles if m.ok), key=lambda m: m.median_s or 0.0)
     assert seeded[0].config == {**fastest.config, "KSPLIT": 4}
     assert cold[0].config != seeded[0].config
+    default = extension.space.enumerate(device_info.limits).config(DEFAULT_ROW)
+    assert cold[0].config == default
