@@ -193,8 +193,15 @@ class ConfigClaim(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
+#: The scope of a token whose uploads answer lookups (``octune.db.store.answering``).
+TRUSTED_SCOPE = "trusted"
+
+
 class ApiToken(Base):
-    """A server access token. Only its SHA-256 is kept: a leaked database leaks no token."""
+    """A server access token: ``read``, ``write`` (uploads and jobs, kept but answering
+    nothing) or ``trusted`` (a write token whose measurements answer). Only its SHA-256 is
+    kept: a leaked database leaks no token.
+    """
 
     __tablename__ = "api_tokens"
 

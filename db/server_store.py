@@ -25,7 +25,7 @@ from octune.db.models import (
     Workload,
     utcnow,
 )
-from octune.db.store import SESSION_END_STATUSES, StoredKernel
+from octune.db.store import SESSION_END_STATUSES, StoredKernel, answering
 from octune.tuner.errors import StoreError
 from octune.tuner.results import Measurement, Status
 
@@ -169,7 +169,7 @@ class ServerStore(JobQueue):
             .join(Device, TuningSession.device_id == Device.id)
             .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
             .join(Workload, TuningSession.workload_id == Workload.id)
-            .where(MeasurementRow.status == Status.OK.value)
+            .where(MeasurementRow.status == Status.OK.value, answering())
             .group_by(Device.name, Device.fingerprint, KernelVersion.name, Workload.key)
             .order_by(Device.name, KernelVersion.name, Workload.key)
             .limit(limit)
@@ -242,7 +242,7 @@ class ServerStore(JobQueue):
         workload_id = self.workload_id(problem, workload_key, shape, dtype)
         identity = (device_id, kernel_id, workload_id)
         settings = uploader_settings(settings)
-        session_id = self._uploaded_session(uid, identity)
+        session_id = self._uploaded_session(uid, identity, token_id)
         if session_id is None:
             try:
                 with self._session() as session:
@@ -260,7 +260,7 @@ class ServerStore(JobQueue):
                     session.flush()
                     session.add(SessionUpload(uid=uid, session_id=row.id, token_id=token_id))
             except StoreError:  # a concurrent upload of the same uid won: use its session
-                session_id = self._uploaded_session(uid, identity)
+                session_id = self._uploaded_session(uid, identity, token_id)
                 if session_id is None:
                     raise
             else:
@@ -275,7 +275,12 @@ class ServerStore(JobQueue):
         skipped = len(measurements) - added
         return UploadOutcome(session_id, added, skipped)
 
-    def _uploaded_session(self, uid: str, identity: tuple[int, int, int]) -> int | None:
+    def _uploaded_session(
+        self, uid: str, identity: tuple[int, int, int], token_id: int
+    ) -> int | None:
+        """The session an earlier upload named ``uid``. Only its own token may add to it: a
+        write token must not slip measurements into a trusted token's session.
+        """
         with self._session() as session:
             found = session.execute(
                 select(
@@ -283,13 +288,19 @@ class ServerStore(JobQueue):
                     TuningSession.device_id,
                     TuningSession.kernel_version_id,
                     TuningSession.workload_id,
+                    SessionUpload.token_id,
                 )
                 .join(SessionUpload, SessionUpload.session_id == TuningSession.id)
                 .where(SessionUpload.uid == uid)
             ).one_or_none()
         if found is None:
             return None
-        if tuple(found[1:]) != identity:
+        if found[4] != token_id:
+            raise UploadConflictError(
+                f"upload id '{uid}' names a session another token uploaded: give each session "
+                "its own id"
+            )
+        if tuple(found[1:4]) != identity:
             raise UploadConflictError(
                 f"upload id '{uid}' already names a session of another device, kernel or "
                 "workload: give each session its own id"

@@ -48,10 +48,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from octune.db.models import (
     MESSAGE_MAX_CHARS,
+    TRUSTED_SCOPE,
+    ApiToken,
     ConfigClaim,
     Device,
     KernelVersion,
     MeasurementRow,
+    SessionUpload,
     TuningSession,
     Workload,
     utcnow,
@@ -686,9 +689,16 @@ class Store:
     # -- lookup tables: what the config service answers from and `octune export` ships ------
 
     def stored_devices(self) -> list[StoredDevice]:
-        """Every device in the database, for resolving a fingerprint or a name."""
+        """Every device with a session that answers (``answering``), for resolving a
+        fingerprint or a name: a device only an untrusted token uploaded cannot take a name.
+        """
+        query = (
+            select(Device)
+            .where(Device.id.in_(select(TuningSession.device_id).where(answering())))
+            .order_by(Device.id)
+        )
         with self._session() as session:
-            rows = session.scalars(select(Device).order_by(Device.id)).all()
+            rows = session.scalars(query).all()
         return [StoredDevice.from_row(row) for row in rows]
 
     def lookup_kernel(
@@ -709,7 +719,7 @@ class Store:
             query = (
                 query.join(TuningSession, TuningSession.kernel_version_id == KernelVersion.id)
                 .join(Device, TuningSession.device_id == Device.id)
-                .where(Device.fingerprint == device_fingerprint)
+                .where(Device.fingerprint == device_fingerprint, answering())
                 .where(KernelVersion.sha256.not_in(list(skip)))
                 .order_by(TuningSession.started_at.desc(), TuningSession.id.desc())
                 .limit(1)
@@ -725,7 +735,7 @@ class Store:
             select(KernelVersion.name)
             .join(TuningSession, TuningSession.kernel_version_id == KernelVersion.id)
             .join(Device, TuningSession.device_id == Device.id)
-            .where(Device.fingerprint == device_fingerprint)
+            .where(Device.fingerprint == device_fingerprint, answering())
             .distinct()
             .order_by(KernelVersion.name)
         )
@@ -760,6 +770,7 @@ class Store:
                 MeasurementRow.status == Status.OK.value,
                 MeasurementRow.median_s.is_not(None),
                 MeasurementRow.gflops.is_not(None),
+                answering(),
             )
             .subquery()
         )
@@ -830,6 +841,7 @@ class Store:
             .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
             .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
             .where(KernelVersion.name == kernel_name, KernelVersion.sha256 == kernel_sha256)
+            .where(answering())
             .order_by(MeasurementRow.id)
         )
         devices_query = select(Device)
@@ -874,6 +886,7 @@ def _tuned(
         versions = (
             versions.join(TuningSession, TuningSession.kernel_version_id == KernelVersion.id)
             .where(TuningSession.device_id == device.id, TuningSession.workload_id == workload.id)
+            .where(answering())
             .order_by(TuningSession.started_at.desc(), TuningSession.id.desc())
             .limit(1)
         )
@@ -893,8 +906,24 @@ def _claims_of(scope: tuple[int, int, int]) -> tuple[ColumnElement[bool], ...]:
     )
 
 
+def answering() -> ColumnElement[bool]:
+    """The sessions whose measurements may answer (``best``, lookups, exports, the lookup's
+    model): those written to the database directly, and those uploaded with a ``trusted``
+    token. A ``write`` token's uploads are kept and shown, but cannot crown a config: its
+    holder could send any time it likes (issue 45).
+    """
+    untrusted = (
+        select(SessionUpload.session_id)
+        .join(ApiToken, SessionUpload.token_id == ApiToken.id)
+        .where(ApiToken.scope != TRUSTED_SCOPE)
+    )
+    return TuningSession.id.not_in(untrusted)
+
+
 def _scope(device_id: int, kernel_version_id: int, workload_id: int) -> Select[Any]:
-    """Measurement rows of one device, kernel version and workload, over all sessions."""
+    """Measurement rows of one device, kernel version and workload, over the sessions that
+    answer.
+    """
     return (
         select(MeasurementRow)
         .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
@@ -902,6 +931,7 @@ def _scope(device_id: int, kernel_version_id: int, workload_id: int) -> Select[A
             TuningSession.device_id == device_id,
             TuningSession.kernel_version_id == kernel_version_id,
             TuningSession.workload_id == workload_id,
+            answering(),
         )
     )
 

@@ -38,7 +38,8 @@ def _client(server: str, token: str | None, *, write: bool) -> Any:
     if write and not token:
         raise OctuneError(
             "this needs a write token: pass --token or set OCTUNE_TOKEN (make one with "
-            "`octune token create --scope write` on the server)"
+            "`octune token create --scope trusted` on the server; a write token's results "
+            "answer no lookup)"
         )
     return OctuneClient(server, token=token)
 

@@ -1,5 +1,5 @@
-"""Who may call what: write endpoints need a write token; reads need a read (or write) token
-only when the server runs with --require-read-token. Tokens travel in the Authorization
+"""Who may call what: write endpoints need a write (or trusted) token; reads need a token
+of any scope only when the server runs with --require-read-token. Tokens travel in the Authorization
 header only, never in a URL, so access logs cannot record them.
 """
 
@@ -33,7 +33,7 @@ def _authorize(
             401, "unknown token: check it, or make one with `octune token create`",
             headers={"WWW-Authenticate": "Bearer"},
         )  # fmt: skip
-    if scope == "write" and record.scope != "write":
+    if scope == "write" and record.scope == "read":
         raise HTTPException(
             403, f"token '{record.name}' is read-only: uploads need `--scope write`"
         )

@@ -25,6 +25,7 @@ token_app = typer.Typer(help="Manage the server's API tokens.", no_args_is_help=
 class TokenScope(StrEnum):
     read = "read"
     write = "write"
+    trusted = "trusted"
 
 
 def serve(
@@ -122,9 +123,13 @@ def _check_port(host: str, port: int) -> None:
 @token_app.command("create")
 def token_create(
     name: Annotated[str, typer.Option(help="who or what uses the token, e.g. tuner-lab-3")],
-    scope: Annotated[TokenScope, typer.Option(help="read: lookups; write: uploads too")] = (
-        TokenScope.read
-    ),
+    scope: Annotated[
+        TokenScope,
+        typer.Option(
+            help="read: lookups; write: uploads and jobs, kept but answering no lookup; "
+            "trusted: write, and its measurements answer lookups and exports"
+        ),
+    ] = TokenScope.read,
     db: DbOption = None,
 ) -> None:
     """Make a token and print it once: only its hash is stored, it cannot be shown again."""

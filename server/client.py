@@ -126,6 +126,7 @@ class OctuneClient:
                 session_id=done.session_id,
                 added=total.added + done.added,
                 already_stored=total.already_stored + done.already_stored,
+                answers=done.answers,
             )
         return total
 

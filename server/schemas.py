@@ -262,6 +262,11 @@ class UploadOut(BaseModel):
     session_id: int
     added: int = Field(description="measurements stored by this request")
     already_stored: int = Field(description="measurements the server had from an earlier upload")
+    answers: bool = Field(
+        True,
+        description="whether these measurements may answer lookups: false for a write token's "
+        "uploads, which are kept but answer only once made with a trusted token",
+    )
 
 
 # --- the tuning farm ------------------------------------------------------------------------

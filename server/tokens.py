@@ -13,7 +13,9 @@ from typing import Literal
 from octune.db.server_store import ServerStore
 
 PREFIX = "oct_"
-Scope = Literal["read", "write"]
+#: read: lookups; write: uploads and jobs, stored but answering nothing; trusted: a write token
+#: whose measurements answer lookups and exports (``octune.db.store.answering``).
+Scope = Literal["read", "write", "trusted"]
 
 
 def token_hash(token: str) -> str:

@@ -8,12 +8,13 @@ import os
 from datetime import UTC
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 
 from octune.db.models import Base
-from octune.db.store import BestResult, Store
+from octune.db.store import BestResult, Store, alembic_config
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import StoreError
 from octune.tuner.results import Measurement, Status, config_key
@@ -186,6 +187,29 @@ def test_migrations_match_models(store, url):
             }
     finally:
         engine.dispose()
+
+
+def test_tokens_made_before_trusted_ones_existed_stay_answering(tmp_path):
+    """Revision 0005 splits uploads into kept (write) and answering (trusted): the write
+    tokens of an older database were the answering kind, so they become trusted.
+    """
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            command.upgrade(alembic_config(connection), "0004")
+            for name, scope in [("lab", "write"), ("runtime", "read")]:
+                connection.execute(
+                    text("INSERT INTO api_tokens (name, scope, sha256, created_at) "
+                         "VALUES (:name, :scope, :name, CURRENT_TIMESTAMP)"),
+                    {"name": name, "scope": scope},
+                )  # fmt: skip
+        Store(url).close()  # migrates to head
+        with engine.connect() as connection:
+            scopes = dict(connection.execute(text("SELECT name, scope FROM api_tokens")).all())
+    finally:
+        engine.dispose()
+    assert scopes == {"lab": "trusted", "runtime": "read"}
 
 
 def test_sqlite_pragmas(store, url):

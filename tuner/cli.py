@@ -316,6 +316,12 @@ def _model_tasks(source: str, batch: int | None, dims: list[str] | None) -> list
     return network_tasks(layers)
 
 
+_KEPT_NOT_ANSWERING = (
+    "; kept, but a write token's uploads answer no lookup: upload with a token made with "
+    "`octune token create --scope trusted` to have them answer"
+)
+
+
 def _upload(store: Store, report: SessionReport, url: str, token: str) -> None:
     """Send the sessions to a config server. A failure ends nothing: the results stay in the
     local database, and since uploads are idempotent a later upload of the same session
@@ -330,6 +336,7 @@ def _upload(store: Store, report: SessionReport, url: str, token: str) -> None:
                 console.print(
                     f"Uploaded session {session_id} to {url}: {sent.added} new, "
                     f"{sent.already_stored} already there"
+                    + ("" if sent.answers else _KEPT_NOT_ANSWERING)
                 )
     except OctuneError as error:
         console.print(f"[yellow]Upload to {url} failed, results kept locally:[/] {error}")

@@ -42,7 +42,7 @@ def client(store) -> Iterator[TestClient]:
 
 @pytest.fixture
 def write_token(store) -> str:
-    return create_token(store, "tuner", "write")
+    return create_token(store, "tuner", "trusted")
 
 
 @pytest.fixture

@@ -250,7 +250,7 @@ def test_devices_kernel_source_health(client, seeder, device_info, gemm_kernel):
     assert client.get("/v1/kernels/../../etc/passwd").status_code == 404
     assert client.get("/v1/kernels/ABC").status_code == 422
     assert client.get("/v1/health").json() == {"status": "ok"}
-    assert client.get("/v1/ready").json()["schema_revision"] == "0004"
+    assert client.get("/v1/ready").json()["schema_revision"] == "0005"
 
 
 def test_upload_is_idempotent_resumable_and_invalidates(
@@ -337,7 +337,7 @@ def test_tokens_are_stored_as_hashes_and_reads_can_require_one(store, read_token
     stored = {(row.name, row.scope, row.sha256) for row in rows}
     assert stored == {
         ("runtime", "read", token_hash(read_token)),
-        ("tuner", "write", token_hash(write_token)),
+        ("tuner", "trusted", token_hash(write_token)),
     }
     assert all(read_token not in repr(vars(row)) for row in rows)
     with make_client(store, require_read_token=True) as client:

@@ -36,7 +36,7 @@ def served(tuned, tmp_path_factory):
     """A server on an empty database that received the tuning run by upload."""
     folder = tmp_path_factory.mktemp("server")
     url = f"sqlite:///{folder / 'server.db'}"
-    created = octune("token", "create", "--name", "lab-3", "--scope", "write", "--db", url)
+    created = octune("token", "create", "--name", "lab-3", "--scope", "trusted", "--db", url)
     assert created.returncode == 0, created.stderr
     token = created.stdout.strip()
     assert re.fullmatch(r"oct_[A-Za-z0-9_-]{43}", token)
@@ -54,7 +54,7 @@ def served(tuned, tmp_path_factory):
 def test_tuned_results_answered_over_a_socket(tuned, served, device_info):
     server, token, ids = served
     with ServerStore(tuned) as local, OctuneClient(server.url, token) as client:
-        assert client.ready().schema_revision == "0004"
+        assert client.ready().schema_revision == "0005"
         answer = client.lookup(device_info.name, "gemm", {"m": 32, "n": 32, "k": 32})
         assert answer.match == "exact"
         best = local.best(device_info.fingerprint, answer.kernel, WORKLOAD.key)

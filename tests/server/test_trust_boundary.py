@@ -20,11 +20,13 @@ from octune.kernels.gemm import gemm_workload
 from octune.lookup.semantics import kernel_version_sha256
 from octune.runtime.sources import ServerConfigs
 from octune.server.client import session_uploads
-from octune.server.schemas import UploadIn
+from octune.server.routes.uploads import MAX_FLOPS_PER_COMPUTE_UNIT
+from octune.server.schemas import MeasurementIn, UploadIn
 from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import KernelSpec
+from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable
 
 W64 = gemm_workload(64, 64, 64)
@@ -112,13 +114,33 @@ def _hostile_uploads(upload: UploadIn) -> dict[str, bytes]:
     }
 
 
+def _forged_crowns(upload: UploadIn, table: ConfigTable, device: DeviceInfo) -> dict[str, bytes]:
+    """Well-formed uploads a write token could forge: another legal config "confirmed" a
+    hair above the physical floor, and the same claimed for a second device under the first's
+    name. Both are stored; neither may change an answer.
+    """
+    workload = gemm_workload(64, 64, 64)
+    floor_s = workload.flops / (device.compute_units * MAX_FLOPS_PER_COMPUTE_UNIT)
+    crown = upload.model_copy(deep=True)
+    crown.uid, crown.session.strategy = "forged-crown", "confirm"
+    crown.measurements = [MeasurementIn.of(Measurement(
+        table.config(7), Status.OK, (1.01 * floor_s,) * 30, flops=workload.flops, max_error=0.1
+    ))]  # fmt: skip
+    twin = crown.model_copy(deep=True)
+    twin.uid, twin.device.driver_version = "forged-twin", "another driver"
+    return {"confirmed at the floor": crown.model_dump_json().encode(),
+            "a second device of the same name": twin.model_dump_json().encode()}  # fmt: skip
+
+
 def test_hostile_uploads_leave_the_service_up_and_its_answers_unchanged(
     db_url: str, tmp_path: Path, device_info: DeviceInfo, gemm_kernel: KernelSpec,
     gemm_table: ConfigTable,
 ) -> None:  # fmt: skip
     """Each input of issue 45 against a real `octune serve`: refused with a 4xx, then the
-    service answers its health check and the same lookup as before. The lookup's latency after
-    each is printed (run with -s): figures for benchmarks/RESULTS.md, not a pass mark.
+    service answers its health check and the same lookup as before. Forged measurements a
+    write token may send (well-formed, physically possible) are kept and answer nothing. The
+    lookup's latency after each is printed (run with -s): figures for benchmarks/RESULTS.md,
+    not a pass mark.
     """
     with ServerStore(db_url) as store:
         (upload,) = session_uploads(store, Seeder(store, device_info, gemm_kernel,
@@ -142,8 +164,17 @@ def test_hostile_uploads_leave_the_service_up_and_its_answers_unchanged(
                       f"lookup after {latency:.1f} ms")  # fmt: skip
             rebound = http.get("/v1/lookup", params=query, headers={"Host": "evil.example"})
             statuses["Host rebound"] = rebound
+            by_name = {**query, "device": device_info.name}
+            named = http.get("/v1/lookup", params=by_name).json()
+            kept = {}
+            for name, body in _forged_crowns(upload, gemm_table, device_info).items():
+                kept[name] = http.post("/v1/sessions", content=body, headers=headers).json()
+                assert http.get("/v1/lookup", params=query).json() == before, name
+                assert http.get("/v1/lookup", params=by_name).json() == named, name
     finally:
         server.stop()
+    assert named["config"] == before["config"]
+    assert all(r["added"] == 1 and r["answers"] is False for r in kept.values()), kept
     assert {name: r.status_code for name, r in statuses.items()} == {
         **{name: 422 for name in statuses}, "JSON nested 100,000 deep": 400, "17 MB body": 413,
         "Host rebound": 400,

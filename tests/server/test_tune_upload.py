@@ -11,7 +11,7 @@ from octune.server.client import OctuneClient
 
 def test_tune_uploads_its_sessions_and_the_server_answers_with_them(tmp_path, device_info):
     server_url = f"sqlite:///{tmp_path / 'server.db'}"
-    created = octune("token", "create", "--name", "tuner", "--scope", "write", "--db", server_url)
+    created = octune("token", "create", "--name", "tuner", "--scope", "trusted", "--db", server_url)
     assert created.returncode == 0, created.stderr
     token = created.stdout.strip()
     server = LiveServer(server_url, tmp_path / "server.log")
