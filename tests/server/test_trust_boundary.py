@@ -15,6 +15,8 @@ import pytest
 from server_testing import LiveServer, Seeder
 
 from octune.db.server_store import ServerStore
+from octune.firmware.bundle import table_to_data
+from octune.firmware.export import export_bundle
 from octune.firmware.signing import SignatureError, create_key
 from octune.kernels.gemm import gemm_workload
 from octune.lookup.semantics import kernel_version_sha256
@@ -114,6 +116,12 @@ def _hostile_uploads(upload: UploadIn) -> dict[str, bytes]:
     }
 
 
+def _exported(store: ServerStore, device: DeviceInfo, out: Path) -> list[dict[str, object]]:
+    """What `octune export` ships of the device's GEMM: its tables, as the bundle holds them."""
+    _manifest, tables = export_bundle(store, device.fingerprint, ["gemm"], "json", out)
+    return [table_to_data(table) for table in tables]
+
+
 def _forged_crowns(upload: UploadIn, table: ConfigTable, device: DeviceInfo) -> dict[str, bytes]:
     """Well-formed uploads a write token could forge: another legal config "confirmed" a
     hair above the physical floor, and the same claimed for a second device under the first's
@@ -146,6 +154,7 @@ def test_hostile_uploads_leave_the_service_up_and_its_answers_unchanged(
         (upload,) = session_uploads(store, Seeder(store, device_info, gemm_kernel,
                                                   gemm_table).session(W64, [5]))  # fmt: skip
         token = create_token(store, "tuner", "write")
+        exported_before = _exported(store, device_info, tmp_path / "before")
     server = LiveServer(db_url, tmp_path / "server.log", "--no-predict")
     query = {"device": device_info.fingerprint, "kernel": "gemm", "m": 64, "n": 64, "k": 64}
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
@@ -175,6 +184,9 @@ def test_hostile_uploads_leave_the_service_up_and_its_answers_unchanged(
         server.stop()
     assert named["config"] == before["config"]
     assert all(r["added"] == 1 and r["answers"] is False for r in kept.values()), kept
+    with ServerStore(db_url) as store:
+        exported = _exported(store, device_info, tmp_path / "after")
+    assert exported == exported_before
     assert {name: r.status_code for name, r in statuses.items()} == {
         **{name: 422 for name in statuses}, "JSON nested 100,000 deep": 400, "17 MB body": 413,
         "Host rebound": 400,
