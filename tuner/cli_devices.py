@@ -152,7 +152,7 @@ def setup(
             checked,
             f"install {missing[0].label} with `pip install 'octune[{missing[0].extra}]'`"
             if missing
-            else "install your vendor's OpenCL driver (README: OpenCL runtimes)",
+            else "install your vendor's OpenCL driver (docs/runtimes.md)",
         )
     for runtime in missing:
         requirements = extra_requirements(runtime.extra)

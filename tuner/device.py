@@ -31,7 +31,7 @@ register_pip_runtimes(Path(platformdirs.user_cache_dir("octune")) / "icd-vendors
 
 INSTALL_HINT = (
     "run `octune setup` (it adds a CPU runtime that compiles here), or install your vendor's "
-    "OpenCL driver (README: OpenCL runtimes)"
+    "OpenCL driver (docs/runtimes.md)"
 )
 PROBE_SOURCE = """
 __kernel void octune_probe(__global float* x) {
