@@ -38,7 +38,7 @@ from octune.db.models import JobSession, MeasurementRow, TuningSession
 from octune.db.server_store import ServerStore
 from octune.server.tokens import create_token, token_hash
 
-OCTUNE = [sys.executable, "-c", "from octune.tuner.cli import main; main()"]
+OCTUNE = [sys.executable, "-c", "from octune.cli import main; main()"]
 WORKLOADS = [
     {"kernel": "gemm", "m": 16, "n": 16, "k": 16},
     {"kernel": "gemm", "m": 8, "n": 8, "k": 8},

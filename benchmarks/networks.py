@@ -54,11 +54,11 @@ import onnx
 import pyopencl as cl
 from side_by_side import cuda_graph_seconds  # beside this script
 
+from octune.cli.run import _payload
 from octune.db.store import Store
 from octune.networks.layers import load_model, node_layers
 from octune.networks.models import BUILTIN
 from octune.networks.workloads import network_layers, network_tasks
-from octune.runtime.cli import _payload
 from octune.runtime.executor import Runtime
 from octune.runtime.graph import Tuned
 from octune.runtime.sources import POLICIES, Policy, StoreConfigs
@@ -171,7 +171,7 @@ def tune_slice(net: str, device: str, db: str, seconds: float, seed: int, log: P
     """`octune tune --model NET --time SECONDS --resume`, its output appended to ``log``; the
     error it ended with, if any (what it tuned is stored either way).
     """
-    from octune.tuner.cli import app
+    from octune.cli import app
 
     argv = ["tune", "--model", net, "--device", device, "--db", db, "--time", f"{seconds:.1f}s",
             "--resume", "--seed", str(seed)]  # fmt: skip

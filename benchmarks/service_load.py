@@ -150,7 +150,7 @@ def main() -> None:
         [
             python,
             "-c",
-            "from octune.tuner.cli import main; main()",
+            "from octune.cli import main; main()",
             "serve",
             "--db",
             args.url,

@@ -6,7 +6,7 @@
 set -euo pipefail
 db=$1 out=$2
 shift 2
-octune() { python3 -c "from octune.tuner.cli import main; main()" "$@"; }
+octune() { python3 -c "from octune.cli import main; main()" "$@"; }
 for grid in "$@"; do
     octune tune --workloads "$grid" --device NVIDIA --db "sqlite:///$db" --time 180s \
         --summary "$out/$(basename "$grid" .yaml).json"

@@ -99,7 +99,7 @@ def _runtime_row(model: onnx.ModelProto, device: Any, source: Any, policy: str,
 def tune(zoo: Path, entry: dict[str, Any], minutes: float, db: str, device: str | None,
          log: Path) -> float:  # fmt: skip
     """``octune tune --model`` for ``minutes``; its wall seconds."""
-    command = [sys.executable, "-c", "from octune.tuner.cli import main; main()", "tune",
+    command = [sys.executable, "-c", "from octune.cli import main; main()", "tune",
                "--model", str(zoo / entry["file"]), "--time", f"{minutes * 60:.0f}s",
                "--db", db, "--resume"]  # fmt: skip
     if entry["dynamic_batch"]:

@@ -46,7 +46,7 @@ def cli(capsys, monkeypatch):
     """The `octune` command run in this process (its main(), so one-line errors and exit
     codes are the real ones) without paying an interpreter start per call.
     """
-    from octune.tuner.cli import main
+    from octune.cli import main
 
     def run(*args: str, db: Path | None = None) -> Result:
         monkeypatch.setenv("OCTUNE_DATABASE_URL", f"sqlite:///{db or Path('unused.db')}")
@@ -417,10 +417,16 @@ def test_export_and_import_mistakes_are_one_line_errors(tuned_store, tmp_path, c
     with Store(f"sqlite:///{db}") as store:
         store.device_id(DEVICE)
     out = str(tmp_path / "o")
-    assert_one_line_error(cli("export", "-d", "example", "--out", out, db=db), "nothing is tuned")
+    # a device with nothing tuned is no device an export (or a lookup) can name
     assert_one_line_error(
-        cli("export", "-d", "nvidia", "--out", out, db=db), "no device 'nvidia'", "example-cpu"
-    )
+        cli("export", "-d", "example", "--out", out, db=db), "no device 'example'",
+        "tune the device first",
+    )  # fmt: skip
+    tuned_db = Path(tuned_store.url.removeprefix("sqlite:///"))
+    assert_one_line_error(
+        cli("export", "-d", "nvidia", "--out", out, db=tuned_db), "no device 'nvidia'",
+        "example-cpu",
+    )  # fmt: skip
     assert_one_line_error(
         cli("export", "-d", "example", "--format", "xml", "--out", out, db=db), "--format 'xml'"
     )

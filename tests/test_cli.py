@@ -21,7 +21,7 @@ from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.results import Measurement, Status
 
-OCTUNE = [sys.executable, "-c", "from octune.tuner.cli import main; main()"]
+OCTUNE = [sys.executable, "-c", "from octune.cli import main; main()"]
 
 
 def octune(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -39,6 +39,26 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: 
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     for fragment in fragments:
         assert fragment in lines[0]
+
+
+def test_declaring_the_commands_loads_none_of_what_running_them_needs() -> None:
+    """`octune --help` must not wait for the database layer, NumPy, ONNX, OpenCL or the
+    server: every command imports those when it runs. And the bundle formats the command
+    line names are the ones the bundle writer knows.
+    """
+    heavy = ["sqlalchemy", "alembic", "numpy", "onnx", "pyopencl", "fastapi", "cryptography",
+             "xgboost", "yaml"]  # fmt: skip
+    probe = f"import sys, octune.cli; print([name for name in {heavy!r} if name in sys.modules])"
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]"
+    assert octune("--help").returncode == 0
+
+    from octune.cli.bundles import FORMATS
+    from octune.firmware.bundle import FORMAT_FILES
+
+    assert tuple(FORMAT_FILES) == FORMATS
 
 
 def test_devices_lists_index_fingerprint_and_limits() -> None:

@@ -115,7 +115,7 @@ def post_upload(client: TestClient, upload: UploadIn, token: str | None) -> obje
     return client.post("/v1/sessions", content=upload.model_dump_json(), headers=headers)
 
 
-OCTUNE = [sys.executable, "-c", "from octune.tuner.cli import main; main()"]
+OCTUNE = [sys.executable, "-c", "from octune.cli import main; main()"]
 
 
 def octune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

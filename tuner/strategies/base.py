@@ -8,7 +8,6 @@ that defines a `Strategy` subclass and names it in `STRATEGY`.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from abc import ABC, abstractmethod
 from collections.abc import Collection
 from typing import ClassVar
@@ -18,6 +17,7 @@ import numpy as np
 from octune.tuner.errors import OctuneError
 from octune.tuner.results import Measurement
 from octune.tuner.space import ConfigTable
+from octune.tuner.strategies import available_strategies
 
 
 def proposals_due(window: int, in_flight: int) -> int:
@@ -49,11 +49,6 @@ class Strategy(ABC):
 
     def observe(self, row: int, measurement: Measurement) -> None:  # noqa: B027
         """Learn from a result. Blind strategies ignore it."""
-
-
-def available_strategies() -> list[str]:
-    package = importlib.import_module(__package__ or "octune.tuner.strategies")
-    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if m.name != "base")
 
 
 def get_strategy(name: str) -> type[Strategy]:

@@ -1,4 +1,4 @@
-"""`octune serve` and `octune token create`, registered into the main typer app."""
+"""`octune serve` and `octune token create`: the config service and its API tokens."""
 
 from __future__ import annotations
 
@@ -10,14 +10,8 @@ from typing import Annotated
 
 import typer
 
-from octune.db.server_store import ServerStore
-from octune.db.store import Store
-from octune.server.settings import Settings
-from octune.server.tokens import create_token
+from octune.cli.options import DbOption
 from octune.tuner.errors import OctuneError
-
-DB_HELP = "SQLAlchemy URL [default: $OCTUNE_DATABASE_URL or SQLite in the user data dir]"
-DbOption = Annotated[str | None, typer.Option("--db", help=DB_HELP)]
 
 token_app = typer.Typer(help="Manage the server's API tokens.", no_args_is_help=True)
 
@@ -64,7 +58,10 @@ def serve(
     # Imported here: FastAPI and uvicorn take a while to load, and other commands need neither.
     import uvicorn
 
+    from octune.db.server_store import ServerStore
+    from octune.db.store import Store
     from octune.server.app import create_app
+    from octune.server.settings import Settings
 
     settings = Settings(
         database_url=db or Store.default_url(),
@@ -133,6 +130,10 @@ def token_create(
     db: DbOption = None,
 ) -> None:
     """Make a token and print it once: only its hash is stored, it cannot be shown again."""
+    from octune.db.server_store import ServerStore
+    from octune.db.store import Store
+    from octune.server.tokens import create_token
+
     if not name.strip() or len(name) > 255:
         raise OctuneError("--name must be 1 to 255 characters, e.g. --name tuner-lab-3")
     with ServerStore(db or Store.default_url()) as store:

@@ -9,10 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from octune.db.store import Store
-from octune.networks.options import BatchOption, DimOption
+from octune.cli.options import BatchOption, DbOption, DimOption, open_store
 
-if TYPE_CHECKING:  # every octune command imports this module: ONNX loads only for a report
+if TYPE_CHECKING:
     from octune.networks.report import NetworkReport
 
 console = Console()
@@ -31,13 +30,7 @@ def report(
             "(index, fingerprint or name) [default: this machine's first GPU]",
         ),
     ] = None,
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            help="SQLAlchemy URL [default: $OCTUNE_DATABASE_URL or SQLite in the user data dir]",
-        ),
-    ] = None,
+    db: DbOption = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
     png_out: Annotated[
         Path | None, typer.Option("--png", help="write a bar chart per layer here")
@@ -59,7 +52,7 @@ def report(
     from octune.networks.workloads import parse_dims
 
     dims = parse_dims(dim or [])
-    store = Store(db or Store.default_url())
+    store = open_store(db)
     found = network_report(model, store, report_device(store, device), batch, dims)
     _print(found)
     for path, write in ((json_out, write_json), (png_out, write_png), (html_out, write_html)):

@@ -1,5 +1,5 @@
 """`octune export`, `octune import`, `octune lookup` and `octune keygen`: firmware bundles, signed
-or not, from the command line (registered on the main app in ``tuner/cli.py``).
+or not, from the command line.
 """
 
 from __future__ import annotations
@@ -11,11 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from octune.db.store import ENV_VAR, Store
-from octune.firmware.bundle import FORMAT_FILES, MANIFEST, SIGNATURE, in_service, load_bundle
-from octune.firmware.export import export_bundle, import_bundle
-from octune.firmware.options import PublicKey
-from octune.lookup.semantics import Query
+from octune.cli.options import DbOption, PublicKey, open_store
 from octune.tuner.errors import OctuneError
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 
@@ -24,9 +20,9 @@ SIGNING_KEY_ENV_VAR = "OCTUNE_BUNDLE_SIGNING_KEY"
 
 console = Console()
 
-Database = Annotated[
-    str | None, typer.Option("--db", help=f"SQLAlchemy URL [default: ${ENV_VAR} or user SQLite]")
-]
+#: The formats ``firmware.bundle.FORMAT_FILES`` writes, named here so that declaring the
+#: command loads no bundle code.
+FORMATS = ("json", "sqlite", "c-header")
 
 
 def keygen(
@@ -54,9 +50,9 @@ def export(
         str | None, typer.Option("--kernels", help="comma-separated [default: all tuned]")
     ] = None,
     fmt: Annotated[
-        str, typer.Option("--format", help=f"bundle format: {', '.join(FORMAT_FILES)}")
+        str, typer.Option("--format", help=f"bundle format: {', '.join(FORMATS)}")
     ] = "json",
-    db: Database = None,
+    db: DbOption = None,
     model: Annotated[
         bool, typer.Option(help="add the cost model's answers for shapes far from all tuned")
     ] = True,
@@ -70,15 +66,18 @@ def export(
     ] = None,
 ) -> None:
     """Write one device's best configs, fallback tables and kernel sources as a bundle."""
-    if fmt not in FORMAT_FILES:
-        raise OctuneError(f"unknown --format '{fmt}': use one of {', '.join(FORMAT_FILES)}")
+    from octune.firmware.bundle import MANIFEST, SIGNATURE
+    from octune.firmware.export import export_bundle
+
+    if fmt not in FORMATS:
+        raise OctuneError(f"unknown --format '{fmt}': use one of {', '.join(FORMATS)}")
     names = [name.strip() for name in kernels.split(",") if name.strip()] if kernels else None
     answers = None
     if model:
         from octune.lookup.predictor import ModelAnswers  # loads XGBoost: only where it is used
 
         answers = ModelAnswers()
-    with Store(db or Store.default_url()) as store:
+    with open_store(db) as store:
         manifest, tables = export_bundle(store, device, names, fmt, out, answers)
     if sign_key is not None:
         from octune.firmware.signing import sign_manifest
@@ -98,11 +97,13 @@ def export(
 
 def import_(
     bundle: Annotated[Path, typer.Argument(help="bundle directory written by `octune export`")],
-    db: Database = None,
+    db: DbOption = None,
     public_key: PublicKey = None,
 ) -> None:
     """Merge a bundle's tuned configs into a database; importing twice stores once."""
-    with Store(db or Store.default_url()) as store:
+    from octune.firmware.export import import_bundle
+
+    with open_store(db) as store:
         report = import_bundle(store, bundle, public_key)
         url = store.url
     console.print(
@@ -123,6 +124,9 @@ def lookup(
     """Answer a lookup offline from a bundle, as the config service would (JSON). The shape
     follows the kernel's name as options, e.g. `gemm --m 64 --n 64 --k 64 --transb`.
     """
+    from octune.firmware.bundle import in_service, load_bundle
+    from octune.lookup.semantics import Query
+
     loaded = in_service(load_bundle(bundle, public_key))
     problems = {t.kernel: t.problem for t in loaded.tables.values()}
     problems.update({t.problem.name: t.problem for t in loaded.tables.values()})

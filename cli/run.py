@@ -1,6 +1,5 @@
 """`octune run`: a whole network through the reference runtime, checked against onnxruntime,
-timed per layer (registered on the main app in ``tuner/cli.py``; the runtime, onnx and
-onnxruntime load only when it runs).
+timed per layer (the runtime, onnx and onnxruntime load only when it runs).
 """
 
 from __future__ import annotations
@@ -13,8 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from octune.firmware.options import PublicKey
-from octune.networks.options import BatchOption, DimOption
+from octune.cli.options import BatchOption, DimOption, PublicKey
 from octune.tuner.errors import OctuneError
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """`octune devices` and `octune setup`: which OpenCL devices this machine has, whether each can
-compile, and a CPU runtime that can where none does (registered on the main app in ``cli.py``).
+compile, and a CPU runtime that can where none does.
 """
 
 from __future__ import annotations
@@ -7,24 +7,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pyopencl as cl
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from octune.tuner.device import (
-    CompileCheck,
-    DeviceInfo,
-    compile_check,
-    describe,
-    list_devices,
-    none_compiles,
-    select_device,
-)
 from octune.tuner.errors import DeviceError
-from octune.tuner.runtimes import PIP_RUNTIMES, extra_requirements, installed_library
+
+if TYPE_CHECKING:
+    import pyopencl as cl
+
+    from octune.tuner.device import CompileCheck
 
 console = Console()
 
@@ -38,6 +32,8 @@ def devices(
     recheck: RecheckOption = False,
 ) -> None:
     """List every OpenCL device with its index, fingerprint, limits and whether it compiles."""
+    from octune.tuner.device import DeviceInfo, compile_check, list_devices
+
     checked = [(device, compile_check(device, recheck=recheck)) for device in list_devices()]
     if as_json:
         rows = [
@@ -79,6 +75,8 @@ def _compare_cpu_runtimes(
     """Each CPU runtime's speed on the reference GEMM, and the faster one where it is much
     faster than the one `octune tune` picks (a recommendation: nothing is installed or changed).
     """
+    from octune.tuner.device import describe
+
     rates = {devices.index(d): reference_gflops(d) for d in cpus}
     size = REFERENCE_SIZE
     for index, rate in rates.items():
@@ -95,6 +93,8 @@ def _compare_cpu_runtimes(
 
 
 def _print_table(checked: list[tuple[cl.Device, CompileCheck]]) -> None:
+    from octune.tuner.device import DeviceInfo, describe
+
     table = Table(title="OpenCL devices")
     for column in ("#", "device", "platform", "driver", "CUs", "max WG", "local mem"):
         table.add_column(column)
@@ -128,6 +128,17 @@ def setup(
     """Make sure some OpenCL device here compiles: check each, and only where none does,
     install Intel's CPU runtime from PyPI (about 800 MB) into this environment.
     """
+    import pyopencl as cl
+
+    from octune.tuner.device import (
+        compile_check,
+        describe,
+        list_devices,
+        none_compiles,
+        select_device,
+    )
+    from octune.tuner.runtimes import PIP_RUNTIMES, extra_requirements, installed_library
+
     try:
         checked = [(device, compile_check(device, recheck=True)) for device in list_devices()]
     except DeviceError:
@@ -166,5 +177,5 @@ def setup(
                 f"`pip install 'octune[{runtime.extra}]'` and run `octune setup` again"
             )
     # The ICD loader has read its vendors in this process already: check in a fresh one.
-    again = subprocess.run([sys.executable, "-m", "octune.tuner.cli", "setup", "--no-install"])
+    again = subprocess.run([sys.executable, "-m", "octune.cli", "setup", "--no-install"])
     raise typer.Exit(again.returncode)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -49,6 +48,8 @@ def _read_workloads(path: Path) -> list[Any]:
     from octune.tuner.campaign import load_tasks
 
     load_tasks(path)
+    import yaml
+
     return yaml.safe_load(path.read_text(encoding="utf-8"))["workloads"]
 
 

@@ -1,85 +1,49 @@
-"""The `octune` command line: list devices, tune a kernel for a workload, show the best config."""
+"""`octune tune`, `best` and `workloads`: tune kernels for workloads on one device, show the
+best stored config, write a network's workloads file.
+"""
 
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from contextlib import closing
 from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from octune.db.store import BestResult, Store
-from octune.farm.cli import agent, jobs_app
-from octune.firmware.cli import export, import_, keygen, lookup
-from octune.networks.cli import report
-from octune.networks.options import BatchOption, DimOption
-from octune.runtime.cli import run
-from octune.server.cli import serve, token_app
-from octune.tuner.campaign import (
-    Task,
-    for_device,
-    load_tasks,
-    tasks_for,
-    tune_in_turn,
-    tune_one,
-    unverified,
+from octune.cli.options import (
+    BatchOption,
+    DbOption,
+    DeviceOption,
+    DimOption,
+    KernelArgument,
+    ObjectiveOption,
+    open_store,
 )
-from octune.tuner.cli_devices import devices, setup
-from octune.tuner.device import DeviceInfo, require_compiling, select_device
-from octune.tuner.energy import sensor_for
 from octune.tuner.errors import OctuneError
-from octune.tuner.family import Family, Workload, host_seconds
-from octune.tuner.kernels import KernelSpec, add_kernel_dir, families, resolve_kernels
-from octune.tuner.results import OBJECTIVES, Objective
-from octune.tuner.session import (
-    Budget,
-    SessionReport,
-    Settings,
-    check_seed,
-    parse_duration,
-)
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
-from octune.tuner.strategies.base import available_strategies, get_strategy
-from octune.tuner.workers import default_jobs
+from octune.tuner.strategies import available_strategies
 
-app = typer.Typer(
-    help="Auto-tune OpenCL kernels, store the best verified configs, look them up.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+if TYPE_CHECKING:
+    from octune.db.store import BestResult, Store
+    from octune.tuner.campaign import Task
+    from octune.tuner.device import DeviceInfo
+    from octune.tuner.family import Family, Workload
+    from octune.tuner.kernels import KernelSpec
+    from octune.tuner.results import Objective
+    from octune.tuner.session import SessionReport
+
 console = Console()
-
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db", help="SQLAlchemy URL [default: $OCTUNE_DATABASE_URL or SQLite in the user data dir]"
-    ),
-]
-DeviceOption = Annotated[
-    str | None,
-    typer.Option("--device", "-d", help="device index or name substring (see `octune devices`)"),
-]
-KernelArgument = Annotated[
-    str, typer.Argument(help="a kernel family (all its kernels), e.g. gemm, or one kernel")
-]
-ObjectiveOption = Annotated[
-    Objective, typer.Option(help=f"what best means: {', '.join(OBJECTIVES)}")
-]
-
-
-def _open_store(db: str | None) -> Store:
-    return Store(db or Store.default_url())
 
 
 def _shape_help() -> str:
     """The shape options of each family, for --help (they are read after the kernel name)."""
+    from octune.tuner.kernels import families
+
     lines = ["Shape options, after the kernel or family name:"]
     for family in families().values():
         options = " ".join(
@@ -94,15 +58,20 @@ def _shape_options(family: Family, args: list[str]) -> dict[str, int]:
     return parse_shape_args(family.name, options, args)
 
 
-def _kernel_dir_callback(folders: list[Path] | None) -> None:
-    for folder in folders or ():
-        add_kernel_dir(folder)
+class ShapeHelpCommand(typer.core.TyperCommand):
+    """A command whose help ends with every family's shape options, read only when the help
+    is shown: listing them loads the families, which `octune --help` must not wait for.
+    """
+
+    @property  # type: ignore[override]
+    def epilog(self) -> str:
+        return _shape_help()
+
+    @epilog.setter
+    def epilog(self, _value: str | None) -> None:
+        pass
 
 
-_SHAPE_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-
-@app.command(context_settings=_SHAPE_ARGS, epilog=_shape_help())
 def tune(
     ctx: typer.Context,
     kernel_name: Annotated[
@@ -181,6 +150,13 @@ def tune(
     db: DbOption = None,
 ) -> None:
     """Tune kernels on one device; every candidate is verified and stored as it is measured."""
+    from octune.tuner.campaign import for_device, tune_in_turn, tune_one, unverified
+    from octune.tuner.device import DeviceInfo, require_compiling, select_device
+    from octune.tuner.energy import sensor_for
+    from octune.tuner.session import Budget, Settings, check_seed, parse_duration
+    from octune.tuner.strategies.base import get_strategy
+    from octune.tuner.workers import default_jobs
+
     if upload is not None and not token:
         raise OctuneError("--upload needs a write token: pass --token or set OCTUNE_TOKEN")
     check_seed(seed)
@@ -216,7 +192,7 @@ def tune(
         energy=wants_energy,
         resume=resume,
     )
-    store = _open_store(db)
+    store = open_store(db)
     if not all_kernels:
         tasks, left_out = for_device(tasks, info.device_type)
         if left_out:
@@ -296,6 +272,9 @@ def tune(
 
 
 def _tasks(kernel_name: str | None, shape_args: list[str], workloads: Path | None) -> list[Task]:
+    from octune.tuner.campaign import load_tasks, tasks_for
+    from octune.tuner.kernels import resolve_kernels
+
     if workloads is not None:
         if kernel_name is not None or shape_args:
             raise OctuneError("give either --workloads FILE or a kernel and its shape, not both")
@@ -428,7 +407,6 @@ def _best_payload(
     }
 
 
-@app.command(context_settings=_SHAPE_ARGS, epilog=_shape_help())
 def best(
     ctx: typer.Context,
     kernel_name: KernelArgument,
@@ -440,10 +418,13 @@ def best(
     """Show the fastest verified config stored for a workload on a device: of a family, the
     fastest kernel (algorithm) and its config, as cuDNN's find answers.
     """
+    from octune.tuner.device import DeviceInfo, select_device
+    from octune.tuner.family import host_seconds
+
     tasks = _tasks(kernel_name, ctx.args, None)
     workload = tasks[0].workload
     info = DeviceInfo.from_cl(select_device(device))
-    store = _open_store(db)
+    store = open_store(db)
     found = [
         (result, task.kernel)
         for task in tasks
@@ -554,46 +535,3 @@ def from_onnx(
     except OSError as error:
         raise OctuneError(f"cannot write {out}: {error.strerror}") from None
     console.print(f"Wrote {out}: {describe(model, layers, untuned)}")
-
-
-@app.callback()
-def main_options(
-    kernel_dir: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--kernel-dir",
-            help="a folder with your own kernels (.cl, .yaml and a family .py); repeatable. "
-            "Also $OCTUNE_KERNEL_PATH (folders separated by ':')",
-        ),
-    ] = None,
-) -> None:
-    """Auto-tune OpenCL kernels, store the best verified configs, look them up."""
-    _kernel_dir_callback(kernel_dir)
-
-
-app.command()(devices)
-app.command()(setup)
-app.command()(serve)
-app.add_typer(token_app, name="token")
-app.add_typer(workloads_app, name="workloads")
-app.command("export")(export)
-app.command("import")(import_)
-app.command("lookup", context_settings=_SHAPE_ARGS)(lookup)
-app.command("keygen")(keygen)
-app.command("run")(run)
-app.command("report")(report)
-app.add_typer(jobs_app, name="jobs")
-app.command("agent")(agent)
-
-
-def main() -> None:
-    """Entry point: user mistakes end in one line on stderr and exit status 2, not a traceback."""
-    try:
-        app()
-    except OctuneError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
-
-
-if __name__ == "__main__":
-    main()

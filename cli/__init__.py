@@ -1,0 +1,68 @@
+"""The `octune` command line, a package of its own that no library module imports: one module
+per group of commands, each loading what its commands need only when they run, so that
+`octune --help` answers without SQLAlchemy, NumPy, ONNX or an OpenCL driver.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from octune.cli import bundles, devices, farm, networks, run, serve, tune
+from octune.cli.options import SHAPE_ARGS
+from octune.tuner.errors import OctuneError
+
+app = typer.Typer(
+    help="Auto-tune OpenCL kernels, store the best verified configs, look them up.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def main_options(
+    kernel_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--kernel-dir",
+            help="a folder with your own kernels (.cl, .yaml and a family .py); repeatable. "
+            "Also $OCTUNE_KERNEL_PATH (folders separated by ':')",
+        ),
+    ] = None,
+) -> None:
+    """Auto-tune OpenCL kernels, store the best verified configs, look them up."""
+    if kernel_dir:
+        from octune.tuner.kernels import add_kernel_dir
+
+        for folder in kernel_dir:
+            add_kernel_dir(folder)
+
+
+app.command(context_settings=SHAPE_ARGS, cls=tune.ShapeHelpCommand)(tune.tune)
+app.command(context_settings=SHAPE_ARGS, cls=tune.ShapeHelpCommand)(tune.best)
+app.add_typer(tune.workloads_app, name="workloads")
+app.command()(devices.devices)
+app.command()(devices.setup)
+app.command()(serve.serve)
+app.add_typer(serve.token_app, name="token")
+app.command("export")(bundles.export)
+app.command("import")(bundles.import_)
+app.command("lookup", context_settings=SHAPE_ARGS)(bundles.lookup)
+app.command("keygen")(bundles.keygen)
+app.command("run")(run.run)
+app.command("report")(networks.report)
+app.add_typer(farm.jobs_app, name="jobs")
+app.command("agent")(farm.agent)
+
+
+def main() -> None:
+    """Entry point: user mistakes end in one line on stderr and exit status 2, not a traceback."""
+    try:
+        app()
+    except OctuneError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
