@@ -689,14 +689,13 @@ class Store:
     # -- lookup tables: what the config service answers from and `octune export` ships ------
 
     def stored_devices(self) -> list[StoredDevice]:
-        """Every device with a session that answers (``answering``), for resolving a
-        fingerprint or a name: a device only an untrusted token uploaded cannot take a name.
+        """Every device, for resolving a fingerprint or a name, but those known only from
+        a write token's uploads (``answering``): such a device cannot take a name.
         """
-        query = (
-            select(Device)
-            .where(Device.id.in_(select(TuningSession.device_id).where(answering())))
-            .order_by(Device.id)
+        uploaded_only = Device.id.in_(select(TuningSession.device_id)) & Device.id.not_in(
+            select(TuningSession.device_id).where(answering())
         )
+        query = select(Device).where(~uploaded_only).order_by(Device.id)
         with self._session() as session:
             rows = session.scalars(query).all()
         return [StoredDevice.from_row(row) for row in rows]
@@ -800,9 +799,18 @@ class Store:
         ]
 
     def measurement_stamp(self) -> int:
-        """The newest measurement id: a cheap check of whether cached lookup tables are stale."""
+        """The newest measurement id of the sessions that answer: a cheap check (one indexed
+        lookup a session) of whether cached lookup tables are stale, which a write token's
+        uploads leave fresh.
+        """
+        newest = (
+            select(func.max(MeasurementRow.id))
+            .where(MeasurementRow.session_id == TuningSession.id)
+            .scalar_subquery()
+        )
+        query = select(func.max(newest)).select_from(TuningSession).where(answering())
         with self._session() as session:
-            return session.scalar(select(func.max(MeasurementRow.id))) or 0
+            return session.scalar(query) or 0
 
     def version_stamp(self, device_fingerprint: str, kernel_sha256: str) -> tuple[int, int]:
         """The newest id and the number of the measurements of one kernel version on one

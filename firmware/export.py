@@ -40,7 +40,12 @@ def export_bundle(
 
     device = resolve_device(store, device_choice)
     tuned = store.tuned_kernel_names(device.fingerprint)
-    names = list(kernels) if kernels else tuned  # a stored device has a tuned kernel
+    names = list(kernels) if kernels else tuned
+    if not names:
+        raise OctuneError(
+            f"nothing is tuned on {device.name} ({device.fingerprint}) in {store.url}: "
+            "run `octune tune` on that device first"
+        )
     tables, sources = [], {}
     for name in names:
         retired = retired_versions(name)

@@ -178,7 +178,10 @@ def test_hostile_uploads_leave_the_service_up_and_its_answers_unchanged(
             kept = {}
             for name, body in _forged_crowns(upload, gemm_table, device_info).items():
                 kept[name] = http.post("/v1/sessions", content=body, headers=headers).json()
+                started = time.perf_counter()
                 assert http.get("/v1/lookup", params=query).json() == before, name
+                latency = (time.perf_counter() - started) * 1e3
+                print(f"{name}: kept {kept[name]}, lookup after {latency:.1f} ms")
                 assert http.get("/v1/lookup", params=by_name).json() == named, name
     finally:
         server.stop()
