@@ -52,6 +52,8 @@ from octune.db.models import (
     ApiToken,
     ConfigClaim,
     Device,
+    FarmAgent,
+    FarmAgentDevice,
     KernelVersion,
     MeasurementRow,
     SessionUpload,
@@ -690,12 +692,22 @@ class Store:
 
     def stored_devices(self) -> list[StoredDevice]:
         """Every device, for resolving a fingerprint or a name, but those known only from
-        a write token's uploads (``answering``): such a device cannot take a name.
+        what write tokens sent (uploads, farm agents; ``answering``): such a device cannot
+        take a name.
         """
-        uploaded_only = Device.id.in_(select(TuningSession.device_id)) & Device.id.not_in(
-            select(TuningSession.device_id).where(answering())
+        trusted_agents = (
+            select(FarmAgentDevice.device_id)
+            .join(FarmAgent, FarmAgentDevice.agent_id == FarmAgent.id)
+            .join(ApiToken, FarmAgent.token_id == ApiToken.id)
+            .where(ApiToken.scope == TRUSTED_SCOPE)
         )
-        query = select(Device).where(~uploaded_only).order_by(Device.id)
+        sent = Device.id.in_(select(TuningSession.device_id)) | Device.id.in_(
+            select(FarmAgentDevice.device_id)
+        )
+        vouched = Device.id.in_(select(TuningSession.device_id).where(answering())) | Device.id.in_(
+            trusted_agents
+        )
+        query = select(Device).where(~sent | vouched).order_by(Device.id)
         with self._session() as session:
             rows = session.scalars(query).all()
         return [StoredDevice.from_row(row) for row in rows]

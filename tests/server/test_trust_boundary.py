@@ -20,6 +20,7 @@ from octune.firmware.export import export_bundle
 from octune.firmware.signing import SignatureError, create_key
 from octune.kernels.gemm import gemm_workload
 from octune.lookup.semantics import kernel_version_sha256
+from octune.lookup.tables import resolve_device
 from octune.runtime.sources import ServerConfigs
 from octune.server.client import session_uploads
 from octune.server.routes.uploads import MAX_FLOPS_PER_COMPUTE_UNIT
@@ -125,7 +126,8 @@ def _exported(store: ServerStore, device: DeviceInfo, out: Path) -> list[dict[st
 def _forged_crowns(upload: UploadIn, table: ConfigTable, device: DeviceInfo) -> dict[str, bytes]:
     """Well-formed uploads a write token could forge: another legal config "confirmed" a
     hair above the physical floor, and the same claimed for a second device under the first's
-    name. Both are stored; neither may change an answer.
+    name (a farm agent may register such a device too). All are stored; none may change an
+    answer.
     """
     workload = gemm_workload(64, 64, 64)
     floor_s = workload.flops / (device.compute_units * MAX_FLOPS_PER_COMPUTE_UNIT)
@@ -183,13 +185,20 @@ def test_hostile_uploads_leave_the_service_up_and_its_answers_unchanged(
                 latency = (time.perf_counter() - started) * 1e3
                 print(f"{name}: kept {kept[name]}, lookup after {latency:.1f} ms")
                 assert http.get("/v1/lookup", params=by_name).json() == named, name
+            twin = {**upload.device.model_dump(), "driver_version": "an agent's driver"}
+            agent = {"name": "forger", "host": "h", "devices": [twin]}
+            registered = http.post("/v1/agents", json=agent, headers=headers)
+            assert registered.status_code == 200, registered.text
+            assert http.get("/v1/lookup", params=by_name).json() == named
     finally:
         server.stop()
     assert named["config"] == before["config"]
     assert all(r["added"] == 1 and r["answers"] is False for r in kept.values()), kept
     with ServerStore(db_url) as store:
         exported = _exported(store, device_info, tmp_path / "after")
+        named_after = resolve_device(store, device_info.name)  # as a restarted server would
     assert exported == exported_before
+    assert named_after.fingerprint == device_info.fingerprint
     assert {name: r.status_code for name, r in statuses.items()} == {
         **{name: 422 for name in statuses}, "JSON nested 100,000 deep": 400, "17 MB body": 413,
         "Host rebound": 400,
