@@ -16,6 +16,7 @@ from sqlalchemy import func, select, text
 
 from octune.db.job_queue import JobQueue, uploader_settings
 from octune.db.models import (
+    TRUSTED_SCOPE,
     ApiToken,
     Device,
     KernelVersion,
@@ -38,6 +39,11 @@ class TokenRecord:
     id: int
     name: str
     scope: str
+
+    @property
+    def answers(self) -> bool:
+        """Whether what this token uploads may answer lookups (``store.answering``)."""
+        return self.scope == TRUSTED_SCOPE
 
 
 @dataclass(frozen=True)

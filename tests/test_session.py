@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from octune.db.models import TuningSession
 from octune.db.store import CONFIRM_STRATEGY, Store
 from octune.kernels.gemm import gemm_workload
+from octune.lookup.tables import default_config
 from octune.tuner import programs
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel
@@ -329,3 +330,5 @@ def test_a_kernel_that_extends_another_first_measures_its_fastest_tiles(
     assert cold[0].config != seeded[0].config
     default = extension.space.enumerate(device_info.limits).config(DEFAULT_ROW)
     assert cold[0].config == default
+    first_legal = default_config(extension.space, device_info.limits)
+    assert default == dict(zip(extension.space.parameter_names, first_legal, strict=True))

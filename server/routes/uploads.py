@@ -9,7 +9,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
-from octune.db.models import TRUSTED_SCOPE
 from octune.db.server_store import ServerStore, TokenRecord, UploadConflictError
 from octune.db.store import StoredKernel
 from octune.lookup.semantics import kernel_version_sha256
@@ -59,14 +58,13 @@ def upload_session(
         )
     except UploadConflictError as error:
         raise HTTPException(409, str(error)) from error
-    answers = token.scope == TRUSTED_SCOPE
-    if outcome.added and answers:  # what a write token sends changes no answer
+    if outcome.added and token.answers:  # what a write token sends changes no answer
         request.app.state.lookups.invalidate()
     return UploadOut(
         session_id=outcome.session_id,
         added=outcome.added,
         already_stored=outcome.already_stored,
-        answers=answers,
+        answers=token.answers,
     )
 
 
