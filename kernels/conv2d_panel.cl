@@ -9,7 +9,9 @@
 //
 // The copy writes R*S floats per input float, against the product's 2*K flops per float it
 // writes: it costs most where K is small and the filter large (a network's first layer).
-// Tuning defines: as gemm_panel.cl (search_spaces/conv2d_panel.yaml extends its space).
+// Built with -DEPILOGUE, the product's stores run the layer's epilogue (kernels/epilogue.clh) on
+// whole vectors of one output channel. Tuning defines: as gemm_panel.cl
+// (search_spaces/conv2d_panel.yaml extends its space).
 // Workload defines: R, S, STRIDE, PAD, DILATION, GROUPS, NHWC (kernels/conv2d.py).
 
 #if !defined(MR) || !defined(VW) || !defined(NV) || !defined(KU) || !defined(LN) || !defined(LM)
@@ -24,6 +26,8 @@
 
 #define TRANSA 0  // the filter is K x C*R*S, row-major
 #include "conv2d_arguments.clh"
+#define EPILOGUE_VW VW
+#include "epilogue.clh"
 #include "panel_block.clh"
 
 // Work-item (q, p, n) writes row q = (c, r, s) of image n's panel p: the input under filter tap
@@ -31,7 +35,7 @@
 // time. A run inside the input at stride 1 is a plain copy, which the compiler vectorises; the
 // others test each pixel (per-pixel division and tests cost the copy 3 x on PoCL).
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
-void conv2d_panel_pack(CONV2D_ARGUMENTS, __global float* restrict workspace) {
+void conv2d_panel_pack(CONV2D_ARGUMENTS, __global float* restrict workspace EPILOGUE_ARGUMENTS) {
     const int q = get_global_id(0);
     const int p = get_global_id(1);
     const int n = get_global_id(2);
@@ -68,7 +72,8 @@ void conv2d_panel_pack(CONV2D_ARGUMENTS, __global float* restrict workspace) {
 }
 
 __kernel __attribute__((reqd_work_group_size(LN, LM, 1)))
-void conv2d_panel(CONV2D_ARGUMENTS, const __global float* restrict workspace) {
+void conv2d_panel(CONV2D_ARGUMENTS,
+                  const __global float* restrict workspace EPILOGUE_ARGUMENTS) {
     const int n0 = get_global_id(0) * NR;
     const int m0 = get_global_id(1) * MR;
     const int n = get_global_id(2);
@@ -80,5 +85,5 @@ void conv2d_panel(CONV2D_ARGUMENTS, const __global float* restrict workspace) {
     const __global floatv* panel =
         (const __global floatv*)(workspace + ((size_t)n * panels * NR + n0) * taps);
     panel_block(K, pixels, taps, 1.0f, 0.0f, w, taps, panel, y + (size_t)n * K * pixels, pixels,
-                m0, n0);
+                n * K * pixels, m0, n0 EPILOGUE_PASS);
 }

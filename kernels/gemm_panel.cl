@@ -15,7 +15,8 @@
 //     (gemm_panel_pack) therefore copies op(B) into the workspace as panels of NR columns, each
 //     K rows of NR contiguous floats, zero-padded past N, so the K loop reads one stream.
 // op(A) is read where it lies: MR rows (or, transposed, MR contiguous floats per k). The block
-// itself is kernels/panel_block.clh, which conv2d_panel.cl shares.
+// itself is kernels/panel_block.clh, which conv2d_panel.cl shares; built with -DEPILOGUE, its
+// stores run kernels/epilogue.clh.
 //
 // Tuning defines (search_spaces/gemm_panel.yaml):
 //   MR        rows of C per work-item
@@ -33,11 +34,13 @@
 #endif
 
 #include "gemm_arguments.clh"
+#define EPILOGUE_VW VW
+#include "epilogue.clh"
 #include "panel_block.clh"
 
 // Work-item (k, p) copies row k of panel p: op(B)[k][p * NR .. p * NR + NR), zeros past N.
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
-void gemm_panel_pack(GEMM_ARGUMENTS, __global float* restrict workspace) {
+void gemm_panel_pack(GEMM_ARGUMENTS, __global float* restrict workspace EPILOGUE_ARGUMENTS) {
     const int k = get_global_id(0);
     const int p = get_global_id(1);
     if (k >= K) return;
@@ -56,11 +59,11 @@ void gemm_panel_pack(GEMM_ARGUMENTS, __global float* restrict workspace) {
 }
 
 __kernel __attribute__((reqd_work_group_size(LN, LM, 1)))
-void gemm_panel(GEMM_ARGUMENTS, const __global float* restrict workspace) {
+void gemm_panel(GEMM_ARGUMENTS, const __global float* restrict workspace EPILOGUE_ARGUMENTS) {
     const int n0 = get_global_id(0) * NR;
     const int m0 = get_global_id(1) * MR;
     if (n0 >= N || m0 >= M) return;
     // Panels start at multiples of NR floats, and every buffer at least 128-byte aligned.
     const __global floatv* panel = (const __global floatv*)(workspace + (size_t)n0 * K);
-    panel_block(M, N, K, alpha, beta, A, lda, panel, C, ldc, m0, n0);
+    panel_block(M, N, K, alpha, beta, A, lda, panel, C, ldc, 0, m0, n0 EPILOGUE_PASS);
 }

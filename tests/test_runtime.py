@@ -95,12 +95,12 @@ def gemm_softmax(g: GraphBuilder) -> tuple[str, list[int]]:
 @pytest.mark.parametrize(
     ("build", "launches"),
     [
-        (conv_bn_relu, 3),
-        (depthwise, 5),
-        (residual, 12),
+        (conv_bn_relu, 2),
+        (depthwise, 3),
+        (residual, 8),
         (pools, 9),
-        (concat, 13),
-        (gemm_softmax, 7),
+        (concat, 10),
+        (gemm_softmax, 5),
     ],
     ids=lambda value: getattr(value, "__name__", str(value)),
 )
@@ -118,9 +118,9 @@ def test_small_graphs_agree_with_onnxruntime(
     runtime = Runtime(model, cl_device)
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1 and found.magnitude > 0
-    # Batch-norm folds into the conv, bias + residual + activation into one epilogue; untuned,
-    # the CPU runs the kernels written for it, whose panel GEMMs pack first (a launch each) and
-    # which leave the epilogue to a launch of its own (kernels/epilogue.clh says why).
+    # Batch-norm folds into the conv, bias + residual + activation into one epilogue in the
+    # kernel's stores; untuned, the CPU runs the kernels written for it, whose panel GEMMs pack
+    # first (a launch each).
     assert runtime.launches == launches
     timing = runtime.time(2)
     assert len(timing.kernel_s) == len(runtime.plan) and timing.wall_s > 0
