@@ -34,6 +34,7 @@
 #define floatv ROWS_CAT(float, VW)
 #define EPILOGUE_VW VW
 #include "epilogue.clh"
+#include "epilogue_vector.clh"
 
 typedef union {
     floatv v;

@@ -28,6 +28,7 @@
 #include "conv2d_arguments.clh"
 #define EPILOGUE_VW VW
 #include "epilogue.clh"
+#include "epilogue_vector.clh"
 #include "panel_block.clh"
 
 // Work-item (q, p, n) writes row q = (c, r, s) of image n's panel p: the input under filter tap

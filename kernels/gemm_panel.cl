@@ -36,6 +36,7 @@
 #include "gemm_arguments.clh"
 #define EPILOGUE_VW VW
 #include "epilogue.clh"
+#include "epilogue_vector.clh"
 #include "panel_block.clh"
 
 // Work-item (k, p) copies row k of panel p: op(B)[k][p * NR .. p * NR + NR), zeros past N.
