@@ -18,13 +18,17 @@ import statistics
 
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import family, kernel_from_texts
+from octune.tuner.kernels import KernelSpec, kernel_from_texts
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.results import Status
 
+Shape = dict[str, int]
 
-def tuned(url: str, kernel: str, fingerprint: str) -> tuple[object, dict[str, dict[str, int]]]:
-    """The version last tuned on the device, and its best config per workload key."""
+
+def tuned(
+    url: str, kernel: str, fingerprint: str
+) -> tuple[KernelSpec, dict[str, tuple[Shape, Shape]]]:
+    """The version last tuned on the device, and its best (shape, config) per workload key."""
     store = Store(url)
     stored = store.lookup_kernel(fingerprint, kernel)
     if stored is None:
@@ -53,7 +57,7 @@ def main() -> None:
     print(f"{'workload':60} {'before us':>10} {'after us':>10} {'after/before':>12}")
     for key in sorted(old_best.keys() & new_best.keys()):
         shape = old_best[key][0]
-        workload = family(old.space.problem).workload(shape)
+        workload = old.family.workload(shape)
         runners = [DeviceRunner(device, spec, workload, seed=0) for spec in (old, new)]
         configs = (old_best[key][1], new_best[key][1])
         times: list[list[float]] = [[], []]
