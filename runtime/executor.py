@@ -20,6 +20,7 @@ import onnx
 import pyopencl as cl
 
 from octune.runtime import layout
+from octune.runtime.fold import Folder, gap_offsets, live
 from octune.runtime.graph import (
     RESIZE_COORDINATES,
     RESIZE_NEAREST,
@@ -147,8 +148,11 @@ class Runtime:
         # not keep a kernel argument alive, and a freed one crashes NVIDIA's driver.
         self._held: list[cl.MemoryObject] = []
         self._in_place: set[str] = set()  # Concat outputs whose inputs write into them
+        # Gapped Concat outputs (and their Reshapes): where each input's elements lie.
+        self._gapped: dict[str, tuple[tuple[int, int], ...]] = {}
+        self.steps: list[Step] = self.graph.steps
         self._allocate()
-        self.plan = [self._plan(step) for step in self.graph.steps]
+        self.plan = [self._plan(step) for step in self.steps]
 
     # --- configs --------------------------------------------------------------------------
 
@@ -186,11 +190,70 @@ class Runtime:
         for name in graph.inputs:
             self.buffers[name] = self._tensor_buffer(name)
         self._place_concat_inputs()
-        for step in graph.steps:
+        self.steps = self._fold()
+        for step in self.steps:
             if isinstance(step, Alias):
                 self.buffers[step.output] = self.buffers[step.inputs[0]]
+                if step.inputs[0] in self._gapped:
+                    self._gapped[step.output] = self._gapped[step.inputs[0]]
             elif step.output not in self.buffers:
                 self.buffers[step.output] = self._tensor_buffer(step.output)
+
+    def _concats(self) -> list[Concat]:
+        """Concats whose inputs could write into their output's buffer: along an axis with
+        nothing before it, of distinct tensors each written by a step of its own.
+        """
+        graph = self.graph
+        written = {  # not a batched MatMul's output: it is cut into sub-buffers of its own
+            step.output
+            for step in graph.steps
+            if not isinstance(step, Alias | Tuned)
+            or (isinstance(step, Tuned) and step.layer.count == 1)
+        }
+        fixed = {*graph.outputs, *graph.inputs}
+        return [
+            step
+            for step in graph.steps
+            if isinstance(step, Concat)
+            and len(set(step.inputs)) == len(step.inputs)
+            and math.prod(graph.shapes[step.output][: step.axis]) == 1
+            and step.output not in fixed
+            and all(name in written and name not in fixed for name in step.inputs)
+        ]
+
+    def _fold(self) -> list[Step]:
+        """The steps with each index map reading from the start of its chain (``fold``), and
+        the Concats that only such maps read laid out gapped, their inputs written in place.
+        """
+        folder, align = Folder(self.graph), self.device.mem_base_addr_align // 8
+        gapped: dict[str, tuple[int, ...]] = {}
+        for concat in self._concats():
+            if concat.output in self.buffers or any(n in self.buffers for n in concat.inputs):
+                continue
+            readers = folder.readers(concat.output)
+            trial = {**gapped, concat.output: gap_offsets(self.graph, concat, align)}
+            if readers and all(
+                isinstance(step, IndexMap) and folder.fold(step, trial) for step in readers
+            ):
+                gapped = trial
+                self._gap(concat, trial[concat.output])
+        steps = [
+            (folder.fold(step, gapped) or step) if isinstance(step, IndexMap) else step
+            for step in self.graph.steps
+        ]
+        return live(self.graph, steps)
+
+    def _gap(self, concat: Concat, offsets: tuple[int, ...]) -> None:
+        """A Concat's buffer with each input a sub-buffer at ``offsets`` (elements)."""
+        buffer = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=4 * offsets[-1])
+        self.buffers[concat.output] = buffer
+        parts = []
+        for name, start in zip(concat.inputs, offsets, strict=False):
+            size = math.prod(self.graph.shapes[name])
+            self.buffers[name] = self._hold(buffer.get_sub_region(4 * start, 4 * size))
+            parts.append((start, size))
+        self._gapped[concat.output] = tuple(parts)
+        self._in_place.add(concat.output)
 
     def _place_concat_inputs(self) -> None:
         """Concats whose inputs write straight into their output, so they cost no launch.
@@ -203,21 +266,7 @@ class Runtime:
         again for each layer, so one buffer a block holds them all (597 copies at 224 px).
         """
         graph = self.graph
-        written = {  # not a batched MatMul's output: it is cut into sub-buffers of its own
-            step.output
-            for step in graph.steps
-            if not isinstance(step, Alias | Tuned)
-            or (isinstance(step, Tuned) and step.layer.count == 1)
-        }
-        fixed = {*graph.outputs, *graph.inputs}
-        concats = [
-            step
-            for step in graph.steps
-            if isinstance(step, Concat)
-            and len(set(step.inputs)) == len(step.inputs)
-            and math.prod(graph.shapes[step.output][: step.axis]) == 1
-            and step.output not in fixed
-        ]
+        concats = self._concats()
         align = self.device.mem_base_addr_align // 8
         for whole in sorted(concats, key=lambda step: len(step.inputs), reverse=True):
             offsets = [0]
@@ -226,7 +275,6 @@ class Runtime:
             if (
                 whole.output in self.buffers
                 or any(offset % align for offset in offsets[:-1])
-                or any(name not in written or name in fixed for name in whole.inputs)
                 or any(name in self.buffers for name in whole.inputs)
             ):
                 continue
@@ -549,10 +597,14 @@ class Runtime:
         return {name: self.read(name) for name in self.graph.outputs}
 
     def read(self, tensor: str) -> np.ndarray:
-        """A tensor of the last forward pass (every step's output is kept)."""
-        value = np.empty(self.graph.shapes[tensor], dtype=np.float32)
+        """A tensor of the last forward pass (every planned step's output is kept)."""
+        shape = self.graph.shapes[tensor]
+        parts = self._gapped.get(tensor)
+        value = np.empty(parts[-1][0] + parts[-1][1] if parts else shape, dtype=np.float32)
         cl.enqueue_copy(self.queue, value, self.buffers[tensor])
-        return value
+        if parts:
+            value = np.concatenate([value[start : start + n] for start, n in parts])
+        return value.reshape(shape)
 
     def time(self, repeats: int) -> Timing:
         """Kernel time (profiling events) and wall time (the model's own queue, without

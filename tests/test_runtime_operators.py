@@ -320,6 +320,31 @@ def test_branches_write_into_their_concat(cl_device, tmp_path: Path) -> None:
     assert (mixed.kernel, mixed.launches) == ("concat (in place)", ())
 
 
+def test_a_channel_shuffle_moves_each_value_once(cl_device, tmp_path: Path) -> None:
+    """ShuffleNet v2's unit: a Concat, Reshape, Transpose, Reshape, then a Split into halves.
+    Each half reads the Concat's inputs where their producers wrote them (at offsets the device
+    can start a sub-buffer at, gaps between): the Concat and the Transpose cost no launch.
+    """
+    g = GraphBuilder("shuffle", seed=7)
+    x = g.input("input", [1, 6, 5, 5])
+    halves = [helper.make_node("Split", [x, _ints(g, "in.halves", [3, 3])], ["a", "b"],
+                               name="in.split", axis=1)]  # fmt: skip
+    g.nodes += halves
+    b = g.relu(g.conv("b", "branch", 3, 3, 1, bias=True), "branch.relu")
+    y = g.node("Concat", ["a", b], "cat", axis=1)
+    y = g.node("Reshape", [y, _ints(g, "grouped", [1, 2, 3, 5, 5])], "group")
+    y = g.node("Transpose", [y], "shuffle", perm=[0, 2, 1, 3, 4])
+    y = g.node("Reshape", [y, _ints(g, "merged", [1, 6, 5, 5])], "ungroup")
+    g.nodes.append(helper.make_node("Split", [y, _ints(g, "out.halves", [3, 3])], ["c", "d"],
+                                    name="out.split", axis=1))  # fmt: skip
+    d = g.relu(g.conv("d", "next", 3, 3, 1, bias=True), "next.relu")
+    y = g.node("Add", ["c", d], "join")
+    runtime = _agreeing_runtime(g, y, [1, 3, 5, 5], cl_device, tmp_path)
+    launches = {planned.step.output: len(planned.launches) for planned in runtime.plan}
+    assert "shuffle" not in launches and launches["cat"] == 0
+    assert (launches["c"], launches["d"]) == (1, 1)
+
+
 def test_dense_block_concats_share_one_buffer(cl_device, tmp_path: Path) -> None:
     """A DenseNet block: each layer concatenates every earlier output again, so each Concat is
     a prefix of the block's last; all of them and every layer's output live in one buffer, and

@@ -1,0 +1,175 @@
+"""Chains of data-movement steps folded into one gather each, before anything is allocated.
+
+A Transpose, Slice, Split or Gather (``IndexMap`` in plain mode) moves every output element
+from one input element; so does a chain of them, with Reshapes between. Each step of a chain
+is a launch, and on a GPU a launch costs more than a small copy (ShuffleNet v2's channel
+shuffle is Concat, Reshape, Transpose, Reshape, then two Slices: four launches to move each
+value once). Here a step reads straight from the first tensor of its chain: its source
+indices are composed numerically (the shapes are static) and factored back into
+``index_map``'s six axes, one of which may be a table. A step that no longer has a reader is
+dropped, and a Concat read only by such steps can lay its inputs out where the device can
+start a sub-buffer (``gapped``) instead of copying them: its readers' tables skip the gaps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from octune.runtime import layout
+from octune.runtime.graph import Alias, Concat, Graph, IndexMap, Step
+
+#: The most output elements whose source indices are composed (int64 arrays of that length).
+LIMIT = 1 << 24
+
+
+def sources(step: IndexMap, indices: np.ndarray) -> np.ndarray:
+    """The input element each of the output elements ``indices`` reads, as ops.cl's
+    ``index_map`` computes it in plain mode.
+    """
+    rest = indices.astype(np.int64)
+    found = np.zeros_like(rest)
+    table = np.asarray(step.table, dtype=np.int64)
+    for k in range(layout.RANK - 1, -1, -1):
+        out_dim, start, stride_in, _, stride = step.axes[k]
+        o = rest % out_dim
+        rest //= out_dim
+        found += (table[o] if k == step.table_axis and step.table else start + o * stride_in) * (
+            stride
+        )
+    return found
+
+
+def factor(found: np.ndarray, dims: Sequence[int]) -> dict[str, object] | None:
+    """``index_map``'s axes (and table) that read ``found`` (flat source indices of an output
+    of ``dims``, RANK of them), or None where that takes more than one table.
+    """
+    grid = found.reshape(dims)
+    base = int(grid.flat[0])
+    rank = len(dims)
+    parts = [grid[(0,) * k + (slice(None),) + (0,) * (rank - k - 1)] - base for k in range(rank)]
+    total = base + sum(
+        part.reshape([size if j == k else 1 for j, size in enumerate(dims)])
+        for k, part in enumerate(parts)
+    )
+    if not np.array_equal(grid, total):
+        return None
+    irregular = [k for k, part in enumerate(parts) if len(part) > 2 and len(set(np.diff(part))) > 1]
+    if len(irregular) > 1:
+        return None
+    if not irregular and base:  # the base offset travels as a one-entry table
+        ones = [k for k, size in enumerate(dims) if size == 1]
+        irregular = ones[:1] or [0]
+    axes, table, table_axis = [], (), -1
+    for k, (size, part) in enumerate(zip(dims, parts, strict=True)):
+        if k in irregular:
+            values = (part + base).tolist()
+            if min(values) < 0 or max(values) >= 2**31:
+                return None
+            axes.append((size, 0, 1, size, 1))
+            table, table_axis = tuple(values), k
+        else:
+            axes.append((size, 0, 1, size, int(part[1]) if size > 1 else 0))
+    if max(abs(axis[4]) for axis in axes) >= 2**31:
+        return None
+    return {"axes": tuple(axes), "table": table, "table_axis": table_axis}
+
+
+def _gathers(step: Step) -> bool:
+    """Whether the step moves elements and nothing else (so a reader can fold it)."""
+    return (
+        isinstance(step, IndexMap)
+        and step.mode == "plain"
+        and step.epilogue.empty
+        and len(step.inputs) == 1
+    )
+
+
+class Folder:
+    """The graph's plain index maps, each reading from the start of its chain."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.producer = {step.output: step for step in graph.steps}
+
+    def chain(self, step: IndexMap) -> tuple[str, np.ndarray, int]:
+        """The tensor the step's chain starts at, the flat element of it each output element
+        reads, and how many steps the chain folds (0: the step reads as it is).
+        """
+        n = math.prod(axis[0] for axis in step.axes)
+        found = sources(step, np.arange(n))
+        tensor, folded = step.inputs[0], 0
+        while (producer := self.producer.get(tensor)) is not None:
+            if isinstance(producer, Alias):
+                tensor = producer.inputs[0]
+            elif _gathers(producer):
+                found = sources(producer, found)  # type: ignore[arg-type]
+                tensor, folded = producer.inputs[0], folded + 1
+            else:
+                break
+        return tensor, found, folded
+
+    def fold(self, step: IndexMap, gapped: Mapping[str, Sequence[int]]) -> IndexMap | None:
+        """The step reading from its chain's start (through a gapped Concat's layout), or None
+        where it folds nothing or its reads do not factor.
+        """
+        if step.mode != "plain" or math.prod(a[0] for a in step.axes) > LIMIT:
+            return None
+        tensor, found, folded = self.chain(step)
+        if tensor in gapped:
+            found = _physical(found, self.graph, tensor, gapped[tensor])
+        elif not folded:
+            return None
+        factored = factor(found, [axis[0] for axis in step.axes])
+        if factored is None:
+            return None
+        return replace(step, inputs=(tensor,), **factored)  # type: ignore[arg-type]
+
+    def readers(self, tensor: str) -> list[Step]:
+        """The steps that read ``tensor``, through Reshapes."""
+        found = []
+        for step in self.graph.steps:
+            if tensor in step.inputs:
+                if isinstance(step, Alias):
+                    found += self.readers(step.output)
+                else:
+                    found.append(step)
+        return found
+
+
+def _physical(found: np.ndarray, graph: Graph, concat: str, offsets: Sequence[int]) -> np.ndarray:
+    """Flat indices into a Concat's output, moved to where its inputs lie in a gapped layout
+    (input j at element ``offsets[j]``).
+    """
+    step = next(s for s in graph.steps if s.output == concat)
+    sizes = [math.prod(graph.shapes[name]) for name in step.inputs]
+    starts = np.cumsum([0, *sizes[:-1]])
+    part = np.searchsorted(starts, found, side="right") - 1
+    return found - starts[part] + np.asarray(offsets)[part]
+
+
+def gap_offsets(graph: Graph, step: Concat, align: int) -> tuple[int, ...]:
+    """Where a Concat's inputs start (elements) if each starts at a multiple of ``align``
+    bytes: the last offset is the buffer's length.
+    """
+    offsets = [0]
+    for name in step.inputs:
+        end = offsets[-1] + math.prod(graph.shapes[name])
+        offsets.append(-(-end * 4 // align) * align // 4)
+    offsets[-1] = offsets[-2] + math.prod(graph.shapes[step.inputs[-1]])
+    return tuple(offsets)
+
+
+def live(graph: Graph, steps: Sequence[Step]) -> list[Step]:
+    """``steps`` without those whose output nothing reads (a folded chain's inner steps)."""
+    needed = set(graph.outputs)
+    kept = []
+    for step in reversed(steps):
+        if step.output in needed:
+            kept.append(step)
+            e = step.epilogue
+            needed.update(step.inputs, (name for name in (e.scale, e.bias, e.other) if name))
+    return kept[::-1]
