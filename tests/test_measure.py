@@ -11,7 +11,7 @@ import pytest
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec, load_kernel
-from octune.tuner.measure import DeviceRunner
+from octune.tuner.measure import DeviceRunner, fastest_fifth
 from octune.tuner.results import Status
 from octune.tuner.space import ConfigTable
 
@@ -41,6 +41,28 @@ def test_correct_config_is_ok_with_timings(
     assert len(result.times_s) >= 3 and all(t > 0 for t in result.times_s)
     assert result.gflops is not None and result.gflops > 0
     assert result.max_error is not None and result.max_error < 1
+
+
+def test_the_fastest_fifth_is_about_the_tenth_percentile() -> None:
+    runs = [float(t) for t in range(100, 0, -1)]
+    assert fastest_fifth(runs, samples=10, least=3) == [float(t) for t in range(1, 20, 2)]
+    assert fastest_fifth([3.0, 1.0, 2.0], samples=10, least=3) == [1.0, 2.0, 3.0]
+
+
+def test_a_cpu_device_keeps_the_fastest_fifth_of_its_runs(
+    cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    """Other work on the machine only adds time, in phases longer than a run: a CPU device
+    runs five runs a sample at least and keeps the fastest fifth, in order.
+    """
+    if DeviceInfo.from_cl(cl_device).device_type != "cpu":
+        pytest.skip("the CPU protocol")
+    runner = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=1, repeats=4)
+    result = runner.measure(small_config(gemm_table, MWG=16, NWG=16, SA=1, SB=1))
+    assert result.status is Status.OK, result.message
+    assert len(result.times_s) == 4 and list(result.times_s) == sorted(result.times_s)
+    # The other four fifths each took at least as long as the slowest sample kept.
+    assert result.extra["device_s"] >= 4 * sum(result.times_s)
 
 
 def test_back_to_back_bursts_give_seconds_per_run(
