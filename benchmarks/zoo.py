@@ -98,10 +98,14 @@ def _runtime_row(model: onnx.ModelProto, device: Any, source: Any, policy: str,
 
 def tune(zoo: Path, entry: dict[str, Any], minutes: float, db: str, device: str | None,
          log: Path) -> float:  # fmt: skip
-    """``octune tune --model`` for ``minutes``; its wall seconds."""
+    """``octune tune --model`` for ``minutes``; its wall seconds. Not ``--resume``: one database
+    serves the whole zoo, and a resume counts what earlier networks' sessions spent on the
+    shapes they share with this one against its minutes (FCN-ResNet50 after ResNet-50 had
+    none left for its own layers).
+    """
     command = [sys.executable, "-c", "from octune.cli import main; main()", "tune",
                "--model", str(zoo / entry["file"]), "--time", f"{minutes * 60:.0f}s",
-               "--db", db, "--resume"]  # fmt: skip
+               "--db", db]  # fmt: skip
     if entry["dynamic_batch"]:
         command += ["--batch", "1"]
     if device:
