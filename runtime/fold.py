@@ -3,12 +3,13 @@
 A Transpose, Slice, Split or Gather (``IndexMap`` in plain mode) moves every output element
 from one input element; so does a chain of them, with Reshapes between. Each step of a chain
 is a launch, and on a GPU a launch costs more than a small copy (ShuffleNet v2's channel
-shuffle is Concat, Reshape, Transpose, Reshape, then two Slices: four launches to move each
-value once). Here a step reads straight from the first tensor of its chain: its source
-indices are composed numerically (the shapes are static) and factored back into
-``index_map``'s six axes, one of which may be a table. A step that no longer has a reader is
-dropped, and a Concat read only by such steps can lay its inputs out where the device can
-start a sub-buffer (``gapped``) instead of copying them: its readers' tables skip the gaps.
+shuffle is Concat, Reshape, Transpose, Reshape, then two Slices: five launches where the
+Concat copies its inputs, to move each value once). Here a step reads straight from the first
+tensor of its chain: its source indices are composed numerically (the shapes are static) and
+factored back into ``index_map``'s six axes, one of which may be a table. A step that no
+longer has a reader is dropped, and a Concat read only by such steps can lay its inputs out
+where the device can start a sub-buffer (``gapped``) instead of copying them: its readers'
+tables skip the gaps.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import NamedTuple, TypeGuard
 
 import numpy as np
 
@@ -26,24 +28,31 @@ from octune.runtime.graph import Alias, Concat, Graph, IndexMap, Step
 LIMIT = 1 << 24
 
 
-def sources(step: IndexMap, indices: np.ndarray) -> np.ndarray:
+def sources(index_map: IndexMap, indices: np.ndarray) -> np.ndarray:
     """The input element each of the output elements ``indices`` reads, as ops.cl's
     ``index_map`` computes it in plain mode.
     """
     rest = indices.astype(np.int64)
     found = np.zeros_like(rest)
-    table = np.asarray(step.table, dtype=np.int64)
+    table = np.asarray(index_map.table, dtype=np.int64)
     for k in range(layout.RANK - 1, -1, -1):
-        out_dim, start, stride_in, _, stride = step.axes[k]
+        out_dim, start, step, _, stride = index_map.axes[k]
         o = rest % out_dim
         rest //= out_dim
-        found += (table[o] if k == step.table_axis and step.table else start + o * stride_in) * (
-            stride
-        )
+        tabled = k == index_map.table_axis and index_map.table
+        found += (table[o] if tabled else start + o * step) * stride
     return found
 
 
-def factor(found: np.ndarray, dims: Sequence[int]) -> dict[str, object] | None:
+class Factored(NamedTuple):
+    """An ``IndexMap``'s reading parameters."""
+
+    axes: tuple[layout.Axis, ...]
+    table: tuple[int, ...]
+    table_axis: int
+
+
+def factor(found: np.ndarray, dims: Sequence[int]) -> Factored | None:
     """``index_map``'s axes (and table) that read ``found`` (flat source indices of an output
     of ``dims``, RANK of them), or None where that takes more than one table.
     """
@@ -63,7 +72,9 @@ def factor(found: np.ndarray, dims: Sequence[int]) -> dict[str, object] | None:
     if not irregular and base:  # the base offset travels as a one-entry table
         ones = [k for k, size in enumerate(dims) if size == 1]
         irregular = ones[:1] or [0]
-    axes, table, table_axis = [], (), -1
+    axes: list[layout.Axis] = []
+    table: tuple[int, ...] = ()
+    table_axis = -1
     for k, (size, part) in enumerate(zip(dims, parts, strict=True)):
         if k in irregular:
             values = (part + base).tolist()
@@ -75,10 +86,10 @@ def factor(found: np.ndarray, dims: Sequence[int]) -> dict[str, object] | None:
             axes.append((size, 0, 1, size, int(part[1]) if size > 1 else 0))
     if max(abs(axis[4]) for axis in axes) >= 2**31:
         return None
-    return {"axes": tuple(axes), "table": table, "table_axis": table_axis}
+    return Factored(tuple(axes), table, table_axis)
 
 
-def _gathers(step: Step) -> bool:
+def _gathers(step: Step) -> TypeGuard[IndexMap]:
     """Whether the step moves elements and nothing else (so a reader can fold it)."""
     return (
         isinstance(step, IndexMap)
@@ -106,7 +117,7 @@ class Folder:
             if isinstance(producer, Alias):
                 tensor = producer.inputs[0]
             elif _gathers(producer):
-                found = sources(producer, found)  # type: ignore[arg-type]
+                found = sources(producer, found)
                 tensor, folded = producer.inputs[0], folded + 1
             else:
                 break
@@ -126,7 +137,7 @@ class Folder:
         factored = factor(found, [axis[0] for axis in step.axes])
         if factored is None:
             return None
-        return replace(step, inputs=(tensor,), **factored)  # type: ignore[arg-type]
+        return replace(step, inputs=(tensor,), **factored._asdict())
 
     def readers(self, tensor: str) -> list[Step]:
         """The steps that read ``tensor``, through Reshapes."""

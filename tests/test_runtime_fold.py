@@ -46,9 +46,8 @@ def test_a_shuffle_and_a_slice_fold_into_one_table(second: bool) -> None:
     n = math.prod(axis[0] for axis in half.axes)
     found = sources(shuffle, sources(half, np.arange(n)))
     factored = factor(found, [axis[0] for axis in half.axes])
-    assert factored is not None and factored["table"]  # channels alternate: one table
-    folded = _map(list(factored["axes"]), table=factored["table"],
-                  table_axis=factored["table_axis"])  # fmt: skip
+    assert factored is not None and factored.table  # channels alternate: one table
+    folded = _map(list(factored.axes), table=factored.table, table_axis=factored.table_axis)
     np.testing.assert_array_equal(_read(folded, x), expected.reshape(-1))
 
 
@@ -64,9 +63,8 @@ def test_affine_reads_need_no_table_but_an_offset() -> None:
     n = 3 * 4 * 2
     factored = factor(sources(transpose, sources(_map(axes), np.arange(n))),
                       [a[0] for a in layout.index_axes(axes)])  # fmt: skip
-    assert factored is not None and len(factored["table"]) == 1
-    folded = _map(list(factored["axes"]), table=factored["table"],
-                  table_axis=factored["table_axis"])  # fmt: skip
+    assert factored is not None and len(factored.table) == 1
+    folded = _map(list(factored.axes), table=factored.table, table_axis=factored.table_axis)
     expected = x.transpose(2, 0, 1)[2:5, :, 1:5:2]
     np.testing.assert_array_equal(_read(folded, x), expected.reshape(-1))
 
