@@ -20,6 +20,7 @@ the fastest of those that take the layer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,8 @@ from octune.tuner.family import (
     Arguments,
     Bound,
     Family,
+    OnnxNode,
+    OnnxReading,
     ShapeParam,
     Workload,
     random_normal,
@@ -104,6 +107,28 @@ class Conv2d(Family):
         arguments = conv2d_arguments(workload, load_kernel(kernel).space.entry)
         return Bound(context, queue, inputs, reference, arguments)
 
+    onnx_ops = ("Conv",)
+
+    def read_onnx(self, node: OnnxNode) -> OnnxReading:
+        """A 2-D Conv; padded unevenly (Inception's 1x7, TensorFlow's SAME at stride 2), the
+        conv of an input padded beforehand, which the runtime does in its own launch.
+        """
+        x, w = node.inputs
+        if len(x) != 4:
+            return f"{len(x) - 2}-D: conv2d is 2-D"
+        n, c, h, width = x
+        k, _, r, s = w
+        strides, dilations = node.ints("strides", [1, 1]), node.ints("dilations", [1, 1])
+        if len(set(strides)) != 1 or len(set(dilations)) != 1:
+            return f"strides {strides}, dilations {dilations}: conv2d takes one for both axes"
+        pads = conv_pads(node)
+        if len(set(pads)) != 1:
+            h, width, pads = h + pads[0] + pads[2], width + pads[1] + pads[3], [0] * 4
+        shape = {"n": n, "c": c, "h": h, "w": width, "k": k, "r": r, "s": s,
+                 "stride": strides[0], "pad": pads[0], "dilation": dilations[0],
+                 "groups": node.integer("group", 1)}  # fmt: skip
+        return shape, 1
+
     def launch_arguments(self, workload: Workload, entry: str, alpha: float = 1.0) -> Arguments:
         """``conv2d_arguments``: a model's conv runs as its tuning measured it. No conv
         kernel scales its output, so ``alpha`` must be 1 (as an ONNX Conv's is).
@@ -111,6 +136,25 @@ class Conv2d(Family):
         if alpha != 1.0:
             raise ValueError(f"conv2d kernels take no alpha, and {alpha} was asked")
         return conv2d_arguments(workload, entry)
+
+
+def conv_pads(node: OnnxNode) -> list[int]:
+    """A 2-D ONNX Conv's pads (top, left, bottom, right), its auto_pad resolved."""
+    x, w = node.inputs
+    stride, dilation = node.ints("strides", [1, 1]), node.ints("dilations", [1, 1])
+    auto_pad = node.attributes.get("auto_pad", "NOTSET")
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        totals = [
+            max((math.ceil(size / s) - 1) * s + d * (f - 1) + 1 - size, 0)
+            for size, f, s, d in zip(x[2:], w[2:], stride, dilation, strict=True)
+        ]
+        small = [total // 2 for total in totals]
+        large = [total - total // 2 for total in totals]
+        first, last = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
+        return [*first, *last]
+    if auto_pad == "VALID":
+        return [0, 0, 0, 0]
+    return node.ints("pads", [0, 0, 0, 0])
 
 
 def conv2d_arguments(workload: Workload, entry: str) -> Arguments:

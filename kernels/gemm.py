@@ -5,6 +5,7 @@ Templates: ``gemm.cl`` (search space ``search_spaces/gemm.yaml``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,8 @@ from octune.tuner.family import (
     Arguments,
     Bound,
     Family,
+    OnnxNode,
+    OnnxReading,
     ShapeParam,
     Workload,
     random_normal,
@@ -63,6 +66,29 @@ class Gemm(Family):
     )
     flops = "2 * M * N * K"
     extents = ("M * K", "K * N", "M * N")
+
+    onnx_ops = ("Gemm", "MatMul")
+
+    def read_onnx(self, node: OnnxNode) -> OnnxReading:
+        """A Gemm as it says; a MatMul as numpy's matmul: a shared (2-D) B folds A's batch
+        into M, one GEMM; batched operands make one GEMM per matrix of the broadcast batch.
+        """
+        a, b = node.inputs
+        if node.op == "Gemm":
+            transa, transb = node.integer("transA", 0), node.integer("transB", 0)
+            m, k = (a[1], a[0]) if transa else (a[0], a[1])
+            n = b[0] if transb else b[1]
+            return {"m": m, "n": n, "k": k, "transa": transa, "transb": transb}, 1
+        m, k = (1, a[0]) if len(a) == 1 else (a[-2], a[-1])
+        n = 1 if len(b) == 1 else b[-1]
+        batch_a, batch_b = list(a[:-2]), list(b[:-2])
+        if not batch_b:
+            m, count = m * math.prod(batch_a), 1
+        else:
+            rank = max(len(batch_a), len(batch_b))
+            padded = [[1] * (rank - len(d)) + d for d in (batch_a, batch_b)]
+            count = math.prod(max(x, y) for x, y in zip(*padded, strict=True))
+        return {"m": m, "n": n, "k": k, "transa": 0, "transb": 0}, count
 
     def describe(self, shape: Mapping[str, int]) -> str:
         layout = ("T" if shape["transa"] else "N") + ("T" if shape["transb"] else "N")

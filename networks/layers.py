@@ -1,16 +1,15 @@
-"""The tunable layers of an ONNX network: each Conv, Gemm and MatMul as a kernel family's shape.
+"""The tunable layers of an ONNX network: each node a kernel family computes, as its shape.
 
 ``load_model`` gives a model with every shape known (a built-in network or a file, dynamic
 dimensions fixed, ONNX shape inference run); ``node_layers`` maps each tunable node to its
 family and shape, as octune's runtime needs it per node; ``extract_layers`` merges equal
-shapes, counting launches, as the tuner needs them. The shapes are the families' own keys
-(``kernels/conv2d.py``, ``kernels/gemm.py``), so a layer is a workload as ``octune tune``
-takes it.
+shapes, counting launches, as the tuner needs them. Each family reads the operators it names
+(``Family.onnx_ops``: Conv in ``kernels/conv2d.py``, Gemm and MatMul in ``kernels/gemm.py``,
+and a user's family its own), so a layer is a workload as ``octune tune`` takes it.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -27,8 +26,8 @@ from onnx.external_data_helper import (
 from octune.networks.models import BUILTIN, did_you_mean
 from octune.networks.normalize import normalize
 from octune.tuner.errors import OctuneError, WorkloadError
-from octune.tuner.family import Workload
-from octune.tuner.kernels import family
+from octune.tuner.family import Family, OnnxNode, Workload
+from octune.tuner.kernels import families
 
 # Operators that read and write each element a few times: their time is memory traffic that a
 # runtime spends as it is, with nothing to tune. Any other operator that is not a tunable Conv,
@@ -64,7 +63,7 @@ class Layer:
     count: int
 
     def workload(self) -> Workload:
-        return family(self.family).workload(self.shape)
+        return families()[self.family].workload(self.shape)
 
 
 def node_name(node: onnx.NodeProto, index: int) -> str:
@@ -275,32 +274,33 @@ def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str], dict[str, 
     layers: list[Layer] = []
     untuned: Counter[str] = Counter()
     reasons: dict[str, str] = {}
+    readers = _readers()
     for index, node in enumerate(graph.node):
         name = node_name(node, index)
         if node.domain not in ("", "ai.onnx"):
             untuned[f"{node.domain}.{node.op_type}"] += 1
             continue
-        read = _ONNX_TO_FAMILY.get(node.op_type)
-        if read is None:
+        reader = readers.get(node.op_type)
+        if reader is None:
             if node.op_type not in ELEMENTWISE:
                 untuned[node.op_type] += 1
             continue
         missing = next((x for x in node.input[:2] if x not in shapes), None)
         if missing is not None:
             raise OctuneError(_no_shape(model, node, name, missing))
-        found = read(node, shapes[node.input[0]], shapes[node.input[1]])
+        found = reader.read_onnx(onnx_node(node, [shapes[x] for x in node.input[:2]]))
         if isinstance(found, str):
             untuned[f"{node.op_type} ({found})"] += 1
             reasons[name] = found
             continue
-        family_name, shape, count = found
+        shape, count = found
         try:
-            workload = family(family_name).workload(shape)
+            workload = reader.workload(shape)
         except WorkloadError as error:
             untuned[f"{node.op_type} ({error})"] += 1
             reasons[name] = str(error)
             continue
-        layers.append(Layer(family_name, workload.shape, (name,), count))
+        layers.append(Layer(reader.name, workload.shape, (name,), count))
     return layers, untuned, reasons
 
 
@@ -313,79 +313,21 @@ def _no_shape(model: onnx.ModelProto, node: onnx.NodeProto, name: str, tensor: s
     )
 
 
-_Found = tuple[str, dict[str, int], int] | str  # (family, shape, launches) or why not
-
-
-def _ints(node: onnx.NodeProto, name: str, default: list[int]) -> list[int]:
-    found = next((a for a in node.attribute if a.name == name), None)
-    if found is None:
-        return default
-    return list(found.ints) if found.type == onnx.AttributeProto.INTS else [found.i]
-
-
-def _int(node: onnx.NodeProto, name: str, default: int) -> int:
-    return _ints(node, name, [default])[0]
-
-
-def conv_pads(node: onnx.NodeProto, x: Sequence[int], w: Sequence[int]) -> list[int]:
-    """A 2-D Conv's pads (top, left, bottom, right), auto_pad resolved."""
-    stride, dilation = _ints(node, "strides", [1, 1]), _ints(node, "dilations", [1, 1])
-    auto_pad = next((a.s.decode() for a in node.attribute if a.name == "auto_pad"), "NOTSET")
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        totals = [
-            max((math.ceil(size / s) - 1) * s + d * (f - 1) + 1 - size, 0)
-            for size, f, s, d in zip(x[2:], w[2:], stride, dilation, strict=True)
-        ]
-        small = [total // 2 for total in totals]
-        large = [total - total // 2 for total in totals]
-        first, last = (small, large) if auto_pad == "SAME_UPPER" else (large, small)
-        return [*first, *last]
-    if auto_pad == "VALID":
-        return [0, 0, 0, 0]
-    return _ints(node, "pads", [0, 0, 0, 0])
-
-
-def _read_conv(node: onnx.NodeProto, x: Sequence[int], w: Sequence[int]) -> _Found:
-    """A 2-D Conv as conv2d; padded unevenly (Inception's 1x7, TensorFlow's SAME at stride 2),
-    the conv of an input padded beforehand, which the runtime does in its own launch.
+def onnx_node(node: onnx.NodeProto, inputs: Sequence[Sequence[int]]) -> OnnxNode:
+    """``node`` as a family reads it: its attributes as values, strings decoded, and the
+    static shapes of its first two inputs.
     """
-    if len(x) != 4:
-        return f"{len(x) - 2}-D: conv2d is 2-D"
-    n, c, h, width = x
-    k, _, r, s = w
-    strides, dilations = _ints(node, "strides", [1, 1]), _ints(node, "dilations", [1, 1])
-    if len(set(strides)) != 1 or len(set(dilations)) != 1:
-        return f"strides {strides}, dilations {dilations}: conv2d takes one for both axes"
-    pads = conv_pads(node, x, w)
-    if len(set(pads)) != 1:
-        h, width, pads = h + pads[0] + pads[2], width + pads[1] + pads[3], [0] * 4
-    shape = {"n": n, "c": c, "h": h, "w": width, "k": k, "r": r, "s": s,
-             "stride": strides[0], "pad": pads[0], "dilation": dilations[0],
-             "groups": _int(node, "group", 1)}  # fmt: skip
-    return "conv2d", shape, 1
+    attributes = {}
+    for attribute in node.attribute:
+        value = onnx.helper.get_attribute_value(attribute)
+        attributes[attribute.name] = value.decode() if isinstance(value, bytes) else value
+    return OnnxNode(node.op_type, attributes, tuple(tuple(shape) for shape in inputs[:2]))
 
 
-def _read_gemm(node: onnx.NodeProto, a: Sequence[int], b: Sequence[int]) -> _Found:
-    transa, transb = _int(node, "transA", 0), _int(node, "transB", 0)
-    m, k = (a[1], a[0]) if transa else (a[0], a[1])
-    n = b[0] if transb else b[1]
-    return "gemm", {"m": m, "n": n, "k": k, "transa": transa, "transb": transb}, 1
-
-
-def _read_matmul(node: onnx.NodeProto, a: Sequence[int], b: Sequence[int]) -> _Found:
-    """numpy's matmul as GEMMs: a shared (2-D) B folds A's batch into M, one GEMM; batched
-    operands make one GEMM per matrix of the broadcast batch.
-    """
-    m, k = (1, a[0]) if len(a) == 1 else (a[-2], a[-1])
-    n = 1 if len(b) == 1 else b[-1]
-    batch_a, batch_b = list(a[:-2]), list(b[:-2])
-    if not batch_b:
-        m, count = m * math.prod(batch_a), 1
-    else:
-        rank = max(len(batch_a), len(batch_b))
-        padded = [[1] * (rank - len(d)) + d for d in (batch_a, batch_b)]
-        count = math.prod(max(x, y) for x, y in zip(*padded, strict=True))
-    return "gemm", {"m": m, "n": n, "k": k, "transa": 0, "transb": 0}, count
-
-
-_ONNX_TO_FAMILY = {"Conv": _read_conv, "Gemm": _read_gemm, "MatMul": _read_matmul}
+def _readers() -> dict[str, Family]:
+    """The family that reads each ONNX operator (``Family.onnx_ops``): the first to name it."""
+    readers: dict[str, Family] = {}
+    for found in families().values():
+        for op in found.onnx_ops:
+            readers.setdefault(op, found)
+    return readers

@@ -31,7 +31,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from octune.networks.layers import Layer, conv_pads, node_layers
+from octune.kernels.conv2d import conv_pads
+from octune.networks.layers import Layer, node_layers, onnx_node
 from octune.runtime import layout
 from octune.tuner.errors import OctuneError
 
@@ -497,7 +498,7 @@ class _Loader:
         """
         x, w = node.input[0], node.input[1]
         shape = self.shape(node, x)
-        pads = conv_pads(node, shape, self.shape(node, w))
+        pads = conv_pads(onnx_node(node, [shape, self.shape(node, w)]))
         if len(shape) != 4 or len(set(pads)) == 1:
             return [self.tuned(node, common)]
         padded = f"{x}:padded:{node.name}"

@@ -9,9 +9,13 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 from test_cli import assert_one_line_error, octune
 
+from octune.networks.graph import GraphBuilder
+from octune.networks.layers import extract_layers, load_model
 from octune.tuner import kernels
 from octune.tuner.errors import OctuneError
 
@@ -104,6 +108,29 @@ def test_a_link_out_of_the_kernel_folder_is_refused_before_it_is_read(
     finally:
         monkeypatch.undo()
         kernels._clear()
+
+
+def test_a_users_family_reads_the_onnx_nodes_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``onnx_ops`` is all it takes for a model's nodes to become a user family's layers."""
+    g = GraphBuilder("transposes", seed=2)
+    x = g.input("input", [6, 10])
+    y = g.node("Transpose", [x], "flat")
+    y = g.node("Reshape", [y, g.constant("cube", np.array([2, 5, 6], dtype=np.int64))], "as3d")
+    y = g.node("Transpose", [y], "deep", perm=[2, 1, 0])
+    onnx.save(g.model(y, [6, 5, 2]), tmp_path / "transposes.onnx")
+    monkeypatch.setenv(kernels.KERNEL_PATH_ENV, str(_folder(tmp_path)))
+    kernels._clear()
+    try:
+        layers, untuned = extract_layers(load_model(tmp_path / "transposes.onnx"))
+    finally:
+        monkeypatch.undo()
+        kernels._clear()
+    assert [(layer.family, layer.shape, layer.nodes) for layer in layers] == [
+        ("transpose", {"rows": 6, "cols": 10}, ("flat",))
+    ]
+    assert untuned == ["Transpose (3-D: transpose is 2-D) x1"]
 
 
 def test_a_space_extends_another(tmp_path: Path) -> None:

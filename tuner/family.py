@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, ClassVar, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
 import numpy as np
 
@@ -84,6 +84,30 @@ class BoundWorkload(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class OnnxNode:
+    """An ONNX node as a family reads it (``Family.read_onnx``), with nothing of onnx's own:
+    its operator, its attributes (ints, floats, strings and lists of them) and the static
+    shapes of its first two inputs.
+    """
+
+    op: str
+    attributes: Mapping[str, Any]
+    inputs: tuple[tuple[int, ...], ...]
+
+    def ints(self, name: str, default: Sequence[int]) -> list[int]:
+        """An int or ints attribute as a list (a Conv's strides, say)."""
+        value = self.attributes.get(name, default)
+        return [int(v) for v in value] if isinstance(value, list | tuple) else [int(value)]
+
+    def integer(self, name: str, default: int) -> int:
+        return int(self.attributes.get(name, default))
+
+
+#: A node as a family's shape and how many launches of it a forward pass makes, or why not.
+OnnxReading: TypeAlias = tuple[dict[str, int], int] | str
+
+
 class Family(ABC):
     """A problem family. Subclasses fill in the class attributes and ``bind``."""
 
@@ -94,6 +118,9 @@ class Family(ABC):
     derived: ClassVar[tuple[tuple[str, str], ...]] = ()  # e.g. (("OH", "..."),)
     rules: ClassVar[tuple[tuple[str, str], ...]] = ()  # (must hold, why the shape is impossible)
     dtypes: ClassVar[tuple[str, ...]] = ("float32",)
+    #: The ONNX operators whose nodes this family computes (``read_onnx`` reads them), so a
+    #: family reaches ``tune --model`` and ``octune run`` with no edit elsewhere.
+    onnx_ops: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def bind(
@@ -113,6 +140,12 @@ class Family(ABC):
         model runs leaves this out.
         """
         raise NotImplementedError(f"{self.name} gives no launch arguments: no model runs it")
+
+    def read_onnx(self, node: OnnxNode) -> OnnxReading:
+        """A node of one of ``onnx_ops`` as this family's shape and how many launches of it a
+        forward pass makes (a batched MatMul: one a matrix), or why the family cannot take it.
+        """
+        raise NotImplementedError(f"{self.name} reads no ONNX node")
 
     def host_baseline(self, workload: Workload) -> Callable[[], object] | None:
         """A computation of ``workload`` on the host's processor with NumPy, which a CPU
