@@ -119,7 +119,7 @@ class Family(ABC):
     rules: ClassVar[tuple[tuple[str, str], ...]] = ()  # (must hold, why the shape is impossible)
     dtypes: ClassVar[tuple[str, ...]] = ("float32",)
     #: The ONNX operators whose nodes this family computes (``read_onnx`` reads them), so a
-    #: family reaches ``tune --model`` and ``octune run`` with no edit elsewhere.
+    #: model's layers reach the family in ``tune --model`` with no edit elsewhere.
     onnx_ops: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
