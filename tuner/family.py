@@ -232,10 +232,6 @@ class Workload:
     items: tuple[tuple[str, int], ...]
     dtype: str = "float32"
 
-    def __reduce__(self) -> tuple[object, tuple[str, tuple[tuple[str, int], ...], str]]:
-        """By family name: a user's family module is not importable by name in a worker."""
-        return _workload, (self.family.name, self.items, self.dtype)
-
     @property
     def problem(self) -> str:
         return self.family.name
@@ -282,12 +278,6 @@ class Workload:
         rng: np.random.Generator,
     ) -> BoundWorkload:
         return self.family.bind(self, kernel, context, queue, rng)
-
-
-def _workload(family_name: str, items: tuple[tuple[str, int], ...], dtype: str) -> Workload:
-    from octune.tuner.kernels import family
-
-    return Workload(family(family_name), items, dtype)
 
 
 class Bound:

@@ -15,6 +15,7 @@ kernel version hashes what is really built and a bundle carries one self-contain
 
 from __future__ import annotations
 
+import copyreg
 import difflib
 import importlib
 import importlib.util
@@ -187,6 +188,20 @@ def _register(found: dict[str, Family], module: object, origin: str) -> None:
     if name in found:
         raise OctuneError(f"{origin}: family '{name}' is defined twice")
     found[name] = family_object
+
+
+def _workload(family_name: str, items: tuple[tuple[str, int], ...], dtype: str) -> Workload:
+    return Workload(family(family_name), items, dtype)
+
+
+def _reduce_workload(workload: Workload) -> tuple[object, tuple[object, ...]]:
+    """A Workload pickles by its family's name (a worker process finds the family again as
+    this module finds families): a user's family module is not importable by name there.
+    """
+    return _workload, (workload.family.name, workload.items, workload.dtype)
+
+
+copyreg.pickle(Workload, _reduce_workload)
 
 
 def family(name: str) -> Family:
