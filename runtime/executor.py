@@ -227,18 +227,26 @@ class Runtime:
         """
         folder, align = Folder(self.graph), self.device.mem_base_addr_align // 8
         gapped: dict[str, tuple[int, ...]] = {}
+        # A map's fold depends on its chain's start alone: a gapped Concat's readers keep the
+        # fold their trial found.
+        folded: dict[str, IndexMap | None] = {}
         for concat in self._concats():
             if concat.output in self.buffers or any(n in self.buffers for n in concat.inputs):
                 continue
             readers = folder.readers(concat.output)
+            maps = [step for step in readers if isinstance(step, IndexMap)]
+            if not readers or len(maps) != len(readers):
+                continue
             trial = {**gapped, concat.output: gap_offsets(self.graph, concat, align)}
-            if readers and all(
-                isinstance(step, IndexMap) and folder.fold(step, trial) for step in readers
-            ):
+            reads = {step.output: folder.fold(step, trial) for step in maps}
+            if all(reads.values()):
                 gapped = trial
+                folded.update(reads)
                 self._gap(concat, trial[concat.output])
         steps = [
-            (folder.fold(step, gapped) or step) if isinstance(step, IndexMap) else step
+            (folded.get(step.output) or folder.fold(step, gapped) or step)
+            if isinstance(step, IndexMap)
+            else step
             for step in self.graph.steps
         ]
         return live(self.graph, steps)
