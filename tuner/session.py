@@ -421,11 +421,14 @@ def run_session(
         objective=settings.objective,
         earlier_s=earlier_s,
     )
-    started = time.monotonic()
     interrupted = False
     systematic: str | None = None
     disk: str | None = None  # why the disk stopped the session
+    # The budget is the search's: switching the measurer to this workload (its inputs and
+    # their float64 reference) is the run's cost, not the session's, or a short share of a
+    # large layer would be spent before its first candidate.
     pipeline = Pipeline(job, workers, timeout)
+    started = time.monotonic()
     try:
         while True:
             due = proposals_due(pipeline.window, pipeline.pending)
