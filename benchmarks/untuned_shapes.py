@@ -36,7 +36,8 @@ from pathlib import Path
 import pyopencl as cl
 from held_out import without_workloads  # benchmarks/held_out.py, beside this script
 
-from octune.db.store import Store, StoredDevice
+from octune.db.queries import StoredDevice
+from octune.db.store import Store
 from octune.kernels.gemm import parse_gemm
 from octune.lookup.predictor import ModelAnswers
 from octune.lookup.semantics import (

@@ -29,7 +29,8 @@ from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies import available_strategies
 
 if TYPE_CHECKING:
-    from octune.db.store import BestResult, Store
+    from octune.db.queries import BestResult
+    from octune.db.store import Store
     from octune.tuner.campaign import Task
     from octune.tuner.device import DeviceInfo
     from octune.tuner.family import Family, Workload
@@ -115,7 +116,11 @@ def tune(
         typer.Option(help="seconds a candidate may run (default: from the workload size)"),
     ] = None,
     confirm: Annotated[
-        int, typer.Option(help="re-measure this many top candidates at the end")
+        int,
+        typer.Option(
+            help="re-measure up to this many top candidates at the end (those not confirmed "
+            "yet, within 1.25 x the best)"
+        ),
     ] = 3,
     objective: ObjectiveOption = "time",
     energy: Annotated[

@@ -26,6 +26,7 @@ from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from octune.db.models import (
+    SESSION_END_STATUSES,
     Device,
     FarmAgent,
     FarmAgentDevice,
@@ -39,7 +40,8 @@ from octune.db.models import (
     Workload,
     utcnow,
 )
-from octune.db.store import SESSION_END_STATUSES, Store, StoredKernel, measurement_values
+from octune.db.queries import StoredKernel
+from octune.db.recording import Recording, measurement_values
 from octune.tuner.errors import OctuneError
 from octune.tuner.results import Measurement, Status
 
@@ -150,7 +152,9 @@ def uploader_settings(settings: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
-class JobQueue(Store):
+class JobQueue(Recording):
+    """The queue's operations, a mixin over the recording store it writes leased sessions to."""
+
     @contextmanager
     def _locked(self) -> Iterator[Session]:
         """A transaction that serialises with every other queue operation (module docstring)."""

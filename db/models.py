@@ -37,6 +37,9 @@ NAMING_CONVENTION = {
 }
 
 MESSAGE_MAX_CHARS = 2000
+# Sessions of this strategy re-measure the top configs of a search: their rows rank first.
+CONFIRM_STRATEGY = "confirm"
+SESSION_END_STATUSES = frozenset({"completed", "interrupted", "failed"})
 
 
 def utcnow() -> datetime:
@@ -193,7 +196,7 @@ class ConfigClaim(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
-#: The scope of a token whose uploads answer lookups (``octune.db.store.answering``).
+#: The scope of a token whose uploads answer lookups (``octune.db.queries.answering``).
 TRUSTED_SCOPE = "trusted"
 
 

@@ -1,8 +1,8 @@
 """The queries only the config service needs: tokens, uploads, listings and the dashboard.
 
 Kept beside ``store.py`` rather than in it so the tuner's store stays small; a ``ServerStore``
-is a ``Store`` (same migrated database, same one-line errors) with these methods and the
-tuning farm's queue (``job_queue.JobQueue``) added.
+is a ``Store`` (same migrated database, same one-line errors) composed with these methods and
+the tuning farm's queue (``job_queue.JobQueue``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from sqlalchemy import func, select, text
 
 from octune.db.job_queue import JobQueue, uploader_settings
 from octune.db.models import (
+    SESSION_END_STATUSES,
     TRUSTED_SCOPE,
     ApiToken,
     Device,
@@ -26,7 +27,8 @@ from octune.db.models import (
     Workload,
     utcnow,
 )
-from octune.db.store import SESSION_END_STATUSES, StoredKernel, answering
+from octune.db.queries import StoredKernel, answering
+from octune.db.store import Store
 from octune.tuner.errors import StoreError
 from octune.tuner.results import Measurement, Status
 
@@ -98,7 +100,7 @@ class UploadConflictError(StoreError):
     """An upload identifier already names a session of another device, kernel or workload."""
 
 
-class ServerStore(JobQueue):
+class ServerStore(JobQueue, Store):
     def revision(self) -> str:
         """The schema revision the database is at; reading it proves the database answers."""
         with self._session() as session:

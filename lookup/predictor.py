@@ -33,7 +33,8 @@ import numpy as np
 from numpy.typing import NDArray
 from xgboost import XGBRegressor
 
-from octune.db.store import HistoryRecord, Store, StoredDevice
+from octune.db.queries import HistoryRecord, StoredDevice
+from octune.db.store import Store
 from octune.lookup.semantics import (
     Entry,
     KernelIndex,

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from octune.db.store import Store, StoredDevice, StoredKernel
+from octune.db.queries import StoredDevice, StoredKernel
+from octune.db.store import Store
 from octune.lookup.semantics import (
     Answer,
     Entry,

@@ -28,7 +28,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from octune.db.store import Store, StoredDevice
+from octune.db.queries import StoredDevice
+from octune.db.store import Store
 from octune.lookup.semantics import Query, QueryError
 from octune.lookup.tables import StoreLookup, resolve_device
 from octune.networks.layers import Layer

@@ -23,7 +23,7 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
-from octune.db.store import HistoryRecord
+from octune.db.queries import HistoryRecord
 from octune.tuner.cost_model import Context
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import OctuneError

@@ -31,7 +31,8 @@ from typing import Literal, Protocol
 
 import pyopencl as cl
 
-from octune.db.store import Store, StoredDevice
+from octune.db.queries import StoredDevice
+from octune.db.store import Store
 from octune.firmware.bundle import in_service, load_bundle
 from octune.lookup.semantics import Answer, FollowUpSizes, Query, QueryError
 from octune.lookup.tables import StoreLookup

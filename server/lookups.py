@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from octune.db.queries import StoredDevice
 from octune.db.server_store import ServerStore
-from octune.db.store import StoredDevice
 from octune.lookup.semantics import Entry, Predictor, Query, QueryError, check_shape
 from octune.lookup.tables import StoreLookup
 from octune.server.schemas import BatchLookup, ShapeFields

@@ -14,7 +14,7 @@ from octune.db.server_store import ServerStore
 
 PREFIX = "oct_"
 #: read: lookups; write: uploads and jobs, stored but answering nothing; trusted: a write token
-#: whose measurements answer lookups and exports (``octune.db.store.answering``).
+#: whose measurements answer lookups and exports (``octune.db.queries.answering``).
 Scope = Literal["read", "write", "trusted"]
 
 

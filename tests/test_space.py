@@ -193,6 +193,16 @@ def test_enumerate_keeps_exactly_what_brute_force_keeps_in_product_order():
             assert table.derived(name).tolist() == [d[name] for _, d in expected]
 
 
+def test_a_space_keeps_the_tables_of_its_last_devices():
+    space = small_space()
+    tables = [space.enumerate({**LIMITS, "compute_units": units}) for units in range(1, 7)]
+    assert space.enumerate({**LIMITS, "compute_units": 6}) is tables[-1]
+    assert space.enumerate({**LIMITS, "compute_units": 3}) is tables[2]  # among the last four
+    again = space.enumerate({**LIMITS, "compute_units": 1})  # dropped: enumerated again
+    assert again is not tables[0] and list(again.configs()) == list(tables[0].configs())
+    assert not tables[-1].values.flags.writeable  # shared, so read-only
+
+
 def test_config_table_access():
     table = small_space().enumerate(LIMITS)
     assert isinstance(table, ConfigTable)

@@ -13,8 +13,10 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
+from octune.db.engine import alembic_config
 from octune.db.models import Base
-from octune.db.store import BestResult, Store, alembic_config
+from octune.db.queries import BestResult
+from octune.db.store import Store
 from octune.tuner.device import DeviceInfo
 from octune.tuner.errors import StoreError
 from octune.tuner.results import Measurement, Status, config_key

@@ -19,7 +19,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 
-from octune.db.store import CONFIRM_STRATEGY, Store
+from octune.db.models import CONFIRM_STRATEGY
+from octune.db.store import Store
 from octune.tuner.device import INSTALL_HINT, DeviceInfo
 from octune.tuner.disk import full_disk
 from octune.tuner.errors import OctuneError
@@ -41,6 +42,10 @@ from octune.tuner.workers import Job, Measurer, Workers, default_timeout
 
 #: How the confirm phase re-measures the top candidates (``Job`` fields).
 CONFIRM = {"repeats": 30, "min_repeats": 10, "max_seconds": 3.0}
+#: ... and which: those within this factor of the best search time (a config measured far
+#: slower cannot plausibly win; in a network run of short sessions, confirming every config
+#: measured cost as long as the search itself on a CPU).
+CONFIRM_WITHIN = 1.25
 #: Candidates a pipeline with builders keeps in flight at first, and how many more each time
 #: the device finishes one with none built to follow (``Pipeline``).
 FIRST_WINDOW, WIDEN = 4, 2
@@ -109,7 +114,7 @@ class Settings:
 
     jobs: int = field(default_factory=lambda: os.cpu_count() or 1)
     timeout: float | None = None  # per candidate; None: derived from the workload
-    confirm: int = 3  # top candidates re-measured at the end
+    confirm: int = 3  # top candidates re-measured at the end, at most (CONFIRM_WITHIN)
     objective: Objective = "time"
     energy: bool = False  # read the device's energy sensor for every measurement
     resume: bool = False  # count stored measurements against --budget
@@ -488,7 +493,7 @@ def run_session(
         )
     confirmed: tuple[Measurement, ...] = ()
     confirm_session_id = None
-    top = [] if interrupted else _to_confirm(store, scope, settings, progress.tried)
+    top = [] if interrupted else _to_confirm(store, scope, settings)
     if top:
         fresh_seed = None if seed is None else seed + 1  # fresh inputs, reproducibly
         confirm_session_id = store.start_session(
@@ -506,17 +511,16 @@ def run_session(
 
 
 def _to_confirm(
-    store: Store, scope: tuple[int, int, int], settings: Settings, tried: int
+    store: Store, scope: tuple[int, int, int], settings: Settings
 ) -> list[dict[str, int]]:
-    """The top configs, after a session that measured something; after one that measured
-    nothing (a --resume of a finished search), those a killed confirm session left.
+    """The top configs no session has confirmed yet: a second turn of a run, a --resume or a
+    new run confirms only what it brought to the top (a run's sessions re-confirmed the same
+    configs turn after turn: a fifth of an H200 network run went to confirm sessions).
     """
     if settings.confirm == 0:
         return []
-    top = store.top_configs(*scope, settings.confirm)
-    if tried > 0:
-        return top
     done = store.confirmed_config_keys(*scope)
+    top = store.top_configs(*scope, settings.confirm, settings.objective, within=CONFIRM_WITHIN)
     return [config for config in top if config_key(config) not in done]
 
 

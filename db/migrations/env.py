@@ -1,6 +1,6 @@
-"""Alembic environment for octune: there is no alembic.ini, ``octune.db.store`` builds the config.
+"""Alembic environment for octune: there is no alembic.ini, ``octune.db.engine`` builds the config.
 
-``Store`` passes an open connection in ``config.attributes["connection"]`` so migrating runs in
+``Database`` passes an open connection in ``config.attributes["connection"]`` so migrating runs in
 the transaction (and with the SQLite pragmas) of the engine that will use the database.
 """
 

@@ -1,5 +1,5 @@
 """Tuning machines post their sessions here (write token required). Every measurement is
-kept; only a trusted token's answer lookups (``octune.db.store.answering``): a write token's
+kept; only a trusted token's answer lookups (``octune.db.queries.answering``): a write token's
 holder could send any time, and a fast enough one would crown its config.
 """
 
@@ -9,8 +9,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
+from octune.db.queries import StoredKernel
 from octune.db.server_store import ServerStore, TokenRecord, UploadConflictError
-from octune.db.store import StoredKernel
 from octune.lookup.semantics import kernel_version_sha256
 from octune.lookup.tables import device_limits
 from octune.server.auth import require_write
