@@ -20,10 +20,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import jinja2
-
+from octune.lookup.expressions import check_call, check_operand
 from octune.lookup.semantics import (
     LAYOUT_WEIGHT,
     LOG2_TABLE,
@@ -35,21 +35,12 @@ from octune.lookup.semantics import (
     Entry,
     KernelTable,
     TableError,
-    check_call,
-    check_operand,
     log2_fixed,
     size_bounds,
 )
 
-# The header's text; a family's, a kernel's and its follow-up launches' parts are included.
-_TEMPLATES = jinja2.Environment(
-    loader=jinja2.PackageLoader("octune.firmware", "templates"),
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-    undefined=jinja2.StrictUndefined,
-    autoescape=False,  # C source, not HTML
-)
+if TYPE_CHECKING:
+    import jinja2
 
 
 def c_string(text: str) -> str:
@@ -345,27 +336,51 @@ def render(
     for table in tables:
         by_family.setdefault(table.problem.name, []).append(table)
     name, driver = (_comment(str(device.get(key, "?"))) for key in ("name", "driver_version"))
-    return _TEMPLATES.get_template("header.h.j2").render(
-        device_name=name,
-        driver=driver,
-        fingerprint=re.sub(r"[^0-9a-f]", "", str(device.get("fingerprint", ""))),
-        written=_comment(f"octune {manifest['octune_version']} at {manifest['created_at']}"),
-        matches="\n".join(f"#define OCTUNE_MATCH_{m.upper()} {i}" for i, m in enumerate(MATCHES)),
-        nmatches=len(MATCHES),
-        match_names=", ".join(c_string(m) for m in MATCHES),
-        ranks="{" + ", ".join(str(MATCH_RANK[m]) for m in MATCHES) + "}",
-        log_bits=LOG_BITS,
-        log_table_size=1 << LOG_TABLE_BITS,
-        near_distance=NEAR_DISTANCE,
-        layout_weight=LAYOUT_WEIGHT,
-        log_rows=",\n    ".join(
-            ", ".join(str(v) for v in LOG2_TABLE[i : i + 12]) for i in range(0, len(LOG2_TABLE), 12)
-        ),
-        max_then=max((len(t.then) for t in tables), default=0) or 1,
-        max_keys=max((len(t.problem.keys) for t in tables), default=1),
-        max_defines=max(
-            (len(t.problem.flag_defines) + len(t.parameters) for t in tables), default=1
-        ),
-        kernels=[_kernel(table, sources[table.sha256][0]) for table in tables],
-        families=[_family(name, group) for name, group in sorted(by_family.items())],
+    return (
+        _templates()
+        .get_template("header.h.j2")
+        .render(
+            device_name=name,
+            driver=driver,
+            fingerprint=re.sub(r"[^0-9a-f]", "", str(device.get("fingerprint", ""))),
+            written=_comment(f"octune {manifest['octune_version']} at {manifest['created_at']}"),
+            matches="\n".join(
+                f"#define OCTUNE_MATCH_{m.upper()} {i}" for i, m in enumerate(MATCHES)
+            ),
+            nmatches=len(MATCHES),
+            match_names=", ".join(c_string(m) for m in MATCHES),
+            ranks="{" + ", ".join(str(MATCH_RANK[m]) for m in MATCHES) + "}",
+            log_bits=LOG_BITS,
+            log_table_size=1 << LOG_TABLE_BITS,
+            near_distance=NEAR_DISTANCE,
+            layout_weight=LAYOUT_WEIGHT,
+            log_rows=",\n    ".join(
+                ", ".join(str(v) for v in LOG2_TABLE[i : i + 12])
+                for i in range(0, len(LOG2_TABLE), 12)
+            ),
+            max_then=max((len(t.then) for t in tables), default=0) or 1,
+            max_keys=max((len(t.problem.keys) for t in tables), default=1),
+            max_defines=max(
+                (len(t.problem.flag_defines) + len(t.parameters) for t in tables), default=1
+            ),
+            kernels=[_kernel(table, sources[table.sha256][0]) for table in tables],
+            families=[_family(name, group) for name, group in sorted(by_family.items())],
+        )
+    )
+
+
+@cache
+def _templates() -> jinja2.Environment:
+    """The header's text (``header.h.j2`` includes a kernel's, its follow-ups' and a family's),
+    loaded on first use: a device that only reads bundles needs nothing but Python.
+    """
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("octune.firmware", "templates"),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # C source, not HTML
     )

@@ -35,14 +35,7 @@ from xgboost import XGBRegressor
 
 from octune.db.queries import HistoryRecord, StoredDevice
 from octune.db.store import Store
-from octune.lookup.semantics import (
-    Entry,
-    KernelIndex,
-    KernelTable,
-    Prediction,
-    Query,
-    ShapeRules,
-)
+from octune.lookup.semantics import Entry, KernelIndex, KernelTable, Prediction, Query, ShapeRules
 from octune.lookup.tables import stored_shape, stored_space
 from octune.tuner.cost_model import Context, Features, targets
 from octune.tuner.space import SearchSpace

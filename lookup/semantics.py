@@ -46,7 +46,7 @@ least 1, divide global by local, and fit the device's work-group limits; a works
 in one buffer (``max_buffer_bytes``: a split-K config tuned at a small shape may need more
 than the device allows at a large one).
 
-Launch sizes come from the space's ``launch:`` expressions. They are parsed here with ``ast``
+Launch sizes come from the space's ``launch:`` expressions (``expressions.py``), parsed with ``ast``
 and checked against a whitelist (integers, names, ``+ - * // %``, unary ``-``/``+``,
 comparisons, ``and``/``or``/``not``, ``ceil_div``, ``round_up``, ``min``, ``max``), then
 compiled to closures; the C header generator translates the same vetted tree. Nothing is
@@ -57,14 +57,14 @@ convolution's output height, the rules of a possible shape, flops) use the same 
 
 from __future__ import annotations
 
-import ast
-import functools
 import hashlib
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
+from octune.lookup.expressions import LaunchExpression, TableError, Undefined
+from octune.lookup.kdtree import KdTree
 from octune.tuner.errors import OctuneError
 
 MATCHES = ("exact", "nearest", "predicted", "default")
@@ -78,26 +78,10 @@ LAYOUT_WEIGHT = LAYOUT_OCTAVES << LOG_BITS
 NEAR_OCTAVES = 2
 #: The same as a squared fixed-point distance, as the neighbour search computes it.
 NEAR_DISTANCE = (NEAR_OCTAVES << LOG_BITS) ** 2
-#: Functions a launch expression may call, with their argument counts (min, max).
-LAUNCH_FUNCTIONS: dict[str, tuple[int, int | None]] = {
-    "ceil_div": (2, 2),
-    "round_up": (2, 2),
-    "min": (2, None),
-    "max": (2, None),
-}
-MAX_EXPRESSION_CHARS = 2000
-MAX_EXPRESSION_DEPTH = 50
-_OPERATORS = "integers, names, + - * // %, unary -, comparisons, and/or/not, " + ", ".join(
-    LAUNCH_FUNCTIONS
-)
 
 
 class QueryError(OctuneError):
     """A query the lookup cannot answer: unknown kernel, bad shape, unsupported dtype."""
-
-
-class TableError(OctuneError):
-    """A lookup table whose content is inconsistent (wrong lengths, bad launch expression)."""
 
 
 def kernel_version_sha256(template_source: str, space_source: str) -> str:
@@ -138,182 +122,6 @@ def log2_fixed(value: int) -> int:
     if shift <= 0:
         return LOG2_TABLE[value]
     return LOG2_TABLE[value >> shift] + (shift << LOG_BITS)
-
-
-# --- launch expressions ---------------------------------------------------------------------
-
-
-class _Bad(Exception):
-    """A launch expression that cannot be evaluated for this config and shape (x // 0)."""
-
-
-_Eval = Callable[[Sequence[int]], int]
-
-
-def _floordiv(a: int, b: int) -> int:
-    if b == 0:
-        raise _Bad
-    return a // b
-
-
-def _mod(a: int, b: int) -> int:
-    if b == 0:
-        raise _Bad
-    return a % b
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return -_floordiv(-a, b)
-
-
-def _round_up(a: int, b: int) -> int:
-    return _ceil_div(a, b) * b
-
-
-_BINARY: dict[type[ast.operator], Callable[[int, int], int]] = {
-    ast.Add: lambda a, b: a + b,
-    ast.Sub: lambda a, b: a - b,
-    ast.Mult: lambda a, b: a * b,
-    ast.FloorDiv: _floordiv,
-    ast.Mod: _mod,
-}
-_COMPARE: dict[type[ast.cmpop], Callable[[int, int], bool]] = {
-    ast.Eq: lambda a, b: a == b,
-    ast.NotEq: lambda a, b: a != b,
-    ast.Lt: lambda a, b: a < b,
-    ast.LtE: lambda a, b: a <= b,
-    ast.Gt: lambda a, b: a > b,
-    ast.GtE: lambda a, b: a >= b,
-}
-_CALLS: dict[str, Callable[[int, int], int]] = {
-    "ceil_div": _ceil_div,
-    "round_up": _round_up,
-    "min": min,
-    "max": max,
-}
-
-
-class LaunchExpression:
-    """One launch size, e.g. ``ceil_div(N, NWG) * NDIMC``: vetted once, evaluated per query.
-
-    Variables (parameters and shape variables) are read by position from one sequence of
-    values; constants (device limits) are folded in when the expression is compiled.
-    """
-
-    __slots__ = ("_evaluate", "text", "tree")
-
-    def __init__(
-        self, text: str, positions: Mapping[str, int], constants: Mapping[str, int]
-    ) -> None:
-        self.text = " ".join(str(text).split())
-        if not self.text or len(self.text) > MAX_EXPRESSION_CHARS:
-            raise TableError(
-                f"launch expression '{self.text[:60]}' is empty or longer than "
-                f"{MAX_EXPRESSION_CHARS} characters"
-            )
-        try:
-            self.tree = ast.parse(self.text, mode="eval").body
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            raise TableError(f"cannot parse launch expression '{self.text}'") from None
-        self._evaluate = self._compile(self.tree, positions, constants, 0)
-
-    def evaluate(self, values: Sequence[int]) -> int:
-        """The size for these variable values; raises ``_Bad`` where it cannot be computed."""
-        return self._evaluate(values)
-
-    def _reject(self, what: str) -> TableError:
-        return TableError(
-            f"launch expression '{self.text}' uses {what}, which the lookup cannot evaluate; "
-            f"use only {_OPERATORS}"
-        )
-
-    def _compile(
-        self,
-        node: ast.expr,
-        positions: Mapping[str, int],
-        constants: Mapping[str, int],
-        depth: int,
-    ) -> _Eval:
-        if depth > MAX_EXPRESSION_DEPTH:
-            raise self._reject(f"nesting deeper than {MAX_EXPRESSION_DEPTH}")
-
-        def sub(child: ast.expr) -> _Eval:
-            return self._compile(child, positions, constants, depth + 1)
-
-        if isinstance(node, ast.Constant | ast.Name):
-            value = check_operand(node, positions, constants, self.text)
-            if isinstance(value, str):
-                position = positions[value]
-                return lambda v: v[position]
-            return lambda v: value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-            operand = sub(node.operand)
-            return (lambda v: -operand(v)) if isinstance(node.op, ast.USub) else operand
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-            binary = _BINARY[type(node.op)]
-            left, right = sub(node.left), sub(node.right)
-            return lambda v: binary(left(v), right(v))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            operand = sub(node.operand)
-            return lambda v: int(not operand(v))
-        if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
-            terms = [sub(term) for term in (node.left, *node.comparators)]
-            tests = [_COMPARE[type(op)] for op in node.ops]
-            pairs = list(zip(tests, terms, terms[1:], strict=False))
-            return lambda v: int(all(test(a(v), b(v)) for test, a, b in pairs))
-        if isinstance(node, ast.BoolOp):
-            parts = [sub(value) for value in node.values]
-            if isinstance(node.op, ast.And):
-                return lambda v: int(all(part(v) for part in parts))
-            return lambda v: int(any(part(v) for part in parts))
-        if isinstance(node, ast.Call):
-            name = check_call(node, self.text)
-            function = _CALLS[name]
-            first, *rest = [sub(arg) for arg in node.args]
-            if len(rest) == 1:
-                second = rest[0]
-                return lambda v: function(first(v), second(v))
-            return lambda v: functools.reduce(lambda a, f: function(a, f(v)), rest, first(v))
-        raise self._reject(f"'{ast.unparse(node)}'")
-
-
-def check_operand(
-    node: ast.Constant | ast.Name,
-    positions: Mapping[str, int],
-    constants: Mapping[str, int],
-    text: str,
-) -> int | str:
-    """A leaf of a launch expression: an int constant, a folded limit, or a variable's name."""
-    if isinstance(node, ast.Constant):
-        value = node.value
-        if type(value) is not int or not -(2**62) <= value < 2**62:
-            raise TableError(
-                f"launch expression '{text}' uses the constant {value!r}; only integers are allowed"
-            )
-        return value
-    if node.id in constants:
-        return constants[node.id]
-    if node.id not in positions:
-        raise TableError(
-            f"launch expression '{text}' uses '{node.id}', which is neither a parameter, "
-            "a shape variable nor a device limit of the table"
-        )
-    return node.id
-
-
-def check_call(node: ast.Call, text: str) -> str:
-    """The name of a whitelisted function called with a valid number of positional args."""
-    name = node.func.id if isinstance(node.func, ast.Name) else ""
-    limits = LAUNCH_FUNCTIONS.get(name)
-    if limits is None or node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-        raise TableError(
-            f"launch expression '{text}' makes the call '{ast.unparse(node)}'; the only "
-            f"functions are {', '.join(LAUNCH_FUNCTIONS)}, with positional arguments"
-        )
-    low, high = limits
-    if len(node.args) < low or (high is not None and len(node.args) > high):
-        raise TableError(f"launch expression '{text}' calls {name} with {len(node.args)} arguments")
-    return name
 
 
 # --- tables -----------------------------------------------------------------------------------
@@ -368,7 +176,7 @@ class ShapeRules:
 
     def values(self, shape: Sequence[int]) -> list[int]:
         """The variables' values for a shape in ``Problem.keys`` order (derived ones last);
-        raises ``_Bad`` where a derived value cannot be computed (the rules say why).
+        raises ``Undefined`` where a derived value cannot be computed (the rules say why).
         """
         values = [shape[position] for position in self._keys]
         for expression in self._derived:
@@ -392,7 +200,7 @@ class ShapeRules:
                         f"{problem.name} operand {expression.text} = {elements} elements, over "
                         f"{problem.max_elements}: beyond 32-bit indexing; split the work"
                     )
-        except _Bad:
+        except Undefined:
             return f"{problem.name} shape {list(shape)} divides by zero in one of its rules"
         return None
 
@@ -666,68 +474,6 @@ def size_bounds(
     return bounds
 
 
-# --- nearest neighbours -----------------------------------------------------------------------
-
-_LEAF = 8
-# A node is (None, [(point, index), ...]) for a leaf, else (axis, split, low, high).
-_Node = tuple[Any, ...]
-
-
-class _Tree:
-    """A k-d tree over integer points; ``nearest`` returns the point with the smallest
-    (squared distance, index) that is not excluded: what a linear scan in index order finds.
-    """
-
-    def __init__(self, points: Sequence[tuple[int, ...]], indices: Sequence[int]) -> None:
-        self._root = self._build(list(zip(points, indices, strict=True)))
-
-    def _build(self, items: list[tuple[tuple[int, ...], int]]) -> _Node:
-        if len(items) <= _LEAF:
-            return (None, items)
-        dims = len(items[0][0])
-        spreads = [max(p[d] for p, _ in items) - min(p[d] for p, _ in items) for d in range(dims)]
-        axis = spreads.index(max(spreads))
-        if spreads[axis] == 0:  # all points equal: one leaf, whatever its size
-            return (None, items)
-        items.sort(key=lambda item: item[0][axis])
-        middle = len(items) // 2
-        split = items[middle][0][axis]
-        return (axis, split, self._build(items[:middle]), self._build(items[middle:]))
-
-    def nearest(self, query: tuple[int, ...], excluded: Collection[int]) -> int | None:
-        """Exact integer distances decide; ``math.dist`` (a quarter of the cost, float) only
-        skips points that are clearly further than the best so far.
-        """
-        best, best_index, radius = math.inf, -1, math.inf
-        dist = math.dist
-        stack: list[tuple[_Node, int]] = [(self._root, 0)]
-        while stack:
-            node, bound = stack.pop()
-            if bound > best:
-                continue
-            if node[0] is None:
-                for point, index in node[1]:
-                    if dist(point, query) > radius:
-                        continue
-                    distance = 0
-                    for a, b in zip(point, query, strict=False):  # strict costs a third here
-                        a -= b
-                        distance += a * a
-                    if (distance < best or (distance == best and index < best_index)) and (
-                        index not in excluded
-                    ):
-                        best, best_index = distance, index
-                        # Far above float error (1e-16 relative): no tie is ever skipped.
-                        radius = math.sqrt(distance) * (1 + 1e-9) + 1e-6
-                continue
-            axis, split, low, high = node
-            gap = query[axis] - split
-            near, far = (low, high) if gap < 0 else (high, low)
-            stack.append((far, max(bound, gap * gap)))  # popped after near
-            stack.append((near, bound))
-        return None if best_index < 0 else best_index
-
-
 class _NeighbourIndex:
     """Entries as points (16.16 log2 of each size, then each layout flag times
     ``LAYOUT_WEIGHT``), one k-d tree per dtype.
@@ -739,7 +485,7 @@ class _NeighbourIndex:
         for index, entry in enumerate(entries):
             groups.setdefault(entry.dtype, []).append(index)
         self._trees = {
-            dtype: _Tree([self.point(entries[i].shape) for i in indices], indices)
+            dtype: KdTree([self.point(entries[i].shape) for i in indices], indices)
             for dtype, indices in groups.items()
         }
 
@@ -751,7 +497,7 @@ class _NeighbourIndex:
         )
 
     def distance(self, a: tuple[int, ...], b: tuple[int, ...]) -> int:
-        """Squared fixed-point distance between two shapes, as ``_Tree.nearest`` measures it."""
+        """Squared fixed-point distance between two shapes, as ``KdTree.nearest`` measures it."""
         return sum((x - y) ** 2 for x, y in zip(self.point(a), self.point(b), strict=True))
 
     def nearest(
@@ -831,7 +577,7 @@ class KernelIndex:
                     return None
                 then.append(FollowUpSizes(name, *sizes))
             workspace = 0 if self._workspace is None else self._workspace.evaluate(values)
-        except _Bad:
+        except Undefined:
             return None
         if workspace < 0 or (self._most_workspace is not None and workspace > self._most_workspace):
             return None
@@ -861,7 +607,7 @@ class KernelIndex:
             for expression in self._requires:
                 if not expression.evaluate(values):
                     return f"kernel {self.table.kernel} needs {expression.text}"
-        except _Bad:
+        except Undefined:
             return f"kernel {self.table.kernel} cannot compute this shape's variables"
         return None
 
