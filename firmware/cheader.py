@@ -265,7 +265,7 @@ def _kernel(table: KernelTable, template: str) -> dict[str, Any]:
         "nparts": len(parts),
         "parts": ",\n    ".join(c_string(part) for part in parts),
         "nconfigs": len(configs),
-        "config_rows": ",\n    ".join("{" + ", ".join(map(str, c)) + "}" for c in configs),
+        "config_rows": ",\n    ".join("{" + ", ".join(map(str, row)) + "}" for row in configs),
         "entries": _entries(p, "tuned", tuned, configs, len(problem.sizes))
         + _entries(p, "predicted", predictions, configs, len(problem.sizes)),
         "flag_copies": "\n".join(
