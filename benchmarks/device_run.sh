@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# Set up octune on the lent GPU machine (no network there: wheels travel in .whl/), then run
-# the command given as arguments with the GPU's OpenCL platform visible.
+# Set up octune on the lent GPU machine (no network there: its dependencies travel in .whl/, as
+# wheels or as benchmarks/gpu_wheels.sh's packed site.tar.xz), then run the command given as
+# arguments with the GPU's OpenCL platform visible.
 #   benchmarks/device_run.sh python3 benchmarks/gemm_device.py --out "$OUT/gemm.json"
 set -euo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "${WHEELS:-.whl}"/*.whl
+wheels=${WHEELS:-.whl}
+mkdir -p /tmp/site
+if [[ -f $wheels/site.tar.xz ]]; then
+    tar -xJf "$wheels/site.tar.xz" -C /tmp/site
+else
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site "$wheels"/*.whl
+fi
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade \
     --target /tmp/site . >/dev/null
 # The ICD loader inside the pyopencl wheel reads a vendors folder, not OCL_ICD_FILENAMES.

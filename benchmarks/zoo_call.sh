@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # One device call of the zoo benchmark on the lent GPU: export the named models there (PyTorch's
-# TorchScript exporter), tune each for MINUTES on the database carried in .gpu_db/t.db.gz (0:
-# no tuning), time it beside PyTorch's CUDA graph, and give the database back under $OUT for
-# the next call to carry. Run through the device tool with carry [".whl_gpu", ".gpu_db"]:
-#   benchmarks/zoo_call.sh 2.5 fcn_resnet50 deeplabv3_mobilenet_v3_large
+# TorchScript exporter), tune each for MINUTES on the gzipped database GPU_DB (default: the last
+# one recorded in benchmarks/data; 0 minutes: no tuning), time it beside PyTorch's CUDA graph,
+# and give the database back under $OUT for the next call to start from. Run through the device
+# tool with carry [".whl_gpu"] (benchmarks/gpu_wheels.sh builds it):
+#   GPU_DB=.gpu_db/t.db.gz benchmarks/zoo_call.sh 2.5 fcn_resnet50 deeplabv3_mobilenet_v3_large
 set -uo pipefail
 minutes=$1
 shift
 nvidia-smi -L | tee "$OUT/gpu.txt"
-if [[ -f .gpu_db/t.db.gz ]]; then gunzip -c .gpu_db/t.db.gz >/tmp/t.db; fi
+db=${GPU_DB:-benchmarks/data/gpu_tuned6/tuned.db.gz}
+if [[ -f $db ]]; then gunzip -c "$db" >/tmp/t.db; fi
 policies="default confirmed"
 [[ $minutes == 0 ]] && policies=confirmed
 WHEELS=.whl_gpu timeout 540 benchmarks/device_run.sh bash -c '
