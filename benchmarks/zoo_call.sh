@@ -9,7 +9,7 @@ set -uo pipefail
 minutes=$1
 shift
 nvidia-smi -L | tee "$OUT/gpu.txt"
-db=${GPU_DB:-benchmarks/data/gpu_tuned6/tuned.db.gz}
+db=${GPU_DB:-benchmarks/data/gpu_tuned7/tuned.db.gz}
 if [[ -f $db ]]; then gunzip -c "$db" >/tmp/t.db; fi
 policies="default confirmed"
 [[ $minutes == 0 ]] && policies=confirmed
