@@ -16,8 +16,8 @@ from pathlib import Path
 from gemm_classes import chosen_configs, parse_shape, vendor_anchor  # beside this script
 from template_ab import in_turns
 
+from octune.core.errors import SpaceError
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.errors import SpaceError
 from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.measure import DeviceRunner
 

@@ -13,7 +13,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from octune.tuner.errors import SpaceError
+from octune.core.errors import SpaceError
 from octune.tuner.space import SearchSpace
 
 H100_LIMITS = {

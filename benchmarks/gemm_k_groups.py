@@ -15,8 +15,8 @@ from pathlib import Path
 
 from gemm_classes import chosen_configs, parse_shape, vendor_anchor  # beside this script
 
+from octune.core.errors import OctuneError
 from octune.tuner.device import select_device
-from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import load_kernel
 from octune.tuner.measure import DeviceRunner
 

@@ -41,8 +41,8 @@ from gemm_classes import (  # beside this script
 )
 from ptx_in_cuda import cuda_driver_for
 
+from octune.core.errors import OctuneError
 from octune.tuner.device import select_device
-from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import load_kernel
 from octune.tuner.measure import DeviceRunner
 

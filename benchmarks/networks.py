@@ -55,6 +55,7 @@ import pyopencl as cl
 from side_by_side import cuda_graph_seconds  # beside this script
 
 from octune.cli.run import _payload
+from octune.core.errors import OctuneError
 from octune.db.store import Store
 from octune.networks.layers import load_model, node_layers
 from octune.networks.models import BUILTIN
@@ -65,7 +66,6 @@ from octune.runtime.sources import POLICIES, Policy, StoreConfigs
 from octune.runtime.verify import check, onnxruntime_seconds, random_inputs
 from octune.tuner.campaign import Task
 from octune.tuner.device import DeviceInfo, list_devices, require_compiling, select_device
-from octune.tuner.errors import OctuneError
 
 #: MobileNet v1's (output channels, stride) per depthwise + pointwise pair, as octune builds it
 #: (networks/models.py); the PyTorch copy is checked against octune's graph before it is timed.

@@ -24,8 +24,8 @@ from gemm_classes import (  # beside this script
 )
 from template_ab import in_turns
 
+from octune.core.errors import SpaceError
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.errors import SpaceError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.measure import DeviceRunner

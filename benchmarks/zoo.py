@@ -40,9 +40,9 @@ from typing import Any
 
 import onnx
 
+from octune.core.errors import OctuneError
 from octune.networks.layers import load_model
 from octune.runtime.graph import load_graph
-from octune.tuner.errors import OctuneError
 
 
 def manifest(zoo: Path, names: list[str] | None) -> list[dict[str, Any]]:

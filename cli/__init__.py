@@ -13,7 +13,7 @@ import typer
 
 from octune.cli import bundles, devices, farm, networks, run, serve, tune
 from octune.cli.options import SHAPE_ARGS
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 
 app = typer.Typer(
     help="Auto-tune OpenCL kernels, store the best verified configs, look them up.",
@@ -58,6 +58,17 @@ app.command("report")(networks.report)
 app.add_typer(farm.jobs_app, name="jobs")
 app.command("agent")(farm.agent)
 
+#: The modules each optional extra of pyproject.toml brings: a command that needs a missing one
+#: says which extra to install instead of ending in an ImportError.
+EXTRAS = {
+    "onnx": "networks",
+    "onnxruntime": "networks",
+    "fastapi": "service",
+    "uvicorn": "service",
+    "psycopg": "service",
+    "cryptography": "signing",
+}
+
 
 def main() -> None:
     """Entry point: user mistakes end in one line on stderr and exit status 2, not a traceback."""
@@ -65,4 +76,15 @@ def main() -> None:
         app()
     except OctuneError as error:
         print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except ModuleNotFoundError as error:
+        module = (error.name or "").split(".")[0]
+        if module not in EXTRAS:
+            raise
+        extra = EXTRAS[module]
+        print(
+            f"error: this command needs {module}, which is not installed: install octune's "
+            f"'{extra}' extra (pip install 'octune[{extra}]')",
+            file=sys.stderr,
+        )
         sys.exit(2)

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 
 from octune.cli.options import DbOption, PublicKey, open_store
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 
 # Signing loads `cryptography` (with its native library) only when a command signs or keys.

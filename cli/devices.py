@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from octune.tuner.errors import DeviceError
+from octune.core.errors import DeviceError
 
 if TYPE_CHECKING:
     import pyopencl as cl

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 
 console = Console()
 jobs_app = typer.Typer(
@@ -174,7 +174,7 @@ def cancel(
 
 
 def _print_jobs(jobs: list[Any]) -> None:
-    from octune.farm.spec import spec_label
+    from octune.server.job_spec import spec_label
 
     table = Table(title="Jobs")
     for column in ("job", "device", "what", "status", "agent", "candidates", "best GFLOP/s",

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from octune.cli.options import BatchOption, DimOption, PublicKey
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 
 if TYPE_CHECKING:
     from octune.runtime.executor import Runtime, Timing

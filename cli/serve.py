@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from octune.cli.options import DbOption
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 
 token_app = typer.Typer(help="Manage the server's API tokens.", no_args_is_help=True)
 

@@ -24,18 +24,17 @@ from octune.cli.options import (
     ObjectiveOption,
     open_store,
 )
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies import available_strategies
 
 if TYPE_CHECKING:
-    from octune.db.queries import BestResult
     from octune.db.store import Store
     from octune.tuner.campaign import Task
     from octune.tuner.device import DeviceInfo
     from octune.tuner.family import Family, Workload
     from octune.tuner.kernels import KernelSpec
-    from octune.tuner.results import Objective
+    from octune.tuner.results import BestResult, Objective
     from octune.tuner.session import SessionReport
 
 console = Console()

@@ -32,12 +32,12 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from octune.core.errors import StoreError
 from octune.db.models import (
     Device,
     KernelVersion,
     Workload,
 )
-from octune.tuner.errors import StoreError
 
 ENV_VAR = "OCTUNE_DATABASE_URL"
 #: Seconds a SQLite writer waits for another's lock before giving up (Python's default is 5,

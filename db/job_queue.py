@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
+from octune.core.errors import OctuneError
 from octune.db.models import (
     SESSION_END_STATUSES,
     Device,
@@ -42,7 +43,6 @@ from octune.db.models import (
 )
 from octune.db.queries import StoredKernel
 from octune.db.recording import Recording, measurement_values
-from octune.tuner.errors import OctuneError
 from octune.tuner.results import Measurement, Status
 
 if TYPE_CHECKING:

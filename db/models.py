@@ -37,8 +37,6 @@ NAMING_CONVENTION = {
 }
 
 MESSAGE_MAX_CHARS = 2000
-# Sessions of this strategy re-measure the top configs of a search: their rows rank first.
-CONFIRM_STRATEGY = "confirm"
 SESSION_END_STATUSES = frozenset({"completed", "interrupted", "failed"})
 
 

@@ -8,8 +8,7 @@ import math
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -22,7 +21,6 @@ from sqlalchemy.orm import Session
 
 from octune.db.engine import Database
 from octune.db.models import (
-    CONFIRM_STRATEGY,
     TRUSTED_SCOPE,
     ApiToken,
     Device,
@@ -35,43 +33,18 @@ from octune.db.models import (
     Workload,
 )
 from octune.tuner.results import (
+    CONFIRM_STRATEGY,
+    BestResult,
+    Failures,
+    HistoryRecord,
     Objective,
     Status,
     failure_signature,
     score,
 )
 
-
-@dataclass(frozen=True)
-class BestResult:
-    """The fastest passing config, with enough provenance to judge how much to trust it."""
-
-    config: dict[str, int]
-    median_s: float
-    spread_s: float
-    gflops: float | None
-    measurement_id: int
-    session_id: int
-    kernel_name: str
-    kernel_sha256: str
-    device_fingerprint: str
-    workload_key: str
-    measured_at: datetime
-    measured: int  # measurement rows for this device, kernel version and workload
-    failed: int  # of those, the ones whose status is not "ok"
-
-
-@dataclass(frozen=True)
-class Failures:
-    """A workload whose every measurement failed: how many, and for which reasons."""
-
-    measured: int
-    reasons: Counter[str]  # "status: reason" -> how many measurements met it
-
-    def __str__(self) -> str:
-        (reason, count), *others = self.reasons.most_common()
-        more = f" ({count} of them; {len(others)} other reason(s))" if others else ""
-        return f"all {self.measured} measured configs failed: {reason}{more}"
+if TYPE_CHECKING:
+    from octune.tuner.device import DeviceInfo
 
 
 class Queries(Database):
@@ -473,6 +446,11 @@ class StoredDevice:
     def from_row(cls, row: Device) -> StoredDevice:
         return cls(**{name: getattr(row, name) for name in cls.__dataclass_fields__})
 
+    @classmethod
+    def of(cls, info: DeviceInfo) -> StoredDevice:
+        """A device of this machine as the database would store it, stored or not."""
+        return cls(**{name: getattr(info, name) for name in cls.__dataclass_fields__})
+
 
 @dataclass(frozen=True)
 class StoredKernel:
@@ -508,14 +486,3 @@ HISTORY_DEVICE = (
     "local_mem_size",
     "global_mem_size",
 )
-
-
-@dataclass(frozen=True)
-class HistoryRecord:
-    """One stored measurement in its context (satisfies ``octune.tuner.cost_model.Record``)."""
-
-    device: dict[str, Any]
-    workload: dict[str, int]
-    config: dict[str, int]
-    time_s: float | None  # None: the config failed
-    flops: int

@@ -23,7 +23,6 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from octune.db.engine import Database
 from octune.db.models import (
-    CONFIRM_STRATEGY,
     MESSAGE_MAX_CHARS,
     SESSION_END_STATUSES,
     ConfigClaim,
@@ -36,6 +35,7 @@ from octune.db.models import (
 )
 from octune.db.queries import measurements_of
 from octune.tuner.results import (
+    CONFIRM_STRATEGY,
     Measurement,
     Status,
     config_key,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select, text
 
+from octune.core.errors import StoreError
 from octune.db.job_queue import JobQueue, uploader_settings
 from octune.db.models import (
     SESSION_END_STATUSES,
@@ -29,7 +30,6 @@ from octune.db.models import (
 )
 from octune.db.queries import StoredKernel, answering
 from octune.db.store import Store
-from octune.tuner.errors import StoreError
 from octune.tuner.results import Measurement, Status
 
 if TYPE_CHECKING:

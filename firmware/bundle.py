@@ -32,6 +32,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from octune.core.errors import OctuneError
+from octune.core.problem import Problem, kernel_version_sha256
 from octune.firmware import cheader
 from octune.lookup.semantics import (
     Answer,
@@ -40,14 +42,11 @@ from octune.lookup.semantics import (
     KernelIndex,
     KernelTable,
     Predictor,
-    Problem,
     Query,
     QueryError,
     TableError,
     best_answer,
-    kernel_version_sha256,
 )
-from octune.tuner.errors import OctuneError
 
 #: Bumped when a reader of the previous version could misread a new bundle.
 SCHEMA_VERSION = 1

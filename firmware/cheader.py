@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from octune.lookup.expressions import check_call, check_operand
+from octune.core.expressions import check_call, check_operand
 from octune.lookup.semantics import (
     LAYOUT_WEIGHT,
     LOG2_TABLE,

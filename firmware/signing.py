@@ -18,7 +18,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 
 _PEM = "-----BEGIN"
 

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
+from octune.core.errors import OctuneError, SpaceError
+from octune.core.problem import Problem
 from octune.db.queries import StoredDevice, StoredKernel
 from octune.db.store import Store
 from octune.lookup.semantics import (
@@ -21,14 +23,12 @@ from octune.lookup.semantics import (
     KernelIndex,
     KernelTable,
     Predictor,
-    Problem,
     Query,
     QueryError,
     TableError,
     best_answer,
 )
 from octune.tuner.device_names import match_devices
-from octune.tuner.errors import OctuneError, SpaceError
 from octune.tuner.space import SearchSpace
 from octune.tuner.space import device_limits as space_limits
 

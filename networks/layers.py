@@ -23,9 +23,9 @@ from onnx.external_data_helper import (
     uses_external_data,
 )
 
+from octune.core.errors import OctuneError, WorkloadError
 from octune.networks.models import BUILTIN, did_you_mean
 from octune.networks.normalize import normalize
-from octune.tuner.errors import OctuneError, WorkloadError
 from octune.tuner.family import Family, OnnxNode, Workload
 from octune.tuner.kernels import families, family
 

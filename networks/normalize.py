@@ -26,7 +26,7 @@ from pathlib import Path
 import onnx
 from onnx import helper
 
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 
 #: protobuf cannot hold a model past 2 GiB in one message.
 LIMIT_BYTES = 2**31 - 1

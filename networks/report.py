@@ -28,13 +28,13 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from octune.core.errors import OctuneError
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.lookup.semantics import Query, QueryError
 from octune.lookup.tables import StoreLookup, resolve_device
 from octune.networks.layers import Layer
 from octune.networks.workloads import network_layers
-from octune.tuner.errors import OctuneError
 
 Estimate = Literal["measured", "lookup", "scaled", "unknown"]
 #: Bar colours of the chart and the HTML page, by match kind.
@@ -93,10 +93,9 @@ def report_device(store: Store, choice: str | None) -> StoredDevice:
             return resolve_device(store, choice)
         except QueryError:
             pass
-    from octune.runtime.sources import StoreConfigs
     from octune.tuner.device import DeviceInfo, select_device
 
-    return StoreConfigs(store, DeviceInfo.from_cl(select_device(choice))).device
+    return StoredDevice.of(DeviceInfo.from_cl(select_device(choice)))
 
 
 def network_report(

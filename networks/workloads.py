@@ -11,9 +11,9 @@ from pathlib import Path
 
 import yaml
 
+from octune.core.errors import OctuneError
 from octune.networks.layers import Layer, extract_layers, load_model
 from octune.tuner.campaign import Task, tasks_for
-from octune.tuner.errors import OctuneError
 from octune.tuner.expr import Expression
 
 # About a device's ratio of arithmetic to memory traffic (GPUs do 10 to 20 flops per byte they

@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 import pyopencl as cl
 
+from octune.core.errors import OctuneError
 from octune.runtime import layout
 from octune.runtime.fold import Folder, gap_offsets, live
 from octune.runtime.graph import (
@@ -50,7 +51,6 @@ from octune.runtime.sources import (
     default_configs,
 )
 from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import expand_includes
 from octune.tuner.programs import ProgramCache
 from octune.tuner.results import one_line_reason

@@ -31,10 +31,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from octune.core.errors import OctuneError
 from octune.kernels.conv2d import conv_pads
 from octune.networks.layers import Layer, node_layers, onnx_node
 from octune.runtime import layout
-from octune.tuner.errors import OctuneError
 
 ALIASES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Identity"})
 #: One-input functions an epilogue applies last, by ONNX operator (Pow: by a constant exponent;

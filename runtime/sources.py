@@ -31,6 +31,7 @@ from typing import Literal, Protocol
 
 import pyopencl as cl
 
+from octune.core.errors import OctuneError, SpaceError
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.firmware.bundle import in_service, load_bundle
@@ -38,7 +39,6 @@ from octune.lookup.semantics import Answer, FollowUpSizes, Query, QueryError
 from octune.lookup.tables import StoreLookup
 from octune.server.client import OctuneClient
 from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import OctuneError, SpaceError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import (
     KernelSpec,
@@ -185,19 +185,7 @@ class StoreConfigs:
     def __init__(self, store: Store, device: DeviceInfo) -> None:
         self.where = store.url
         self.store = store
-        self.device = StoredDevice(
-            fingerprint=device.fingerprint,
-            name=device.name,
-            platform_name=device.platform_name,
-            platform_version=device.platform_version,
-            vendor=device.vendor,
-            driver_version=device.driver_version,
-            compute_units=device.compute_units,
-            max_work_group_size=device.max_work_group_size,
-            local_mem_size=device.local_mem_size,
-            global_mem_size=device.global_mem_size,
-            device_type=device.device_type,
-        )
+        self.device = StoredDevice.of(device)
         self.lookup = StoreLookup(store)
 
     def answers(self, family: str, shapes: Sequence[Mapping[str, int]]) -> list[Answer]:

@@ -19,9 +19,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from octune.core.errors import OctuneError
 from octune.runtime.executor import Runtime
 from octune.runtime.graph import Alias
-from octune.tuner.errors import OctuneError
 
 TOLERANCE = 1e-3
 

@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from octune.core.errors import OctuneError, StoreError
 from octune.db.job_queue import QueueError
 from octune.db.server_store import ServerStore
 from octune.firmware.signing import private_key
@@ -25,7 +26,6 @@ from octune.server.lookups import LookupService, NotFoundError
 from octune.server.routes import dashboard, devices, health, jobs, kernels, lookup, uploads
 from octune.server.schemas import Problem
 from octune.server.settings import Settings
-from octune.tuner.errors import OctuneError, StoreError
 
 #: Documented on every operation, so clients (and schemathesis) know each error's body.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {

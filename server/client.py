@@ -16,6 +16,7 @@ from typing import Any, Self
 
 import httpx
 
+from octune.core.errors import OctuneError
 from octune.db.store import Store
 from octune.server.schemas import (
     AgentOut,
@@ -32,7 +33,6 @@ from octune.server.schemas import (
     UploadIn,
     UploadOut,
 )
-from octune.tuner.errors import OctuneError
 
 #: Measurements per upload request: well under the server's default body limit.
 UPLOAD_CHUNK = 2000

@@ -42,7 +42,7 @@ def gemm_table(gemm_kernel: KernelSpec, device_info: DeviceInfo) -> ConfigTable:
     return gemm_kernel.space.enumerate(device_info.limits)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A server database per backend: the server's and the farm's tests run on both
     (PostgreSQL when OCTUNE_TEST_POSTGRES_URL names a server, as .ci/run arranges).

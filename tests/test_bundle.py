@@ -18,6 +18,7 @@ import pytest
 from test_cli import assert_one_line_error, octune
 from test_lookup import DEVICE, config
 
+from octune.core.errors import SpaceError
 from octune.db.store import Store
 from octune.firmware.bundle import (
     MANIFEST,
@@ -30,7 +31,6 @@ from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.semantics import Answer, Entry, KernelIndex, KernelTable, Query, QueryError
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
-from octune.tuner.errors import SpaceError
 from octune.tuner.kernels import load_kernel
 from octune.tuner.space import max_buffer_bytes
 

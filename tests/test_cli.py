@@ -62,6 +62,29 @@ def test_declaring_the_commands_loads_none_of_what_running_them_needs() -> None:
     assert tuple(FORMAT_FILES) == FORMATS
 
 
+@pytest.mark.parametrize(
+    ("module", "extra", "args"),
+    [
+        ("onnx", "networks", ["run", "model.onnx"]),
+        ("uvicorn", "service", ["serve"]),
+        ("cryptography", "signing", ["keygen", "release"]),
+    ],
+)
+def test_a_command_whose_extra_is_missing_names_the_extra(
+    module: str, extra: str, args: list[str], tmp_path: Path
+) -> None:
+    """The base install leaves networks, the service and signing to extras: without one, the
+    commands that need it say which in one line (a module set to None cannot be imported).
+    """
+    (tmp_path / "model.onnx").write_bytes(b"not read")
+    hide = f"import sys; sys.modules[{module!r}] = None; sys.argv = ['octune', *{args!r}]; "
+    result = subprocess.run(
+        [sys.executable, "-c", hide + "from octune.cli import main; main()"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert_one_line_error(result, f"needs {module}", f"pip install 'octune[{extra}]'")
+
+
 def test_devices_lists_index_fingerprint_and_limits() -> None:
     result = octune("devices", "--json")
     assert result.returncode == 0, result.stderr

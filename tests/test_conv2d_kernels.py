@@ -18,6 +18,8 @@ from octune.tuner.kernels import KernelSpec, kernels_of, load_kernel
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.results import Status
 
+pytestmark = pytest.mark.slow
+
 LAYERS = {
     "grouped, dilated, strided, batch 2": dict(n=2, c=6, h=17, w=19, k=10, r=3, s=5, stride=2,
                                                pad=2, dilation=2, groups=2),

@@ -16,21 +16,14 @@ import pytest
 from test_bundle import GCC, python_line
 from test_lookup import DEVICE
 
+from octune.core.errors import WorkloadError
+from octune.core.problem import kernel_version_sha256
 from octune.db.store import Store
 from octune.firmware.bundle import load_bundle, write_bundle
 from octune.kernels.conv2d import FAMILY
 from octune.lookup.predictor import train
-from octune.lookup.semantics import (
-    Answer,
-    KernelIndex,
-    KernelTable,
-    Query,
-    QueryError,
-    best_answer,
-    kernel_version_sha256,
-)
+from octune.lookup.semantics import Answer, KernelIndex, KernelTable, Query, QueryError, best_answer
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
-from octune.tuner.errors import WorkloadError
 from octune.tuner.kernels import kernels_of, load_kernel
 from octune.tuner.results import Measurement, Status
 

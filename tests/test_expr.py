@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from octune.tuner.errors import SpaceError
+from octune.core.errors import SpaceError
 from octune.tuner.expr import Expression
 
 NAMES = ("a", "b", "c")

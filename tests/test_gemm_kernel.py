@@ -13,6 +13,8 @@ from octune.tuner.family import tolerance as family_tolerance
 from octune.tuner.kernels import KernelSpec, kernels_of, load_kernel
 from octune.tuner.space import ConfigTable
 
+pytestmark = pytest.mark.slow
+
 ODD_SHAPES = [(1, 1, 1), (3, 77, 5), (77, 3, 130), (130, 67, 33), (64, 128, 96)]
 LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from octune.core.errors import SpaceError
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.semantics import (
@@ -25,7 +26,6 @@ from octune.lookup.semantics import (
 )
 from octune.lookup.tables import StoreLookup, build_table, default_config, resolve_device
 from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import SpaceError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import load_kernel
 from octune.tuner.results import Measurement, Status

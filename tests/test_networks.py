@@ -16,11 +16,11 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 from test_cli import assert_one_line_error, octune
 
+from octune.core.errors import OctuneError
 from octune.networks.layers import Layer, extract_layers, load_model, node_layers
 from octune.networks.models import BUILTIN
 from octune.networks.workloads import network_layers, network_tasks, time_shares
 from octune.tuner.campaign import load_tasks, share
-from octune.tuner.errors import OctuneError
 from octune.tuner.session import Budget
 
 # Published sizes: torchvision's parameter counts and multiply-adds at 224x224 (MobileNet v1:

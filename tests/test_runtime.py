@@ -17,6 +17,7 @@ import pytest
 import yaml
 from test_cli import assert_one_line_error, octune
 
+from octune.core.errors import OctuneError
 from octune.kernels.gemm import gemm_workload
 from octune.lookup.semantics import Answer
 from octune.networks.graph import GraphBuilder
@@ -26,7 +27,6 @@ from octune.runtime.graph import Tuned, load_graph
 from octune.runtime.sources import choose, default_configs
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import KernelSpec, families, kernels_of, load_kernel
 
 sys.path.insert(0, str(Path(__file__).parent / "server"))  # the config-service test helpers

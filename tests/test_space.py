@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from octune.tuner.errors import SpaceError
+from octune.core.errors import SpaceError
 from octune.tuner.results import config_key
 from octune.tuner.space import (
     LIMIT_NAMES,

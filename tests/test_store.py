@@ -4,6 +4,7 @@ crash, and the migrations must build exactly the schema the models describe.
 
 from __future__ import annotations
 
+import inspect as pyinspect
 import os
 from datetime import UTC
 
@@ -13,13 +14,13 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
+from octune.core.errors import StoreError
 from octune.db.engine import alembic_config
 from octune.db.models import Base
-from octune.db.queries import BestResult
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import StoreError
-from octune.tuner.results import Measurement, Status, config_key
+from octune.tuner.results import BestResult, Measurement, Status, config_key
+from octune.tuner.tuning_store import TuningStore
 
 DEVICE = DeviceInfo(
     platform_name="Portable Computing Language",
@@ -268,3 +269,18 @@ def test_read_only_directory_is_a_store_error(tmp_path):
             Store(f"sqlite:///{tmp_path / 'octune.db'}")
     finally:
         tmp_path.chmod(0o700)
+
+
+def test_the_store_has_every_method_of_the_tuners_protocol_with_its_signature() -> None:
+    """The tuner types its store as ``TuningStore`` and never imports ``octune.db``: the
+    protocol and the store must not drift apart.
+    """
+
+    def parameters(method: object) -> list[tuple[str, object, object]]:
+        found = pyinspect.signature(method).parameters.values()  # type: ignore[arg-type]
+        return [(p.name, p.kind, p.default) for p in found]
+
+    members = [name for name in vars(TuningStore) if not name.startswith("_")]
+    assert len(members) >= 17
+    for name in members:
+        assert parameters(getattr(Store, name)) == parameters(getattr(TuningStore, name)), name

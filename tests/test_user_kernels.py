@@ -14,10 +14,10 @@ import onnx
 import pytest
 from test_cli import assert_one_line_error, octune
 
+from octune.core.errors import OctuneError
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import extract_layers, load_model
 from octune.tuner import kernels
-from octune.tuner.errors import OctuneError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "user_kernel"
 

@@ -32,9 +32,8 @@ from pydantic import (
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from octune.db.store import Store
+from octune.core.errors import OctuneError, validation_message
 from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import OctuneError, validation_message
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, families, resolve_kernels
 from octune.tuner.results import Measurement
@@ -47,6 +46,7 @@ from octune.tuner.session import (
     run_session,
 )
 from octune.tuner.session import Progress as SessionProgress
+from octune.tuner.tuning_store import TuningStore
 from octune.tuner.workers import Workers
 from octune.tuner.yaml_limits import YamlLimitError, safe_load
 
@@ -315,7 +315,7 @@ def tune_in_turn(
 
 
 def unverified(
-    store: Store, device: DeviceInfo, tasks: Sequence[Task]
+    store: TuningStore, device: DeviceInfo, tasks: Sequence[Task]
 ) -> tuple[list[tuple[str, str]], int]:
     """The workloads none of whose kernels has a verified config, each with how many
     candidates failed and the most common reason; and how many workloads there were. A
@@ -351,7 +351,7 @@ def unverified(
 
 
 def tune_one(
-    store: Store,
+    store: TuningStore,
     info: DeviceInfo,
     task: Task,
     strategy: str,

@@ -19,8 +19,8 @@ import numpy as np
 import platformdirs
 import pyopencl as cl
 
+from octune.core.errors import DeviceError
 from octune.tuner.device_names import match_devices
-from octune.tuner.errors import DeviceError
 from octune.tuner.programs import default_cache_root
 from octune.tuner.results import one_line_reason
 from octune.tuner.runtimes import register_pip_runtimes

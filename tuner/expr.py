@@ -27,7 +27,7 @@ from typing import Any, TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
-from octune.tuner.errors import SpaceError
+from octune.core.errors import SpaceError
 
 Scalar: TypeAlias = int | float | bool
 Value: TypeAlias = Scalar | NDArray[Any]

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
 import numpy as np
 
-from octune.lookup.semantics import Problem, ShapeRules
-from octune.tuner.errors import WorkloadError
+from octune.core.errors import WorkloadError
+from octune.core.problem import Problem, ShapeRules
 
 if TYPE_CHECKING:
     import pyopencl as cl

@@ -33,8 +33,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from octune.lookup.semantics import kernel_version_sha256
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
+from octune.core.problem import kernel_version_sha256
 from octune.tuner.family import Family, Workload
 from octune.tuner.space import SearchSpace
 from octune.tuner.yaml_limits import YamlLimitError, safe_load
@@ -122,11 +122,12 @@ def _clear() -> None:
 
 @cache
 def families() -> dict[str, Family]:
-    """Every family: octune's modules in ``octune.kernels``, then each user folder's ``*.py``."""
-    import octune.kernels
-
+    """Every family: octune's modules in ``octune.kernels``, then each user folder's ``*.py``.
+    Found by name, as plug-ins are: the families build on the tuner, not the other way round.
+    """
+    builtin = importlib.import_module("octune.kernels")
     found: dict[str, Family] = {}
-    for module in pkgutil.iter_modules(octune.kernels.__path__):
+    for module in pkgutil.iter_modules(builtin.__path__):
         _register(found, importlib.import_module(f"octune.kernels.{module.name}"), module.name)
     for folder in kernel_dirs():
         for path in _own_files(folder, "*.py"):

@@ -16,9 +16,9 @@ from typing import Protocol
 import numpy as np
 import pyopencl as cl
 
+from octune.core.errors import SpaceError
 from octune.tuner.device import DeviceInfo
 from octune.tuner.energy import EnergySensor
-from octune.tuner.errors import SpaceError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.programs import ProgramCache

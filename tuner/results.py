@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 Config = Mapping[str, int]
 # What "best" means: the shortest run, the fewest joules per run, or the smallest
 # energy-delay product (joules x seconds), which weighs both.
 Objective = Literal["time", "energy", "edp"]
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
+#: The strategy a session records when it re-measures a search's top configs (``session.py``).
+CONFIRM_STRATEGY = "confirm"
 
 
 def config_key(config: Config) -> str:
@@ -114,3 +118,46 @@ def score(median_s: float | None, extra: Mapping[str, float], objective: Objecti
     if energy is None:
         return None
     return energy if objective == "energy" else energy * median_s
+
+
+@dataclass(frozen=True)
+class BestResult:
+    """The fastest passing config, with enough provenance to judge how much to trust it."""
+
+    config: dict[str, int]
+    median_s: float
+    spread_s: float
+    gflops: float | None
+    measurement_id: int
+    session_id: int
+    kernel_name: str
+    kernel_sha256: str
+    device_fingerprint: str
+    workload_key: str
+    measured_at: datetime
+    measured: int  # measurement rows for this device, kernel version and workload
+    failed: int  # of those, the ones whose status is not "ok"
+
+
+@dataclass(frozen=True)
+class Failures:
+    """A workload whose every measurement failed: how many, and for which reasons."""
+
+    measured: int
+    reasons: Counter[str]  # "status: reason" -> how many measurements met it
+
+    def __str__(self) -> str:
+        (reason, count), *others = self.reasons.most_common()
+        more = f" ({count} of them; {len(others)} other reason(s))" if others else ""
+        return f"all {self.measured} measured configs failed: {reason}{more}"
+
+
+@dataclass(frozen=True)
+class HistoryRecord:
+    """One stored measurement in its context (satisfies ``octune.tuner.cost_model.Record``)."""
+
+    device: dict[str, Any]
+    workload: dict[str, int]
+    config: dict[str, int]
+    time_s: float | None  # None: the config failed
+    flops: int

@@ -19,15 +19,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 
-from octune.db.models import CONFIRM_STRATEGY
-from octune.db.store import Store
+from octune.core.errors import OctuneError
 from octune.tuner.device import INSTALL_HINT, DeviceInfo
 from octune.tuner.disk import full_disk
-from octune.tuner.errors import OctuneError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.measure import first_lines
 from octune.tuner.results import (
+    CONFIRM_STRATEGY,
     OBJECTIVES,
     Config,
     Measurement,
@@ -38,6 +37,7 @@ from octune.tuner.results import (
 )
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy, proposals_due
+from octune.tuner.tuning_store import Scope, TuningStore
 from octune.tuner.workers import Job, Measurer, Workers, default_timeout
 
 #: How the confirm phase re-measures the top candidates (``Job`` fields).
@@ -311,7 +311,7 @@ DEFAULT_ROW = 0
 
 
 def base_tiles(
-    store: Store, device_id: int, workload_id: int, kernel: KernelSpec, table: ConfigTable
+    store: TuningStore, device_id: int, workload_id: int, kernel: KernelSpec, table: ConfigTable
 ) -> list[int]:
     """Rows of ``table`` holding the fastest configs that the kernel ``kernel``'s space extends
     found on this device and workload, with the extension's own parameters at their first
@@ -339,7 +339,7 @@ def base_tiles(
 
 
 def run_session(
-    store: Store,
+    store: TuningStore,
     device: DeviceInfo,
     kernel: KernelSpec,
     workload: Workload,
@@ -510,9 +510,7 @@ def run_session(
     return SessionReport(session_id, progress, interrupted, confirmed, confirm_session_id)
 
 
-def _to_confirm(
-    store: Store, scope: tuple[int, int, int], settings: Settings
-) -> list[dict[str, int]]:
+def _to_confirm(store: TuningStore, scope: Scope, settings: Settings) -> list[dict[str, int]]:
     """The top configs no session has confirmed yet: a second turn of a run, a --resume or a
     new run confirms only what it brought to the top (a run's sessions re-confirmed the same
     configs turn after turn: a fifth of an H200 network run went to confirm sessions).
@@ -525,7 +523,7 @@ def _to_confirm(
 
 
 def _confirm(
-    store: Store,
+    store: TuningStore,
     measurer: Measurer,
     session_id: int,
     top: list[dict[str, int]],

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 
 
 @dataclass(frozen=True)

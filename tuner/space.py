@@ -23,7 +23,7 @@ import yaml
 from numpy.typing import NDArray
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from octune.tuner.errors import SpaceError, validation_message
+from octune.core.errors import SpaceError, validation_message
 from octune.tuner.expr import FUNCTIONS, Expression, Mask, Value
 from octune.tuner.yaml_limits import YamlLimitError, check_limits
 

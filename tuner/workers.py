@@ -25,9 +25,9 @@ from typing import Self
 
 import pyopencl as cl
 
+from octune.core.errors import DeviceError
 from octune.tuner.device import DeviceInfo, list_devices
 from octune.tuner.energy import sensor_for
-from octune.tuner.errors import DeviceError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import DeviceRunner

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from octune.db.server_store import Convergence, ServerStore, WorkloadBest
-from octune.farm.spec import spec_label
+from octune.server.job_spec import spec_label
 from octune.server.lookups import LookupService
 
 router = APIRouter(tags=["dashboard"])

@@ -11,8 +11,8 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 
 from octune.db.job_queue import JobView
 from octune.db.server_store import ServerStore, TokenRecord
-from octune.farm.spec import check_spec
 from octune.server.auth import require_write
+from octune.server.job_spec import check_spec
 from octune.server.routes.uploads import checked_session
 from octune.server.schemas import (
     AgentIn,

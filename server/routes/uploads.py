@@ -9,14 +9,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
+from octune.core.errors import OctuneError, SpaceError
+from octune.core.problem import kernel_version_sha256
 from octune.db.queries import StoredKernel
 from octune.db.server_store import ServerStore, TokenRecord, UploadConflictError
-from octune.lookup.semantics import kernel_version_sha256
 from octune.lookup.tables import device_limits
 from octune.server.auth import require_write
 from octune.server.schemas import MeasurementIn, SessionBody, UploadIn, UploadOut
 from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import OctuneError, SpaceError
 from octune.tuner.family import Workload
 from octune.tuner.kernels import family, kernel_from_texts, load_kernel
 from octune.tuner.results import Measurement, Status

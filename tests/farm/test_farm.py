@@ -24,6 +24,8 @@ from octune.db.server_store import ServerStore
 from octune.server.client import OctuneClient
 from octune.server.tokens import create_token
 
+pytestmark = pytest.mark.slow
+
 ENDED = ("completed", "failed")
 FLAGS = ("--lease-seconds", "3", "--no-predict", "--no-access-log")
 

@@ -12,10 +12,10 @@ from server_testing import Seeder, bearer, make_client, post_upload
 from sqlalchemy import func, select
 
 from octune.cli.serve import LOOPBACK_NAMES, _loopback
+from octune.core.problem import kernel_version_sha256
 from octune.db.models import ApiToken, MeasurementRow, SessionUpload
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_query, gemm_workload
-from octune.lookup.semantics import kernel_version_sha256
 from octune.lookup.tables import StoreLookup
 from octune.server.client import session_uploads
 from octune.server.tokens import token_hash

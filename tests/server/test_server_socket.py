@@ -98,6 +98,7 @@ def test_serve_mistakes_are_one_line(served, tmp_path):
         assert len(lines) == 1 and fragment in lines[0], result.stderr
 
 
+@pytest.mark.browser
 def test_dashboard_in_headless_chromium(served, device_info, tmp_path):
     chromium = os.environ.get(CHROMIUM_ENV)
     if not chromium:

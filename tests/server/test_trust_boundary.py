@@ -14,12 +14,13 @@ import httpx
 import pytest
 from server_testing import LiveServer, Seeder
 
+from octune.core.errors import OctuneError
+from octune.core.problem import kernel_version_sha256
 from octune.db.server_store import ServerStore
 from octune.firmware.bundle import table_to_data
 from octune.firmware.export import export_bundle
 from octune.firmware.signing import SignatureError, create_key
 from octune.kernels.gemm import gemm_workload
-from octune.lookup.semantics import kernel_version_sha256
 from octune.lookup.tables import resolve_device
 from octune.runtime.sources import ServerConfigs
 from octune.server.client import session_uploads
@@ -27,7 +28,6 @@ from octune.server.routes.uploads import MAX_FLOPS_PER_COMPUTE_UNIT
 from octune.server.schemas import MeasurementIn, UploadIn
 from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo
-from octune.tuner.errors import OctuneError
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 from octune.tuner.results import Measurement
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies import available_strategies
@@ -32,7 +32,7 @@ def proposals_due(window: int, in_flight: int) -> int:
 class Strategy(ABC):
     name: ClassVar[str]
     # A strategy that sets this is built with `history` (the stored measurements of the same
-    # kernel version, Store.history) and `target` (the device and shape being tuned).
+    # kernel version, TuningStore.history) and `target` (the device and shape being tuned).
     learns_from_history: ClassVar[bool] = False
 
     def __init__(

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import spearmanr
 
+from octune.core.errors import OctuneError
 from octune.tuner.cost_model import (
     MODELS,
     Context,
@@ -27,7 +28,6 @@ from octune.tuner.cost_model import (
     log_times,
     targets,
 )
-from octune.tuner.errors import OctuneError
 from octune.tuner.results import Measurement
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import Strategy

@@ -10,7 +10,7 @@ import ast
 import functools
 from collections.abc import Callable, Mapping, Sequence
 
-from octune.tuner.errors import OctuneError
+from octune.core.errors import OctuneError
 
 #: Functions a launch expression may call, with their argument counts (min, max).
 LAUNCH_FUNCTIONS: dict[str, tuple[int, int | None]] = {

@@ -1,4 +1,5 @@
-"""What a job tunes: a built-in network or a list of workloads, as the server stores it.
+"""What a job tunes: a built-in network or a list of workloads, as the server stores it and
+checks it on submission, and as agents read it.
 
 Jobs carry workloads generically, in the workloads file's own form, so that the server, the
 agents and `octune tune --workloads` read them alike and no kernel family is named here.
@@ -9,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from octune.core.errors import OctuneError
 from octune.tuner.campaign import Task, tasks_from
-from octune.tuner.errors import OctuneError
 
 
 def check_spec(spec: Mapping[str, Any]) -> None:
