@@ -4,6 +4,7 @@ many threads at once, on SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import glob
 import threading
 import time
 from dataclasses import replace
@@ -64,7 +65,7 @@ def test_a_device_registered_later_gets_the_waiting_job(client, write, device_in
     assert nothing.status_code == 422
     assert "no device matches '*'" in nothing.json()["message"]
     assert "--wait-for-device" in nothing.json()["message"]
-    pattern = device_info.fingerprint[:6] + "*"  # the device that runs the suite, any runtime
+    pattern = "*" + glob.escape(device_info.name)  # the suite's device, on any runtime
     waiting = submit(client, write, devices=pattern, wait_for_device=True)
     assert waiting["waiting"] and waiting["jobs"] == []
     agent = register(client, write, device_info)
