@@ -5,16 +5,12 @@ compile). No device that compiles fails every test that uses one, loudly: never 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyopencl as cl
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "server"))
-
-from server_testing import postgres_database
+from helpers.server_testing import postgres_database
 
 from octune.db.server_store import ServerStore
 from octune.tuner.device import DeviceInfo, select_device

@@ -6,7 +6,6 @@ server on a loopback socket; a real wrong kernel named as the first layer that d
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 import yaml
+from helpers.server_testing import LiveServer, free_port
 from test_cli import assert_one_line_error, octune
 
 from octune.core.errors import OctuneError
@@ -28,9 +28,6 @@ from octune.runtime.sources import choose, default_configs
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec, families, kernels_of, load_kernel
-
-sys.path.insert(0, str(Path(__file__).parent / "server"))  # the config-service test helpers
-from server_testing import LiveServer, free_port
 
 # --- small graphs against onnxruntime -----------------------------------------------------------
 

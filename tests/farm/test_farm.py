@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-from farm_testing import (
+from helpers.farm_testing import (
     WORKLOADS,
     Agent,
     duplicates,
@@ -18,7 +18,7 @@ from farm_testing import (
     session_statuses,
     wait_for,
 )
-from server_testing import LiveServer, octune
+from helpers.server_testing import LiveServer, octune
 
 from octune.db.server_store import ServerStore
 from octune.server.client import OctuneClient

@@ -10,9 +10,9 @@ import time
 from dataclasses import replace
 
 import pytest
-from farm_testing import WORKLOADS, device_in, session_statuses
 from fastapi.testclient import TestClient
-from server_testing import bearer, octune
+from helpers.farm_testing import WORKLOADS, device_in, session_statuses
+from helpers.server_testing import bearer, octune
 
 from octune.db.job_queue import QueueError
 from octune.server.app import create_app

@@ -1,4 +1,4 @@
-"""Fixtures of the config-service tests; helpers live in server_testing.py."""
+"""Fixtures of the config-service tests; helpers live in tests/helpers/server_testing.py."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
-from server_testing import Seeder, make_client
+from helpers.server_testing import Seeder, make_client
 
 from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
-from server_testing import LiveServer, Seeder, bearer, octune
+from helpers.server_testing import LiveServer, Seeder, bearer, octune
 from sqlalchemy import func, select
 
 from octune.db.models import MeasurementRow, SessionUpload, TuningSession

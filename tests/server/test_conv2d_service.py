@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 
-from server_testing import make_client, octune
+from helpers.server_testing import make_client, octune
 
 from octune.db.server_store import ServerStore
 

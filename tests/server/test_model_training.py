@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from server_testing import Seeder, make_client, post_upload
+from helpers.server_testing import Seeder, make_client, post_upload
 
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_query, gemm_workload

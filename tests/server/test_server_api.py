@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 
 import pytest
-from server_testing import Seeder, bearer, make_client, post_upload
+from helpers.server_testing import Seeder, bearer, make_client, post_upload
 from sqlalchemy import func, select
 
 from octune.cli.serve import LOOPBACK_NAMES, _loopback

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from helpers.server_testing import Seeder, bearer
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
-from server_testing import Seeder, bearer
 
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_workload

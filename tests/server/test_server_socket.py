@@ -8,7 +8,7 @@ import os
 import re
 
 import pytest
-from server_testing import LiveServer, octune
+from helpers.server_testing import LiveServer, octune
 from sqlalchemy import select
 
 from octune.db.models import TuningSession

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_testing import LiveServer, Seeder
+from helpers.server_testing import LiveServer, Seeder
 
 from octune.core.errors import OctuneError
 from octune.core.problem import kernel_version_sha256

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from server_testing import LiveServer, octune
+from helpers.server_testing import LiveServer, octune
 
 from octune.server.client import OctuneClient
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-from server_testing import OCTUNE
 from sqlalchemy import select
 
+from helpers.server_testing import OCTUNE
 from octune.db.models import JobSession, MeasurementRow, TuningSession
 from octune.db.server_store import ServerStore
 
