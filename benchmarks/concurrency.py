@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import func, select
 
-from octune.db.models import MeasurementRow, SessionUpload, TuningSession, Workload
+from octune.db.models import MeasurementRow, SessionUpload, TuningSession, WorkloadRow
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.server.client import session_uploads
@@ -49,13 +49,13 @@ def rows(db: str, workload: WorkloadSpec | None = None) -> tuple[int, int]:
     many distinct (workload, config) pairs they hold.
     """
     query = (
-        select(Workload.key, MeasurementRow.config_key)
+        select(WorkloadRow.key, MeasurementRow.config_key)
         .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
-        .join(Workload, TuningSession.workload_id == Workload.id)
+        .join(WorkloadRow, TuningSession.workload_id == WorkloadRow.id)
         .where(TuningSession.strategy != "confirm")
     )
     if workload is not None:
-        query = query.where(Workload.key == workload.key)
+        query = query.where(WorkloadRow.key == workload.key)
     with Store(db) as store, store._session() as session:
         found = session.execute(query).all()
     return len(found), len(set(found))

@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 import httpx
 from sqlalchemy import create_engine, select
 
-from octune.db.models import Device, TuningSession, Workload
+from octune.db.models import Device, TuningSession, WorkloadRow
 
 HERE = Path(__file__).resolve().parent
 
@@ -113,11 +113,11 @@ def main() -> None:
         device = connection.execute(select(Device.fingerprint).order_by(Device.id)).first()[0]
         shapes = (
             connection.execute(
-                select(Workload.shape)
-                .join(TuningSession, TuningSession.workload_id == Workload.id)
+                select(WorkloadRow.shape)
+                .join(TuningSession, TuningSession.workload_id == WorkloadRow.id)
                 .join(Device, TuningSession.device_id == Device.id)
                 .where(Device.fingerprint == device)
-                .order_by(Workload.id)
+                .order_by(WorkloadRow.id)
             )
             .scalars()
             .all()

@@ -36,7 +36,7 @@ from octune.core.errors import StoreError
 from octune.db.models import (
     Device,
     KernelVersion,
-    Workload,
+    WorkloadRow,
 )
 
 ENV_VAR = "OCTUNE_DATABASE_URL"
@@ -49,7 +49,7 @@ _PG_MIGRATION_LOCK = 0x6F6374756E65
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _WHERE = f"pass a writable path or another URL with --db or {ENV_VAR}"
 
-_Row = TypeVar("_Row", Device, KernelVersion, Workload)
+_Row = TypeVar("_Row", Device, KernelVersion, WorkloadRow)
 
 
 def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:

@@ -1,7 +1,7 @@
 """The tuning farm's work queue, in the database the server already runs: no broker.
 
 A job is one submission on one device. An agent leases a queued job (or one whose lease
-expired) for a device it drives; each lease bumps ``Job.lease_epoch``, and every later call
+expired) for a device it drives; each lease bumps ``FarmJob.lease_epoch``, and every later call
 of the holder (heartbeat, upload, finish) names that epoch, so an agent whose lease was
 granted again to another is refused even if it comes back (a fencing token). Reads and the
 writes that depend on them happen in one transaction that serialises with every other queue
@@ -31,14 +31,14 @@ from octune.db.models import (
     Device,
     FarmAgent,
     FarmAgentDevice,
-    Job,
+    FarmJob,
     JobSession,
     JobSubmission,
     KernelVersion,
     MeasurementRow,
     SessionUpload,
     TuningSession,
-    Workload,
+    WorkloadRow,
     utcnow,
 )
 from octune.db.queries import StoredKernel
@@ -202,7 +202,7 @@ class JobQueue(Recording):
 
     @staticmethod
     def _new_job(session: Session, submission_id: int, device_id: int) -> int:
-        job = Job(
+        job = FarmJob(
             submission_id=submission_id, device_id=device_id, status="queued", lease_epoch=0,
             tried_s=0.0, failures=0, reason="",
         )  # fmt: skip
@@ -212,7 +212,7 @@ class JobQueue(Recording):
 
     def cancel_job(self, job_id: int) -> JobView:
         with self._locked() as session:
-            job = session.scalar(select(Job).where(Job.id == job_id).with_for_update())
+            job = session.scalar(select(FarmJob).where(FarmJob.id == job_id).with_for_update())
             if job is None:
                 raise QueueError(404, f"no job {job_id}: see `octune jobs list`")
             _cancel(session, job)
@@ -226,7 +226,7 @@ class JobQueue(Recording):
                 raise QueueError(404, f"no submission {submission_id}: see `octune jobs list`")
             row.status = "cancelled"
             jobs = session.scalars(
-                select(Job).where(Job.submission_id == submission_id).with_for_update()
+                select(FarmJob).where(FarmJob.submission_id == submission_id).with_for_update()
             ).all()
             for job in jobs:
                 _cancel(session, job)
@@ -251,7 +251,9 @@ class JobQueue(Recording):
             open_ = session.scalars(select(JobSubmission).filter_by(status="open")).all()
             for submission in open_:
                 has = set(
-                    session.scalars(select(Job.device_id).filter_by(submission_id=submission.id))
+                    session.scalars(
+                        select(FarmJob.device_id).filter_by(submission_id=submission.id)
+                    )
                 )
                 for device in rows:
                     if device.id not in has and device_matches(submission.devices, device):
@@ -286,22 +288,22 @@ class JobQueue(Recording):
                     "one of its own devices, or register again with it",
                 )  # fmt: skip
             job = session.scalar(
-                select(Job)
-                .where(Job.device_id == device_id, Job.status == "running",
-                       Job.lease_agent_id == agent_id)
+                select(FarmJob)
+                .where(FarmJob.device_id == device_id, FarmJob.status == "running",
+                       FarmJob.lease_agent_id == agent_id)
                 .with_for_update()
             )  # fmt: skip
             while job is None:
                 job = session.scalar(
-                    select(Job)
+                    select(FarmJob)
                     .where(
-                        Job.device_id == device_id,
+                        FarmJob.device_id == device_id,
                         or_(
-                            Job.status == "queued",
-                            and_(Job.status == "running", Job.lease_expires_at < now),
+                            FarmJob.status == "queued",
+                            and_(FarmJob.status == "running", FarmJob.lease_expires_at < now),
                         ),
                     )
-                    .order_by(Job.id)
+                    .order_by(FarmJob.id)
                     .limit(1)
                     .with_for_update(skip_locked=True)
                 )
@@ -317,10 +319,12 @@ class JobQueue(Recording):
             job_id = job.id
         return Lease(self._view(job_id), self._done_sessions(job_id))
 
-    def _held(self, session: Session, job_id: int, agent_id: int, token_id: int, epoch: int) -> Job:
+    def _held(
+        self, session: Session, job_id: int, agent_id: int, token_id: int, epoch: int
+    ) -> FarmJob:
         """The job, locked, if the agent holds it under lease ``epoch``; else why not."""
         self._agent(session, agent_id, token_id)
-        job = session.scalar(select(Job).where(Job.id == job_id).with_for_update())
+        job = session.scalar(select(FarmJob).where(FarmJob.id == job_id).with_for_update())
         if job is None:
             raise QueueError(404, f"no job {job_id}")
         if job.status == "cancelled":
@@ -348,7 +352,7 @@ class JobQueue(Recording):
         left, failed with ``error`` once they are spent.
         """
         with self._locked() as session:
-            done = session.get(Job, job_id)
+            done = session.get(FarmJob, job_id)
             if (
                 error is None and done is not None and done.status == "completed"
                 and (done.lease_agent_id, done.lease_epoch) == (agent_id, epoch)
@@ -376,8 +380,8 @@ class JobQueue(Recording):
         """
         with self._locked() as session:
             jobs = session.scalars(
-                select(Job)
-                .where(Job.status == "running", Job.lease_expires_at < utcnow())
+                select(FarmJob)
+                .where(FarmJob.status == "running", FarmJob.lease_expires_at < utcnow())
                 .with_for_update(skip_locked=True)
             ).all()
             for job in jobs:
@@ -391,10 +395,10 @@ class JobQueue(Recording):
         """
         with self._locked() as session:
             renewed = session.execute(
-                update(Job)
-                .where(Job.status == "running")
+                update(FarmJob)
+                .where(FarmJob.status == "running")
                 .values(lease_expires_at=utcnow() + timedelta(seconds=lease_s))
-                .returning(Job.id)
+                .returning(FarmJob.id)
             ).all()
         return len(renewed)
 
@@ -476,10 +480,10 @@ class JobQueue(Recording):
     def _done_sessions(self, job_id: int) -> list[DoneSession]:
         query = (
             select(TuningSession.id, TuningSession.strategy, KernelVersion.name,
-                   KernelVersion.sha256, Workload.key)
+                   KernelVersion.sha256, WorkloadRow.key)
             .join(JobSession, JobSession.session_id == TuningSession.id)
             .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
-            .join(Workload, TuningSession.workload_id == Workload.id)
+            .join(WorkloadRow, TuningSession.workload_id == WorkloadRow.id)
             .where(JobSession.job_id == job_id)
             .order_by(TuningSession.id)
         )  # fmt: skip
@@ -523,19 +527,19 @@ class JobQueue(Recording):
             .subquery()
         )
         query = (
-            select(Job, JobSubmission, Device, FarmAgent.name, tried.c.tried, progress.c.best)
-            .join(JobSubmission, Job.submission_id == JobSubmission.id)
-            .join(Device, Job.device_id == Device.id)
-            .outerjoin(FarmAgent, Job.lease_agent_id == FarmAgent.id)
-            .outerjoin(tried, tried.c.job_id == Job.id)
-            .outerjoin(progress, progress.c.job_id == Job.id)
-            .order_by(Job.id.desc())
+            select(FarmJob, JobSubmission, Device, FarmAgent.name, tried.c.tried, progress.c.best)
+            .join(JobSubmission, FarmJob.submission_id == JobSubmission.id)
+            .join(Device, FarmJob.device_id == Device.id)
+            .outerjoin(FarmAgent, FarmJob.lease_agent_id == FarmAgent.id)
+            .outerjoin(tried, tried.c.job_id == FarmJob.id)
+            .outerjoin(progress, progress.c.job_id == FarmJob.id)
+            .order_by(FarmJob.id.desc())
             .limit(limit)
         )
         if status is not None:
-            query = query.where(Job.status == status)
+            query = query.where(FarmJob.status == status)
         if job_id is not None:
-            query = query.where(Job.id == job_id)
+            query = query.where(FarmJob.id == job_id)
         with self._session() as session:
             rows = session.execute(query).all()
         return [
@@ -569,8 +573,8 @@ class JobQueue(Recording):
         """Open submissions with no job yet: waiting for a device that matches them."""
         query = (
             select(JobSubmission.id, JobSubmission.devices)
-            .outerjoin(Job, Job.submission_id == JobSubmission.id)
-            .where(JobSubmission.status == "open", Job.id.is_(None))
+            .outerjoin(FarmJob, FarmJob.submission_id == JobSubmission.id)
+            .where(JobSubmission.status == "open", FarmJob.id.is_(None))
             .order_by(JobSubmission.id)
         )
         with self._session() as session:
@@ -593,8 +597,8 @@ class JobQueue(Recording):
                 devices.setdefault(agent_id, []).append((fingerprint, name))
             held: dict[int, list[int]] = {}
             for job_id, agent_id in session.execute(
-                select(Job.id, Job.lease_agent_id).where(
-                    Job.status == "running", Job.lease_agent_id.in_(ids)
+                select(FarmJob.id, FarmJob.lease_agent_id).where(
+                    FarmJob.status == "running", FarmJob.lease_agent_id.in_(ids)
                 )
             ):
                 held.setdefault(agent_id, []).append(job_id)
@@ -612,18 +616,18 @@ class JobQueue(Recording):
         ]
 
 
-def _cancel(session: Session, job: Job) -> None:
+def _cancel(session: Session, job: FarmJob) -> None:
     if job.status in ACTIVE:
         _end(session, job, "cancelled")
 
 
-def _end(session: Session, job: Job, status: str) -> None:
+def _end(session: Session, job: FarmJob, status: str) -> None:
     """The last holder stays named, so that a holder's repeated "completed" is recognised."""
     _end_sessions(session, job)
     job.status, job.finished_at, job.lease_expires_at = status, utcnow(), None
 
 
-def _take_back(session: Session, job: Job) -> str:
+def _take_back(session: Session, job: FarmJob) -> str:
     """An expired lease of ``job``: an attempt counted, then ``failed`` (its last attempt, the
     job ended) or ``queued`` (the lease's sessions ended: it sends no more).
     """
@@ -641,7 +645,7 @@ def _take_back(session: Session, job: Job) -> str:
     return "queued"
 
 
-def _end_sessions(session: Session, job: Job) -> None:
+def _end_sessions(session: Session, job: FarmJob) -> None:
     """Mark "interrupted" the job's sessions still "running", as its lease ends: no agent
     will send their last status (the holder was killed, or drops the job at its next call
     and is refused from then on), and without this they would look "running" for ever.

@@ -105,7 +105,7 @@ class KernelVersion(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
-class Workload(Base):
+class WorkloadRow(Base):
     """A problem shape; ``key`` is its canonical text so lookups need not compare JSON."""
 
     __tablename__ = "workloads"
@@ -274,7 +274,7 @@ class FarmAgentDevice(Base):
     device_id: Mapped[int] = mapped_column(ForeignKey("devices.id"), index=True)
 
 
-class Job(Base):
+class FarmJob(Base):
     """One submission on one device. An agent holds it through a lease: ``lease_epoch``
     counts the leases granted, and every call of the holder names its epoch, so a holder
     whose lease expired and was granted again is refused (a fencing token).

@@ -30,7 +30,7 @@ from octune.db.models import (
     MeasurementRow,
     SessionUpload,
     TuningSession,
-    Workload,
+    WorkloadRow,
 )
 from octune.tuner.results import (
     CONFIRM_STRATEGY,
@@ -245,12 +245,12 @@ class Queries(Database):
             .subquery()
         )
         query = (
-            select(MeasurementRow, Workload)
+            select(MeasurementRow, WorkloadRow)
             .join(ranked, ranked.c.measurement_id == MeasurementRow.id)
             .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
-            .join(Workload, TuningSession.workload_id == Workload.id)
+            .join(WorkloadRow, TuningSession.workload_id == WorkloadRow.id)
             .where(ranked.c.rank == 1)
-            .order_by(Workload.key)
+            .order_by(WorkloadRow.key)
         )
         with self._session() as session:
             rows = session.execute(query).all()
@@ -331,7 +331,9 @@ class Queries(Database):
                 device.id: {name: getattr(device, name) for name in HISTORY_DEVICE}
                 for device in session.scalars(devices_query)
             }
-            shapes = {workload.id: workload.shape for workload in session.scalars(select(Workload))}
+            shapes = {
+                workload.id: workload.shape for workload in session.scalars(select(WorkloadRow))
+            }
             rows = session.execute(query.where(TuningSession.device_id.in_(list(devices)))).all()
         ok = Status.OK.value
         return [
@@ -352,12 +354,12 @@ def _tuned(
     kernel_name: str,
     workload_key: str,
     kernel_sha256: str | None,
-) -> tuple[Device, KernelVersion, Workload] | None:
+) -> tuple[Device, KernelVersion, WorkloadRow] | None:
     """The rows naming a device, kernel version and workload; without a sha256, the kernel
     version last tuned there.
     """
     device = session.scalar(select(Device).filter_by(fingerprint=device_fingerprint))
-    workload = session.scalar(select(Workload).filter_by(key=workload_key))
+    workload = session.scalar(select(WorkloadRow).filter_by(key=workload_key))
     if device is None or workload is None:
         return None
     versions = select(KernelVersion).where(KernelVersion.name == kernel_name)

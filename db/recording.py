@@ -30,7 +30,7 @@ from octune.db.models import (
     KernelVersion,
     MeasurementRow,
     TuningSession,
-    Workload,
+    WorkloadRow,
     utcnow,
 )
 from octune.db.queries import measurements_of
@@ -83,7 +83,7 @@ class Recording(Database):
 
     def workload_id(self, problem: str, key: str, shape: dict[str, int], dtype: str) -> int:
         return self._get_or_create(
-            Workload,
+            WorkloadRow,
             {"key": key},
             problem=problem,
             shape={name: int(size) for name, size in shape.items()},
@@ -262,10 +262,10 @@ class Recording(Database):
         """
         with self._session() as session:
             found = session.execute(
-                select(TuningSession, Device, KernelVersion, Workload)
+                select(TuningSession, Device, KernelVersion, WorkloadRow)
                 .join(Device, TuningSession.device_id == Device.id)
                 .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
-                .join(Workload, TuningSession.workload_id == Workload.id)
+                .join(WorkloadRow, TuningSession.workload_id == WorkloadRow.id)
                 .where(TuningSession.id == session_id)
             ).one_or_none()
             if found is None:

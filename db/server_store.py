@@ -25,7 +25,7 @@ from octune.db.models import (
     MeasurementRow,
     SessionUpload,
     TuningSession,
-    Workload,
+    WorkloadRow,
     utcnow,
 )
 from octune.db.queries import StoredKernel, answering
@@ -168,7 +168,7 @@ class ServerStore(JobQueue, Store):
                 Device.name,
                 Device.fingerprint,
                 KernelVersion.name,
-                Workload.key,
+                WorkloadRow.key,
                 func.max(MeasurementRow.gflops),
                 func.count(MeasurementRow.id),
             )
@@ -176,10 +176,10 @@ class ServerStore(JobQueue, Store):
             .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
             .join(Device, TuningSession.device_id == Device.id)
             .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
-            .join(Workload, TuningSession.workload_id == Workload.id)
+            .join(WorkloadRow, TuningSession.workload_id == WorkloadRow.id)
             .where(MeasurementRow.status == Status.OK.value, answering())
-            .group_by(Device.name, Device.fingerprint, KernelVersion.name, Workload.key)
-            .order_by(Device.name, KernelVersion.name, Workload.key)
+            .group_by(Device.name, Device.fingerprint, KernelVersion.name, WorkloadRow.key)
+            .order_by(Device.name, KernelVersion.name, WorkloadRow.key)
             .limit(limit)
         )
         with self._session() as session:
@@ -188,10 +188,10 @@ class ServerStore(JobQueue, Store):
     def convergence(self, sessions: int) -> list[Convergence]:
         """The latest sessions' best-so-far curves, for the dashboard's charts."""
         latest = (
-            select(TuningSession, Device.name, KernelVersion.name, Workload.key)
+            select(TuningSession, Device.name, KernelVersion.name, WorkloadRow.key)
             .join(Device, TuningSession.device_id == Device.id)
             .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
-            .join(Workload, TuningSession.workload_id == Workload.id)
+            .join(WorkloadRow, TuningSession.workload_id == WorkloadRow.id)
             .order_by(TuningSession.started_at.desc(), TuningSession.id.desc())
             .limit(sessions)
         )
