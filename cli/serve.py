@@ -61,9 +61,9 @@ def serve(
     from octune.db.server_store import ServerStore
     from octune.db.store import Store
     from octune.server.app import create_app
-    from octune.server.settings import Settings
+    from octune.server.settings import ServerSettings
 
-    settings = Settings(
+    settings = ServerSettings(
         database_url=db or Store.default_url(),
         require_read_token=require_read_token,
         predict=predict,

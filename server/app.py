@@ -25,7 +25,7 @@ from octune.server.auth import require_read
 from octune.server.lookups import LookupService, NotFoundError
 from octune.server.routes import dashboard, devices, health, jobs, kernels, lookup, uploads
 from octune.server.schemas import Problem
-from octune.server.settings import Settings
+from octune.server.settings import ServerSettings
 
 #: Documented on every operation, so clients (and schemathesis) know each error's body.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -53,7 +53,7 @@ async def _sweep_leases(store: ServerStore, every_s: float) -> None:
             continue
 
 
-def create_app(settings: Settings, store: ServerStore | None = None) -> FastAPI:
+def create_app(settings: ServerSettings, store: ServerStore | None = None) -> FastAPI:
     """An app over ``settings.database_url``, or over ``store`` when the caller owns one."""
 
     @asynccontextmanager

@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 MiB = 1 << 20
 
 
-class Settings(BaseModel):
+class ServerSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     database_url: str

@@ -27,7 +27,7 @@ from octune.lookup.predictor import GRID_SIZES, ModelAnswers, pick, train
 from octune.lookup.semantics import NEAR_OCTAVES, KernelIndex, log2_fixed
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.server.app import create_app
-from octune.server.settings import Settings
+from octune.server.settings import ServerSettings
 from octune.tuner.kernels import load_kernel
 from octune.tuner.results import Measurement, Status
 
@@ -110,7 +110,7 @@ def test_model_picks_the_best_candidate_where_random_and_nearest_do_not(store):
 
 def test_service_answers_live_and_bundles_and_c_header_from_the_grid_identically(store, tmp_path):
     space = load_kernel("gemm").space
-    settings = Settings(database_url="unused://", cache_check_s=0.0)
+    settings = ServerSettings(database_url="unused://", cache_check_s=0.0)
     with TestClient(create_app(settings, store)) as client:
         params = {"kernel": "gemm", "device": DEVICE.fingerprint, "m": 256, "n": 256, "k": 256}
         client.get("/v1/lookup", params=params)  # starts the device's training, off this request

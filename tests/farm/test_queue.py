@@ -17,13 +17,13 @@ from helpers.server_testing import bearer, octune
 from octune.db.job_queue import QueueError
 from octune.server.app import create_app
 from octune.server.client import session_body
-from octune.server.settings import Settings
+from octune.server.settings import ServerSettings
 from octune.server.tokens import create_token, token_hash
 
 
 @pytest.fixture
 def client(store):
-    app = create_app(Settings(database_url="unused://", predict=False, lease_s=30), store)
+    app = create_app(ServerSettings(database_url="unused://", predict=False, lease_s=30), store)
     with TestClient(app) as client:
         yield client
 
@@ -148,7 +148,7 @@ def test_the_server_takes_back_an_expired_lease_by_itself(store, write, device_i
     """Issue 45: a job whose agent died stayed running while no other agent of its device
     asked for a lease. The server sweeps expired leases (every third of a lease) itself.
     """
-    app = create_app(Settings(database_url="unused://", predict=False, lease_s=0.3), store)
+    app = create_app(ServerSettings(database_url="unused://", predict=False, lease_s=0.3), store)
     with TestClient(app) as client:
         agent = register(client, write, device_info)
         job_id = submit(client, write, max_attempts=2)["jobs"][0]["id"]

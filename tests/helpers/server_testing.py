@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from octune.db.server_store import ServerStore
 from octune.server.app import create_app
 from octune.server.schemas import UploadIn
-from octune.server.settings import Settings
+from octune.server.settings import ServerSettings
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
@@ -103,7 +103,7 @@ class Seeder:
 
 
 def make_client(store: ServerStore, **settings: object) -> TestClient:
-    return TestClient(create_app(Settings(database_url="unused://", **settings), store))
+    return TestClient(create_app(ServerSettings(database_url="unused://", **settings), store))
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from schemathesis import checks
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_workload
 from octune.server.app import create_app
-from octune.server.settings import Settings
+from octune.server.settings import ServerSettings
 from octune.server.tokens import create_token
 
 #: Schema-valid bodies that make no sense (a search space "0", a sha256 of zeros) are
@@ -29,7 +29,7 @@ def api(request, tmp_path_factory, device_info, gemm_kernel, gemm_table):
         seeder = Seeder(store, device_info, gemm_kernel, gemm_table)
         seeder.session(gemm_workload(64, 64, 64), [5, 6])
         token = create_token(store, "schemathesis", "write")
-        app = create_app(Settings(database_url=url, require_read_token=request.param), store)
+        app = create_app(ServerSettings(database_url=url, require_read_token=request.param), store)
         yield schemathesis.openapi.from_asgi("/openapi.json", app), token
 
 
