@@ -24,12 +24,12 @@ from octune.firmware.signing import private_key
 from octune.server.auth import require_read
 from octune.server.lookups import LookupService, NotFoundError
 from octune.server.routes import dashboard, devices, health, jobs, kernels, lookup, uploads
-from octune.server.schemas import Problem
+from octune.server.schemas import ProblemDetails
 from octune.server.settings import ServerSettings
 
 #: Documented on every operation, so clients (and schemathesis) know each error's body.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    code: {"model": Problem, "description": description}
+    code: {"model": ProblemDetails, "description": description}
     for code, description in (
         (400, "malformed request"),
         (401, "missing or unknown token"),

@@ -33,7 +33,7 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Problem(Strict):
+class ProblemDetails(Strict):
     message: str = Field(description="what is wrong and how to fix it")
 
 
