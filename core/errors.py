@@ -30,7 +30,7 @@ class WorkloadError(OctuneError):
 
 def validation_message(item: Any) -> str:
     """One pydantic problem's message as a user can act on it: without pydantic's
-    "Value error, " prefix, and without the name of octune's private schema class in "a valid
-    dictionary or instance of _WorkloadFile".
+    "Value error, " prefix, and without the name of octune's schema class in "a valid
+    dictionary or instance of SpaceModel".
     """
-    return re.sub(r" or instance of _\w+", "", str(item["msg"]).removeprefix("Value error, "))
+    return re.sub(r" or instance of \w+", "", str(item["msg"]).removeprefix("Value error, "))

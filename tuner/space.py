@@ -12,20 +12,26 @@ from __future__ import annotations
 import json
 import keyword
 import math
-import re
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import numpy as np
-import yaml
 from numpy.typing import NDArray
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from octune.core.errors import SpaceError, validation_message
+from octune.core.errors import SpaceError
 from octune.tuner.expr import FUNCTIONS, Expression, Mask, Value
-from octune.tuner.yaml_limits import YamlLimitError, check_limits
+from octune.tuner.space_schema import (
+    IDENTIFIER,
+    QUOTE_HINT,
+    LaunchModel,
+    ParameterModel,
+    SpaceModel,
+    condense,
+    load_yaml,
+)
 
 #: The device limits a space may name: the keys of ``device_limits`` (here, not in
 #: ``tuner.device``, so that loading a space does not need an OpenCL driver).
@@ -89,188 +95,6 @@ MAX_CANDIDATES = 20_000_000
 #: Devices whose tables a space keeps (``SearchSpace.enumerate``).
 TABLES_KEPT = 4
 
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_FILE_STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-_QUOTE_HINT = (
-    " (YAML splits [a, b] lists at commas: quote expressions that contain one, "
-    'e.g. ["ceil_div(N, NWG)"])'
-)
-
-
-# --- schema -------------------------------------------------------------------------------
-
-
-def _int_value(value: object) -> int:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        if not _INT64_MIN <= value <= _INT64_MAX:
-            raise ValueError(f"{value} does not fit in 64 bits")
-        return value
-    raise ValueError(f"must be an integer (or true/false), not {value!r}")
-
-
-def _expression_text(value: object) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"must be an expression (a string or a number), not {value!r}")
-    return str(value)
-
-
-def _none_to(empty: Any) -> BeforeValidator:
-    """Let a key with nothing under it (e.g. all constraints commented out) mean 'none'."""
-    return BeforeValidator(lambda value: empty() if value is None else value)
-
-
-def _file_stem(value: object) -> object:
-    if isinstance(value, str) and not _FILE_STEM.fullmatch(value):
-        raise ValueError(f"'{value}' must be a bare name like 'gemm' (letters, digits, _ and -)")
-    return value
-
-
-def _identifier(value: object) -> object:
-    if isinstance(value, str) and not _IDENTIFIER.fullmatch(value):
-        raise ValueError(f"'{value}' must be a C identifier like 'gemm'")
-    return value
-
-
-def _sha256(value: object) -> object:
-    if isinstance(value, str) and not _SHA256.fullmatch(value):
-        raise ValueError(f"'{value}' must be a kernel version's sha256 (64 lowercase hex digits)")
-    return value
-
-
-def _reason(value: object) -> object:
-    if isinstance(value, str) and not value.strip():
-        raise ValueError("say why the version is retired (what it computed wrong)")
-    return value
-
-
-_IntValue = Annotated[int, BeforeValidator(_int_value)]
-_ExpressionText = Annotated[str, BeforeValidator(_expression_text)]
-_Sha256 = Annotated[str, BeforeValidator(_sha256)]
-_Reason = Annotated[str, BeforeValidator(_reason)]
-
-
-class _ParameterModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    values: list[_IntValue]
-    help: Annotated[str, _none_to(str)] = ""
-
-
-class _LaunchModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    local: list[_ExpressionText]
-    global_: list[_ExpressionText] = Field(alias="global")
-
-
-class _FollowUpModel(_LaunchModel):
-    entry: Annotated[str, BeforeValidator(_identifier)]
-
-
-class _SpaceModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kernel: Annotated[str, BeforeValidator(_file_stem)]
-    problem: Annotated[str, BeforeValidator(_file_stem)]
-    entry: Annotated[str, BeforeValidator(_identifier)]
-    description: Annotated[str, _none_to(str)] = ""
-    devices: list[Literal["cpu", "gpu", "accelerator"]] | None = Field(default=None, min_length=1)
-    parameters: dict[str, _ParameterModel]
-    derived: Annotated[dict[str, _ExpressionText], _none_to(dict)] = Field(default_factory=dict)
-    constraints: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)
-    requires: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)
-    launch: _LaunchModel
-    workspace: _ExpressionText | None = None
-    zeroed: _ExpressionText | None = None
-    then: Annotated[list[_FollowUpModel], _none_to(list)] = Field(default_factory=list)
-    retired: Annotated[dict[_Sha256, _Reason], _none_to(dict)] = Field(default_factory=dict)
-    extends: Annotated[str, BeforeValidator(_file_stem)] | None = None
-
-
-def _keys(model: type[BaseModel]) -> list[str]:
-    return [field.alias or name for name, field in model.model_fields.items()]
-
-
-def _allowed_keys(location: tuple[int | str, ...]) -> list[str]:
-    if not location:
-        return _keys(_SpaceModel)
-    if location == ("launch",):
-        return _keys(_LaunchModel)
-    if location[0] == "then" and len(location) == 2:
-        return _keys(_FollowUpModel)
-    if location[0] == "parameters" and len(location) == 2:
-        return _keys(_ParameterModel)
-    return []
-
-
-def _condense(error: ValidationError) -> str:
-    """Pydantic's multi-line report as one line: path and message of each problem."""
-    parts = []
-    for item in error.errors():
-        location = tuple(item["loc"])
-        path = ".".join(str(part) for part in location)
-        parent = ".".join(str(part) for part in location[:-1])
-        where = f" in {parent}" if parent else ""
-        if item["type"] == "extra_forbidden":
-            allowed = ", ".join(_allowed_keys(location[:-1]))
-            parts.append(f"unknown key '{location[-1]}'{where} (allowed: {allowed})")
-        elif item["type"] == "missing":
-            parts.append(f"missing key '{location[-1]}'{where}")
-        else:
-            message = validation_message(item)
-            if location[:1] == ("parameters",) and len(location) == 2:
-                message += " (write NAME: {values: [...], help: ...})"
-            parts.append(f"{path or 'top level'}: {message}")
-    shown = "; ".join(parts[:3])
-    if len(parts) > 3:
-        shown += f"; and {len(parts) - 3} more"
-    return " ".join(shown.split())
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML keeps the last of two equal keys; a duplicated parameter must be an error."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[object] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            duplicate = key in seen
-            seen.add(key)
-        except TypeError:  # an unhashable key: construct_mapping reports it
-            continue
-        if duplicate:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key '{key}'", key_node.start_mark
-            )
-    return loader.construct_mapping(node, deep=True)
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,  # type: ignore[arg-type]
-)
-
-
-def _load_yaml(text: str, origin: str) -> Any:
-    try:
-        check_limits(text)
-        return yaml.load(text, Loader=_UniqueKeyLoader)
-    except YamlLimitError as error:
-        raise SpaceError(f"search space {origin}: {error}; write the space out plainly") from None
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = " ".join(str(error.problem or error.context or "invalid YAML").split())
-        raise SpaceError(f"search space {origin}: YAML error{where}: {problem}") from None
-    except yaml.YAMLError as error:
-        problem = " ".join(str(error).split())
-        raise SpaceError(f"search space {origin}: YAML error: {problem}") from None
-
-
 # --- the space ----------------------------------------------------------------------------
 
 
@@ -318,7 +142,7 @@ class SearchSpace:
     """A loaded, fully checked search space; build it with ``from_yaml`` or ``from_file``."""
 
     def __init__(
-        self, model: _SpaceModel, origin: str, shape_names: Collection[str], text: str
+        self, model: SpaceModel, origin: str, shape_names: Collection[str], text: str
     ) -> None:
         self.origin = origin
         self.kernel = model.kernel
@@ -392,7 +216,7 @@ class SearchSpace:
     @classmethod
     def from_yaml(cls, text: str, origin: str, shape_names: Collection[str]) -> SearchSpace:
         """Load and check a space; ``shape_names`` are the problem's variables (M, N, K ...)."""
-        data = _load_yaml(text, origin)
+        data = load_yaml(text, origin)
         if data is None:
             raise SpaceError(
                 f"search space {origin} is empty; "
@@ -404,9 +228,9 @@ class SearchSpace:
                 f"kernel, problem, entry, parameters and launch, not a {type(data).__name__}"
             )
         try:
-            model = _SpaceModel.model_validate(data)
+            model = SpaceModel.model_validate(data)
         except ValidationError as error:
-            raise SpaceError(f"search space {origin}: {_condense(error)}") from None
+            raise SpaceError(f"search space {origin}: {condense(error)}") from None
         return cls(model, origin, shape_names, text)
 
     @classmethod
@@ -423,7 +247,7 @@ class SearchSpace:
         return SpaceError(f"search space {self.origin}: {message}")
 
     def _check_name(self, name: str, what: str) -> None:
-        if not _IDENTIFIER.fullmatch(name) or keyword.iskeyword(name) or name.startswith("__"):
+        if not IDENTIFIER.fullmatch(name) or keyword.iskeyword(name) or name.startswith("__"):
             raise self._error(
                 f"{what} name '{name}' is not usable as a C define; use letters, digits and _"
             )
@@ -435,7 +259,7 @@ class SearchSpace:
             if name in taken:
                 raise self._error(f"{what} name '{name}' is also {owner}; rename the {what}")
 
-    def _parameter(self, name: str, spec: _ParameterModel) -> Parameter:
+    def _parameter(self, name: str, spec: ParameterModel) -> Parameter:
         self._check_name(name, "parameter")
         if not spec.values:
             raise self._error(f"parameter {name} has no values; list at least one")
@@ -454,7 +278,7 @@ class SearchSpace:
         except SpaceError as error:
             message = str(error)
             if message.startswith("syntax error") and text.count("(") != text.count(")"):
-                message += _QUOTE_HINT
+                message += QUOTE_HINT
             raise self._error(message) from None
 
     def _derived(self, specs: Mapping[str, str]) -> tuple[tuple[str, Expression], ...]:
@@ -491,12 +315,12 @@ class SearchSpace:
         return expression
 
     def _launch(
-        self, launch: _LaunchModel, known: Collection[str], where: str
+        self, launch: LaunchModel, known: Collection[str], where: str
     ) -> tuple[tuple[Expression, ...], tuple[Expression, ...]]:
         if len(launch.global_) != len(launch.local):
             raise self._error(
                 f"{where} has {len(launch.global_)} global and {len(launch.local)} local sizes; "
-                "give both the same number of dimensions" + _QUOTE_HINT
+                "give both the same number of dimensions" + QUOTE_HINT
             )
         if not 1 <= len(launch.local) <= 3:
             raise self._error(f"{where} has {len(launch.local)} dimensions; OpenCL allows 1 to 3")
@@ -896,7 +720,7 @@ class SearchSpace:
         limit = limits.get("max_work_group_size")
         if limit is not None and group > limit:
             product = " * ".join(
-                e.text if _IDENTIFIER.fullmatch(e.text) else f"({e.text})" for e in launch_local
+                e.text if IDENTIFIER.fullmatch(e.text) else f"({e.text})" for e in launch_local
             )
             raise self._error(
                 f"launch local size {local_size} has {group} work-items, more than "
