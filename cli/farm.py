@@ -203,7 +203,10 @@ def agent(
     device: Annotated[
         list[str] | None,
         typer.Option(
-            "--device", "-d", help="a device to drive (index, fingerprint or name); repeatable"
+            "--device",
+            "-d",
+            help="a device to drive (index, fingerprint or name); repeatable [default: every "
+            "device that compiles]",
         ),
     ] = None,
     name: Annotated[str | None, typer.Option(help="the agent's name [default: host name]")] = None,
@@ -219,9 +222,14 @@ def agent(
     import tempfile
 
     from octune.farm.agent import run_agent
-    from octune.tuner.device import list_devices, select_device
+    from octune.tuner.device import compiling_devices, describe, select_device
 
-    chosen = [select_device(choice) for choice in device] if device else list_devices()
+    if device:
+        chosen = [select_device(choice) for choice in device]
+    else:  # every device that compiles: Intel's CPU runtime beside a PoCL that cannot, say
+        chosen, left_out = compiling_devices()
+        for skipped, check in left_out:
+            print(f"agent: leaving out {describe(skipped)}: {check.reason}", file=sys.stderr)
     with _client(server, token, write=True) as client:
         run_agent(
             client, chosen, name=name, poll_s=poll, exit_when_idle=exit_when_idle,

@@ -20,6 +20,7 @@ from octune.tuner.device import (
     PROBE_FILE,
     DeviceInfo,
     compile_check,
+    compiling_devices,
     list_devices,
     select_device,
 )
@@ -41,6 +42,18 @@ def test_the_suite_runs_on_a_device_that_compiles(cl_device: cl.Device) -> None:
     compile would fail in every kernel test rather than here, once, with the reason.
     """
     assert compile_check(cl_device, recheck=True).ok
+
+
+def test_the_devices_that_compile_and_those_left_out_make_up_the_machine(
+    cl_device: cl.Device,
+) -> None:
+    """What an agent drives by default: on a Zen 5, Intel's runtime and not PoCL 3.0."""
+    devices, left_out = compiling_devices()
+    assert cl_device in devices
+    assert all(compile_check(device).ok for device in devices)
+    assert all(not check.ok and check.reason for _device, check in left_out)
+    every = [*devices, *(device for device, _check in left_out)]
+    assert sorted(d.int_ptr for d in every) == sorted(d.int_ptr for d in list_devices())
 
 
 def test_the_check_is_cached_per_fingerprint_until_rechecked(
@@ -126,6 +139,11 @@ def test_no_device_that_compiles_is_one_line_naming_each_reason(tmp_path: Path) 
     assert len(lines) == 1, tuned.stderr
     assert lines[0].startswith("error: no OpenCL device here can compile a kernel")
     assert "octune-test CPU 'generic'" in lines[0] and "octune setup" in lines[0]
+
+    # An agent drives every device that compiles: with none, it stops in the same one line.
+    agent = octune("agent", "--server", "http://127.0.0.1:9", "--exit-when-idle", cache=tmp_path)
+    assert agent.returncode == 2 and "Traceback" not in agent.stderr
+    assert agent.stderr.strip().startswith("error: no OpenCL device here can compile a kernel")
 
     listed = octune("devices", "--json", cache=tmp_path)
     assert listed.returncode == 0, listed.stderr

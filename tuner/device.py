@@ -215,6 +215,22 @@ def select_device(choice: str | None = None) -> cl.Device:
     return matches[0]
 
 
+def compiling_devices() -> tuple[list[cl.Device], list[tuple[cl.Device, CompileCheck]]]:
+    """Every device that compiles, in ``list_devices`` order, and those that cannot with why;
+    a DeviceError naming each reason where none compiles (PoCL 3.0 alone on a Zen 5).
+    """
+    devices, left_out = [], []
+    for device in list_devices():
+        check = compile_check(device)
+        if check.ok:
+            devices.append(device)
+        else:
+            left_out.append((device, check))
+    if not devices:
+        raise none_compiles(left_out, INSTALL_HINT)
+    return devices, left_out
+
+
 def _default_device(devices: list[cl.Device]) -> cl.Device:
     checked = []
     for device in sorted(devices, key=lambda d: not d.type & cl.device_type.GPU):
