@@ -78,7 +78,7 @@ MODES = _numbered("plain", "tile", "constant", "edge", "reflect")
 
 
 @dataclass(frozen=True)
-class Launch:
+class BoundLaunch:
     kernel: cl.Kernel  # its arguments set
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
@@ -92,7 +92,7 @@ class Planned:
     kernel: str  # octune's kernel, or the runtime's own (ops.cl) for untuned steps
     match: str  # the lookup's match (or "device"); "-" for the runtime's own kernels
     config: dict[str, int]
-    launches: tuple[Launch, ...]
+    launches: tuple[BoundLaunch, ...]
 
 
 @dataclass(frozen=True)
@@ -346,17 +346,19 @@ class Runtime:
             self._programs[key] = program
         return program
 
-    def _ops(self, step: Step, name: str, args: Sequence[object], n: int, **defines: int) -> Launch:
+    def _ops(
+        self, step: Step, name: str, args: Sequence[object], n: int, **defines: int
+    ) -> BoundLaunch:
         """A launch of one of the runtime's own kernels over ``n`` work-items."""
         options = [f"-D{key}={value}" for key, value in defines.items()]
         program = self._build(step, f"the runtime's {name}", _ops_source(), options)
         kernel = cl.Kernel(program, name)
         kernel.set_args(*args)
-        return Launch(kernel, (_round_up(max(n, 1), LOCAL),), (LOCAL,))
+        return BoundLaunch(kernel, (_round_up(max(n, 1), LOCAL),), (LOCAL,))
 
     def _rows(
         self, step: Step, name: str, args: Sequence[object], rows: int, **defines: int
-    ) -> Launch:
+    ) -> BoundLaunch:
         """A launch of one of the runtime's row kernels: a work-group of ``LOCAL`` a row."""
         return self._ops(step, name, args, rows * LOCAL, GROUP=LOCAL, **defines)
 
@@ -370,7 +372,7 @@ class Runtime:
         x, y = (self.buffers[name] for name in (step.inputs[0], step.output))
         shape = self.graph.shapes[step.output]
         n = math.prod(shape)
-        launches: list[Launch] = []
+        launches: list[BoundLaunch] = []
         if isinstance(step, Pool) and step.global_over(self.graph.shapes[step.inputs[0]]):
             length = math.prod(self.graph.shapes[step.inputs[0]][2:])
             args = (x, y, np.int32(length))
@@ -444,7 +446,7 @@ class Runtime:
         self._held.append(buffer)
         return buffer
 
-    def _index_map(self, step: IndexMap, x: cl.Buffer, y: cl.Buffer, n: int) -> Launch:
+    def _index_map(self, step: IndexMap, x: cl.Buffer, y: cl.Buffer, n: int) -> BoundLaunch:
         meta = self._meta(*step.axes)
         table = self._meta(step.table or (0,))
         args = (x, y, meta, table, np.int32(step.table_axis), np.int32(n), np.float32(step.value))
@@ -454,7 +456,9 @@ class Runtime:
             defines.update(self._epilogue_defines(step))
         return self._ops(step, "index_map", args, n, **defines)
 
-    def _conv_transpose(self, step: ConvTranspose, x: cl.Buffer, y: cl.Buffer, n: int) -> Launch:
+    def _conv_transpose(
+        self, step: ConvTranspose, x: cl.Buffer, y: cl.Buffer, n: int
+    ) -> BoundLaunch:
         images, c, h, w = self.graph.shapes[step.inputs[0]]
         _, k, oh, ow = self.graph.shapes[step.output]
         weight = self.buffers[step.inputs[1]]
@@ -466,7 +470,7 @@ class Runtime:
                        HAS_BIAS=int(bias is not None))  # fmt: skip
         return self._ops(step, "conv_transpose", args, n, **defines)
 
-    def _epilogue(self, step: Step, source: str) -> Launch:
+    def _epilogue(self, step: Step, source: str) -> BoundLaunch:
         """The step's epilogue as a launch of its own, over ``source`` into the step's output."""
         n = math.prod(self.graph.shapes[step.output])
         args = (self.buffers[source], self.buffers[step.output], np.int32(n),
@@ -522,7 +526,7 @@ class Runtime:
             for size in sizes:
                 kernel = cl.Kernel(program, size.entry)
                 kernel.set_args(*arguments(inputs, output), *workspace, *epilogue)
-                launches.append(Launch(kernel, size.global_size, size.local_size))
+                launches.append(BoundLaunch(kernel, size.global_size, size.local_size))
         for launch in launches[: len(sizes)]:
             allowed = launch.kernel.get_work_group_info(
                 cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device

@@ -301,7 +301,8 @@ class DeviceRunner:
         return {"energy_j": spent / runs, "power_w": spent / elapsed, "energy_runs": runs}
 
 
-Launch = Callable[[cl.CommandQueue], list[cl.Event]]
+#: One run of a candidate: enqueues its launches on the queue, returns their events.
+Enqueue = Callable[[cl.CommandQueue], list[cl.Event]]
 
 
 def fastest_fifth(runs: Sequence[float], samples: int, least: int) -> list[float]:
@@ -314,7 +315,7 @@ def fastest_fifth(runs: Sequence[float], samples: int, least: int) -> list[float
 
 
 def _gated_burst(
-    queue: cl.CommandQueue, launch: Launch, runs: int
+    queue: cl.CommandQueue, launch: Enqueue, runs: int
 ) -> tuple[tuple[cl.Event, cl.Event], float]:
     """``runs`` of ``launch`` enqueued behind a user event, released once all are enqueued:
     enqueueing from Python takes longer than a short kernel runs, so the device would otherwise
@@ -332,7 +333,7 @@ def _gated_burst(
 
 
 def back_to_back_seconds(
-    queue: cl.CommandQueue, launch: Launch, runs: int, bursts: int = 5
+    queue: cl.CommandQueue, launch: Enqueue, runs: int, bursts: int = 5
 ) -> float:
     """Seconds per run of ``launch`` (one or more kernels) in gated bursts of ``runs`` back to
     back, by the queue's profiling events: the median over bursts of the first launch's start
@@ -345,7 +346,9 @@ def back_to_back_seconds(
     return statistics.median(periods)
 
 
-def host_clock_seconds(queue: cl.CommandQueue, launch: Launch, runs: int, bursts: int = 3) -> float:
+def host_clock_seconds(
+    queue: cl.CommandQueue, launch: Enqueue, runs: int, bursts: int = 3
+) -> float:
     """Seconds per run of ``launch`` in gated bursts by the host's clock, in any queue (one
     without profiling too): the slope of burst time over bursts of 1 to 4 x ``runs``, so that
     the gate's release and the final wait drop out. Each size keeps its fastest burst, since
