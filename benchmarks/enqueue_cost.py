@@ -1,0 +1,193 @@
+"""What the host's enqueueing costs a forward pass: per launch, pyopencl's enqueue (which always
+asks the driver for an event) against OpenCL's own ``clEnqueueNDRangeKernel`` called through
+ctypes without one, with and without an early flush; on an empty kernel, then on networks with
+their confirmed configs (every way's outputs checked equal to pyopencl's).
+
+    benchmarks/device_run.sh python3 benchmarks/enqueue_cost.py --device NVIDIA \
+        --zoo /tmp/zoo --models mobilenet_v2 squeezenet1_1 --db sqlite:////tmp/t.db --out r.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from octune.tuner.device import select_device
+
+Enqueue = Callable[[cl.CommandQueue], None]
+
+
+def opencl() -> ctypes.CDLL:
+    """The ICD loader pyopencl itself calls (its wheel's copy when it brings one)."""
+    package = Path(cl.__file__).parent
+    found = sorted(
+        [*package.glob(".libs/libOpenCL*"), *package.parent.glob("pyopencl.libs/libOpenCL*")]
+    )
+    library = ctypes.CDLL(str(found[0]) if found else ctypes.util.find_library("OpenCL"))
+    library.clEnqueueNDRangeKernel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+    library.clEnqueueNDRangeKernel.argtypes += [ctypes.c_void_p] * 6
+    return library
+
+
+def pyopencl_way(launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]]) -> Enqueue:
+    def enqueue(queue: cl.CommandQueue) -> None:
+        for kernel, global_size, local_size in launches:
+            cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
+
+    return enqueue
+
+
+def eventless_way(
+    launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]], flush_after: int = 0
+) -> Enqueue:
+    """clEnqueueNDRangeKernel with no event, its size arrays built once."""
+    enqueue_c = opencl().clEnqueueNDRangeKernel
+    prepared = [
+        (
+            kernel.int_ptr,
+            len(g),
+            ctypes.cast((ctypes.c_size_t * len(g))(*g), ctypes.c_void_p),
+            ctypes.cast((ctypes.c_size_t * len(l))(*l), ctypes.c_void_p) if l else None,
+        )
+        for kernel, g, l in launches
+    ]
+
+    def enqueue(queue: cl.CommandQueue) -> None:
+        q = queue.int_ptr
+        for i, (kernel, dims, g, l) in enumerate(prepared):
+            status = enqueue_c(q, kernel, dims, None, g, l, 0, None, None)
+            if status:
+                raise RuntimeError(f"clEnqueueNDRangeKernel: {status}")
+            if i + 1 == flush_after:
+                queue.flush()
+
+    enqueue.keep = prepared  # type: ignore[attr-defined]
+    return enqueue
+
+
+def flushed_way(
+    launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]], after: int
+) -> Enqueue:
+    def enqueue(queue: cl.CommandQueue) -> None:
+        for i, (kernel, global_size, local_size) in enumerate(launches):
+            cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
+            if i + 1 == after:
+                queue.flush()
+
+    return enqueue
+
+
+def clock(queue: cl.CommandQueue, enqueue: Enqueue, repeats: int) -> dict[str, float]:
+    """Best over repeats: the host's time to enqueue, and to enqueue and finish."""
+    enqueue(queue)
+    queue.finish()
+    host, wall = [], []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        enqueue(queue)
+        enqueued = time.perf_counter()
+        queue.finish()
+        host.append(enqueued - started)
+        wall.append(time.perf_counter() - started)
+    return {"host_ms": min(host) * 1e3, "wall_ms": min(wall) * 1e3}
+
+
+def empty_kernel(device: cl.Device, launches: int, repeats: int) -> dict[str, Any]:
+    context = cl.Context([device])
+    queue = cl.CommandQueue(context)
+    source = "__kernel void empty(__global float *x) { if (x[0] == 12345.0f) x[1] = 1.0f; }"
+    kernel = cl.Program(context, source).build().empty
+    buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE, 64)
+    cl.enqueue_fill_buffer(queue, buffer, np.float32(1), 0, 64)
+    kernel.set_args(buffer)
+    stream = [(kernel, (32,), (32,))] * launches
+    ways = {
+        "pyopencl": pyopencl_way(stream),
+        "eventless": eventless_way(stream),
+        "pyopencl_flush1": flushed_way(stream, 1),
+    }
+    row: dict[str, Any] = {"launches": launches}
+    for name, way in ways.items():
+        timed = clock(queue, way, repeats)
+        row[name] = {
+            k.replace("_ms", "_us_per_launch"): v * 1e3 / launches for k, v in timed.items()
+        }
+        print(f"empty kernel, {name}: {row[name]}", flush=True)
+    return row
+
+
+def network(path: Path, device: cl.Device, db: str, repeats: int) -> dict[str, Any]:
+    from octune.db.store import Store
+    from octune.networks.layers import load_model
+    from octune.runtime.executor import Runtime
+    from octune.runtime.sources import StoreConfigs
+    from octune.runtime.verify import check, random_inputs
+    from octune.tuner.device import DeviceInfo
+
+    entry = next(
+        e for e in json.loads((path.parent / "manifest.json").read_text()) if e["file"] == path.name
+    )
+    model = load_model(path, batch=1 if entry["dynamic_batch"] else None)
+    source = StoreConfigs(Store(db), DeviceInfo.from_cl(device))
+    runtime = Runtime(model, device, source, "confirmed")
+    check(runtime, random_inputs(runtime))
+    stream = [(b.kernel, b.global_size, b.local_size) for p in runtime.plan for b in p.launches]
+    reference = {name: runtime.read(name) for name in runtime.graph.outputs}
+    timing = runtime.time(repeats)
+    row: dict[str, Any] = {
+        "file": path.name,
+        "launches": len(stream),
+        "kernel_ms": timing.total_kernel_s * 1e3,
+        "runtime_wall_ms": timing.wall_s * 1e3,
+    }
+    ways = {
+        "pyopencl": pyopencl_way(stream),
+        "pyopencl_flush1": flushed_way(stream, 1),
+        "eventless": eventless_way(stream),
+        "eventless_flush1": eventless_way(stream, 1),
+    }
+    for name, way in ways.items():
+        for tensor in runtime.graph.outputs:  # poison the outputs, so each way must write them
+            cl.enqueue_fill_buffer(
+                runtime.queue, runtime.buffers[tensor], np.float32(np.nan), 0,
+                runtime.buffers[tensor].size,
+            )  # fmt: skip
+        way(runtime.queue)
+        same = all(np.array_equal(runtime.read(t), reference[t]) for t in reference)
+        row[name] = {**clock(runtime.queue, way, repeats), "same_outputs": same}
+        print(f"{path.name}, {name}: {row[name]}", flush=True)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--zoo", type=Path)
+    ap.add_argument("--models", nargs="*", default=[])
+    ap.add_argument("--db")
+    ap.add_argument("--launches", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    device = select_device(args.device)
+    result: dict[str, Any] = {
+        "device": device.name,
+        "empty": empty_kernel(device, args.launches, args.repeats),
+    }
+    result["networks"] = [
+        network(args.zoo / f"{m}.onnx", device, args.db, args.repeats) for m in args.models
+    ]
+    args.out.write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
