@@ -56,15 +56,15 @@ def eventless_way(
             kernel.int_ptr,
             len(g),
             ctypes.cast((ctypes.c_size_t * len(g))(*g), ctypes.c_void_p),
-            ctypes.cast((ctypes.c_size_t * len(l))(*l), ctypes.c_void_p) if l else None,
+            ctypes.cast((ctypes.c_size_t * len(local))(*local), ctypes.c_void_p) if local else None,
         )
-        for kernel, g, l in launches
+        for kernel, g, local in launches
     ]
 
     def enqueue(queue: cl.CommandQueue) -> None:
         q = queue.int_ptr
-        for i, (kernel, dims, g, l) in enumerate(prepared):
-            status = enqueue_c(q, kernel, dims, None, g, l, 0, None, None)
+        for i, (kernel, dims, g, local) in enumerate(prepared):
+            status = enqueue_c(q, kernel, dims, None, g, local, 0, None, None)
             if status:
                 raise RuntimeError(f"clEnqueueNDRangeKernel: {status}")
             if i + 1 == flush_after:
