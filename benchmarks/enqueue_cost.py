@@ -125,6 +125,57 @@ def empty_kernel(device: cl.Device, launches: int, repeats: int) -> dict[str, An
     return row
 
 
+_ARGUMENT_KERNEL = """
+__kernel void k(__global float *a{arguments}) {{
+    if (a[0] == 12345.0f + {salt}) a[1] = 1.0f;
+}}
+"""
+
+
+def arguments(device: cl.Device, launches: int, repeats: int) -> dict[str, Any]:
+    """The same empty kernel with more buffer and scalar arguments, with sub-buffers for its
+    buffers, and as many distinct kernels taken in turn: what of a launch the driver prices.
+    """
+    context = cl.Context([device])
+    queue = cl.CommandQueue(context)
+    whole = cl.Buffer(context, cl.mem_flags.READ_WRITE, 1 << 20)
+    cl.enqueue_fill_buffer(queue, whole, np.float32(1), 0, 1 << 20)
+    parts = [whole.get_sub_region(i * 4096, 4096) for i in range(8)]
+    kinds = {
+        "1 buffer": (0, 0, False, 1),
+        "6 buffers": (5, 0, False, 1),
+        "1 buffer, 16 scalars": (0, 16, False, 1),
+        "6 buffers, 16 scalars": (5, 16, False, 1),
+        "6 sub-buffers, 16 scalars": (5, 16, True, 1),
+        "6 buffers, 16 scalars, 50 kernels in turn": (5, 16, False, 50),
+        "1 buffer, 50 kernels in turn": (0, 0, False, 50),
+        "6 buffers, 16 scalars, a 3-D range": (5, 16, False, -1),
+    }
+    row: dict[str, Any] = {}
+    for name, (buffers, scalars, sub, distinct) in kinds.items():
+        declared = [f", __global float *b{i}" for i in range(buffers)]
+        declared += [f", const int s{i}" for i in range(scalars)]
+        kernels = []
+        sizes = ((32, 4, 2), (32, 1, 1)) if distinct < 0 else ((32,), (32,))
+        distinct = max(distinct, 1)
+        for salt in range(distinct):
+            source = _ARGUMENT_KERNEL.format(arguments="".join(declared), salt=salt)
+            kernel = cl.Program(context, source).build().k
+            held = [parts[i] if sub else whole for i in range(buffers + 1)]
+            kernel.set_args(*held, *[np.int32(i) for i in range(scalars)])
+            kernels.append(kernel)
+        stream = [(kernels[i % distinct], *sizes) for i in range(launches)]
+        row[name] = {}
+        for way_name, way in (
+            ("pyopencl", pyopencl_way(stream)),
+            ("eventless", eventless_way(stream)),
+        ):
+            timed = clock(queue, way, repeats)
+            row[name][way_name] = timed["host_ms"] * 1e3 / launches
+        print(f"arguments, {name}: host us per launch {row[name]}", flush=True)
+    return row
+
+
 def network(path: Path, device: cl.Device, db: str, repeats: int) -> dict[str, Any]:
     from octune.db.store import Store
     from octune.networks.layers import load_model
@@ -182,6 +233,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "device": device.name,
         "empty": empty_kernel(device, args.launches, args.repeats),
+        "arguments": arguments(device, args.launches, args.repeats),
     }
     result["networks"] = [
         network(args.zoo / f"{m}.onnx", device, args.db, args.repeats) for m in args.models
