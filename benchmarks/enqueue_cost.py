@@ -15,6 +15,7 @@ import ctypes.util
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -126,10 +127,33 @@ def empty_kernel(device: cl.Device, launches: int, repeats: int) -> dict[str, An
 
 
 _ARGUMENT_KERNEL = """
+typedef struct {{ ulong m[4]; int d[4]; int s[4]; float low, high; }} Meta;
 __kernel void k(__global float *a{arguments}) {{
     if (a[0] == 12345.0f + {salt}) a[1] = 1.0f;
 }}
 """
+
+
+META = np.dtype(
+    [
+        ("m", np.uint64, 4),
+        ("d", np.int32, 4),
+        ("s", np.int32, 4),
+        ("low", np.float32),
+        ("high", np.float32),
+    ],
+    align=True,
+)
+
+
+@dataclass(frozen=True)
+class Kind:
+    buffers: int
+    scalars: int
+    struct: bool = False
+    sub: bool = False
+    distinct: int = 1
+    rank: int = 1
 
 
 def arguments(device: cl.Device, launches: int, repeats: int) -> dict[str, Any]:
@@ -141,30 +165,35 @@ def arguments(device: cl.Device, launches: int, repeats: int) -> dict[str, Any]:
     whole = cl.Buffer(context, cl.mem_flags.READ_WRITE, 1 << 20)
     cl.enqueue_fill_buffer(queue, whole, np.float32(1), 0, 1 << 20)
     parts = [whole.get_sub_region(i * 4096, 4096) for i in range(8)]
-    kinds = {
-        "1 buffer": (0, 0, False, 1),
-        "6 buffers": (5, 0, False, 1),
-        "1 buffer, 16 scalars": (0, 16, False, 1),
-        "6 buffers, 16 scalars": (5, 16, False, 1),
-        "6 sub-buffers, 16 scalars": (5, 16, True, 1),
-        "6 buffers, 16 scalars, 50 kernels in turn": (5, 16, False, 50),
-        "1 buffer, 50 kernels in turn": (0, 0, False, 50),
-        "6 buffers, 16 scalars, a 3-D range": (5, 16, False, -1),
+    kinds = {  # buffers, int scalars, a struct too, sub-buffers, distinct kernels, rank
+        "1 buffer": Kind(1, 0),
+        "6 buffers": Kind(6, 0),
+        "1 buffer, 16 scalars": Kind(1, 16),
+        "6 buffers, 16 scalars": Kind(6, 16),
+        "6 sub-buffers, 16 scalars": Kind(6, 16, sub=True),
+        "6 buffers, 16 scalars, 50 kernels in turn": Kind(6, 16, distinct=50),
+        "1 buffer, 50 kernels in turn": Kind(1, 0, distinct=50),
+        "6 buffers, 16 scalars, a 3-D range": Kind(6, 16, rank=3),
+        "1 buffer, one 72-byte struct": Kind(1, 0, struct=True),
+        "6 buffers, 2 scalars, one 72-byte struct": Kind(6, 2, struct=True),
     }
     row: dict[str, Any] = {}
-    for name, (buffers, scalars, sub, distinct) in kinds.items():
-        declared = [f", __global float *b{i}" for i in range(buffers)]
-        declared += [f", const int s{i}" for i in range(scalars)]
+    for name, kind in kinds.items():
+        declared = [f", __global float *b{i}" for i in range(1, kind.buffers)]
+        declared += [f", const int s{i}" for i in range(kind.scalars)]
+        values: list[object] = [np.int32(i) for i in range(kind.scalars)]
+        if kind.struct:
+            declared.append(", const Meta meta")
+            values.append(np.zeros(1, META))
         kernels = []
-        sizes = ((32, 4, 2), (32, 1, 1)) if distinct < 0 else ((32,), (32,))
-        distinct = max(distinct, 1)
-        for salt in range(distinct):
+        for salt in range(kind.distinct):
             source = _ARGUMENT_KERNEL.format(arguments="".join(declared), salt=salt)
             kernel = cl.Program(context, source).build().k
-            held = [parts[i] if sub else whole for i in range(buffers + 1)]
-            kernel.set_args(*held, *[np.int32(i) for i in range(scalars)])
+            held = [parts[i] if kind.sub else whole for i in range(kind.buffers)]
+            kernel.set_args(*held, *values)
             kernels.append(kernel)
-        stream = [(kernels[i % distinct], *sizes) for i in range(launches)]
+        sizes = ((32, 4, 2), (32, 1, 1)) if kind.rank == 3 else ((32,), (32,))
+        stream = [(kernels[i % kind.distinct], *sizes) for i in range(launches)]
         row[name] = {}
         for way_name, way in (
             ("pyopencl", pyopencl_way(stream)),

@@ -50,6 +50,7 @@ from octune.runtime.sources import (
     confirm,
     default_configs,
 )
+from octune.runtime.stream import BoundLaunch, Stream
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import expand_includes
 from octune.tuner.programs import ProgramCache
@@ -75,13 +76,6 @@ FUNCTIONS = _numbered(
 )  # fmt: skip
 REDUCTIONS = _numbered("sum", "mean", "max", "min", "l2", "sum_square", "prod")
 MODES = _numbered("plain", "tile", "constant", "edge", "reflect")
-
-
-@dataclass(frozen=True)
-class BoundLaunch:
-    kernel: cl.Kernel  # its arguments set
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -153,6 +147,7 @@ class Runtime:
         self.steps: list[Step] = self.graph.steps
         self._allocate()
         self.plan = [self._plan(step) for step in self.steps]
+        self.stream = Stream([(p.step.name, la) for p in self.plan for la in p.launches])
 
     # --- configs --------------------------------------------------------------------------
 
@@ -588,8 +583,10 @@ class Runtime:
 
     # --- running --------------------------------------------------------------------------
 
-    def enqueue(self, queue: cl.CommandQueue) -> list[cl.Event]:
-        """A forward pass on the inputs already written, back to back: one event per launch."""
+    def profiled(self, queue: cl.CommandQueue) -> list[cl.Event]:
+        """A forward pass on the inputs already written, back to back: one event per launch
+        (for timing: a forward pass itself asks for none, ``Stream``).
+        """
         return [
             cl.enqueue_nd_range_kernel(queue, launch.kernel, launch.global_size, launch.local_size)
             for planned in self.plan
@@ -605,7 +602,7 @@ class Runtime:
                     f"input '{name}' must be a float32 array of shape {self.graph.shapes[name]}"
                 )
             cl.enqueue_copy(self.queue, self.buffers[name], np.ascontiguousarray(value, np.float32))
-        self.enqueue(self.queue)
+        self.stream.enqueue(self.queue)
         return {name: self.read(name) for name in self.graph.outputs}
 
     def read(self, tensor: str) -> np.ndarray:
@@ -626,20 +623,20 @@ class Runtime:
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
         per_launch = []
-        self.enqueue(profiled)
+        self.profiled(profiled)
         profiled.finish()
         for _ in range(repeats):
-            events = self.enqueue(profiled)
+            events = self.profiled(profiled)
             profiled.finish()
             per_launch.append([(e.profile.end - e.profile.start) * 1e-9 for e in events])
         medians = iter(np.median(np.array(per_launch), axis=0).tolist())
         kernel_s = tuple(sum(next(medians) for _ in p.launches) for p in self.plan)
-        self.enqueue(self.queue)
+        self.stream.enqueue(self.queue)
         self.queue.finish()
         best = math.inf
         for _ in range(repeats):
             started = time.perf_counter()
-            self.enqueue(self.queue)
+            self.stream.enqueue(self.queue)
             self.queue.finish()
             best = min(best, time.perf_counter() - started)
         return Timing(kernel_s, best, repeats)

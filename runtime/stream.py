@@ -1,0 +1,96 @@
+"""A forward pass's launches enqueued through OpenCL's own ``clEnqueueNDRangeKernel`` with no
+event asked for.
+
+pyopencl's enqueue always asks the driver for an event and wraps it in a Python object. On
+NVIDIA's OpenCL a network of short kernels is bound by the host's enqueueing (8-11 us a launch
+on an H200 host, where the GPU runs a MobileNet v2 layer in less), and the event is 8-13 % of
+that (``benchmarks/enqueue_cost.py``, benchmarks/RESULTS.md). Each launch's sizes are laid out
+once as C arrays; a pass is then one C call per launch. Through the ICD loader, any loader
+dispatches pyopencl's objects to their driver, so this needs only that one be found.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pyopencl as cl
+
+from octune.core.errors import OctuneError
+
+
+@dataclass(frozen=True)
+class BoundLaunch:
+    kernel: cl.Kernel  # its arguments set
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+
+
+@cache
+def _enqueue_function() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    """``clEnqueueNDRangeKernel`` from the ICD loader pyopencl's wheel carries, else the
+    system's; None where neither loads (the stream then enqueues through pyopencl).
+    """
+    package = Path(cl.__file__).parent
+    bundled = [*package.glob(".libs/libOpenCL*"), *package.parent.glob("pyopencl.libs/libOpenCL*")]
+    for name in [*map(str, sorted(bundled)), ctypes.util.find_library("OpenCL")]:
+        if name is None:
+            continue
+        try:
+            function = ctypes.CDLL(name).clEnqueueNDRangeKernel
+        except (OSError, AttributeError):
+            continue
+        function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+        function.argtypes += [ctypes.c_void_p] * 6
+        function.restype = ctypes.c_int32
+        return function
+    return None
+
+
+def _sizes(values: tuple[int, ...]) -> ctypes.Array[ctypes.c_size_t]:
+    return (ctypes.c_size_t * len(values))(*values)
+
+
+class Stream:
+    """The launches of a forward pass, ready to enqueue back to back without events."""
+
+    def __init__(self, launches: Sequence[tuple[str, BoundLaunch]]) -> None:
+        """``launches``: each launch with the layer it belongs to, which errors name."""
+        self.layers = tuple(layer for layer, _ in launches)
+        self.launches = tuple(launch for _, launch in launches)
+        self._enqueue = _enqueue_function()
+        # Sizes as C arrays, kept alive here; the kernels stay alive in self.launches.
+        self._arrays = [(_sizes(la.global_size), _sizes(la.local_size)) for la in self.launches]
+        self._calls = [
+            (
+                la.kernel.int_ptr,
+                len(la.global_size),
+                ctypes.addressof(g),
+                ctypes.addressof(lo) if la.local_size else None,
+            )
+            for la, (g, lo) in zip(self.launches, self._arrays, strict=True)
+        ]
+
+    def enqueue(self, queue: cl.CommandQueue) -> None:
+        """One forward pass into ``queue``, back to back; nothing waits."""
+        if self._enqueue is None:
+            for la in self.launches:
+                cl.enqueue_nd_range_kernel(queue, la.kernel, la.global_size, la.local_size)
+            return
+        enqueue, q = self._enqueue, queue.int_ptr
+        for i, (kernel, rank, global_size, local_size) in enumerate(self._calls):
+            status = enqueue(q, kernel, rank, None, global_size, local_size, 0, None, None)
+            if status:
+                raise OctuneError(
+                    f"layer '{self.layers[i]}': enqueueing its kernel failed with "
+                    f"OpenCL status {status} ({_status_name(status)})"
+                )
+
+
+def _status_name(status: int) -> str:
+    names = {v: k for k, v in vars(cl.status_code).items() if isinstance(v, int)}
+    return names.get(status, "unknown status")
