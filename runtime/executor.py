@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 
@@ -146,7 +146,7 @@ class Runtime:
         self._gapped: dict[str, tuple[tuple[int, int], ...]] = {}
         self.steps: list[Step] = self.graph.steps
         self._allocate()
-        self.plan = [self._plan(step) for step in self.steps]
+        self.plan = self._pair_index_maps([self._plan(step) for step in self.steps])
         self.stream = Stream([(p.step.name, la) for p in self.plan for la in p.launches])
 
     # --- configs --------------------------------------------------------------------------
@@ -425,6 +425,35 @@ class Runtime:
         if not step.epilogue.empty and not self._fuses(step):
             launches.append(self._epilogue(step, step.output))
         return Planned(step, type(step).__name__.lower(), "-", {}, tuple(launches))
+
+    def _pair_index_maps(self, plan: list[Planned]) -> list[Planned]:
+        """Plain index maps (gathers too) of one input with as many elements each, two by two in
+        one launch (ops.cl's ``index_map_pair``) at the first one's place: its input is ready
+        there, and every tensor has a buffer of its own, so writing the second's output early
+        clobbers nothing. ShuffleNet v2 splits each block's input so: 13 of its 89 GPU launches.
+        """
+        waiting: dict[tuple[str, int], int] = {}
+        for i, planned in enumerate(plan):
+            step = planned.step
+            if not (isinstance(step, IndexMap) and step.mode == "plain" and step.epilogue.empty):
+                continue
+            key = (step.inputs[0], math.prod(self.graph.shapes[step.output]))
+            first = waiting.pop(key, None)
+            if first is None:
+                waiting[key] = i
+                continue
+            other, n = plan[first].step, key[1]
+            assert isinstance(other, IndexMap)
+            outputs = (self.buffers[other.output], self.buffers[step.output])
+            meta = self._meta(*other.axes, *step.axes)
+            table = self._meta((*other.table, *step.table, 0))
+            axes = (m.table_axis if m.table else -1 for m in (other, step))
+            args = (self.buffers[step.inputs[0]], *outputs, meta, table,
+                    *map(np.int32, (*axes, len(other.table), n)))  # fmt: skip
+            launch = self._ops(other, "index_map_pair", args, 2 * n, PAIR=1)
+            plan[first] = replace(plan[first], kernel="index_map_pair", launches=(launch,))
+            plan[i] = replace(planned, kernel=f"(in {other.name}'s index_map_pair)", launches=())
+        return plan
 
     def _fuses(self, step: Step) -> bool:
         """Whether the step's own kernel of ops.cl runs its epilogue where it stores."""

@@ -323,7 +323,8 @@ def test_branches_write_into_their_concat(cl_device, tmp_path: Path) -> None:
 def test_a_channel_shuffle_moves_each_value_once(cl_device, tmp_path: Path) -> None:
     """ShuffleNet v2's unit: a Concat, Reshape, Transpose, Reshape, then a Split into halves.
     Each half reads the Concat's inputs where their producers wrote them (at offsets the device
-    can start a sub-buffer at, gaps between): the Concat and the Transpose cost no launch.
+    can start a sub-buffer at, gaps between): the Concat and the Transpose cost no launch, and
+    both halves of a Split are one launch.
     """
     g = GraphBuilder("shuffle", seed=7)
     x = g.input("input", [1, 6, 5, 5])
@@ -342,7 +343,11 @@ def test_a_channel_shuffle_moves_each_value_once(cl_device, tmp_path: Path) -> N
     runtime = _agreeing_runtime(g, y, [1, 3, 5, 5], cl_device, tmp_path)
     launches = {planned.step.output: len(planned.launches) for planned in runtime.plan}
     assert "shuffle" not in launches and launches["cat"] == 0
-    assert (launches["c"], launches["d"]) == (1, 1)
+    planned = {p.step.output: p for p in runtime.plan}
+    for first, second in (("a", "b"), ("c", "d")):
+        assert (launches[first], launches[second]) == (1, 0)
+        assert planned[first].kernel == "index_map_pair"
+        assert planned[first].step.name in planned[second].kernel
 
 
 def test_dense_block_concats_share_one_buffer(cl_device, tmp_path: Path) -> None:
