@@ -70,10 +70,12 @@ EXTRAS = {
 }
 
 
-def main() -> None:
-    """Entry point: user mistakes end in one line on stderr and exit status 2, not a traceback."""
+def main(args: list[str] | None = None) -> None:
+    """Entry point: user mistakes end in one line on stderr and exit status 2, not a traceback.
+    ``args``: the command line after ``octune`` (default: the process's own).
+    """
     try:
-        app()
+        app(args=args, prog_name="octune")
     except OctuneError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -5,8 +5,13 @@ compile). No device that compiles fails every test that uses one, loudly: never 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+
+# Before octune's CLI modules are imported: their rich consoles take their width from COLUMNS,
+# and the commands tests run in this process (helpers/cli_testing.py) print tables that wide.
+os.environ["COLUMNS"] = "200"
 
 import pyopencl as cl
 import pytest

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from test_cli import assert_one_line_error, octune
+from helpers.cli_testing import assert_one_line_error, octune
 from test_lookup import DEVICE, config
 
 from octune.core.errors import SpaceError

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.cli_testing import OCTUNE, assert_one_line_error, octune
 
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
@@ -21,25 +22,6 @@ from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.results import Measurement, Status
 from octune.tuner.session import CONFIRM_WITHIN
-
-OCTUNE = [sys.executable, "-c", "from octune.cli import main; main()"]
-
-
-def octune(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("OCTUNE_DATABASE_URL", None)
-    if db is not None:
-        env["OCTUNE_DATABASE_URL"] = f"sqlite:///{db}"
-    return subprocess.run([*OCTUNE, *args], capture_output=True, text=True, env=env, timeout=600)
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert result.returncode == 2, result.stderr + result.stdout
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 def test_declaring_the_commands_loads_none_of_what_running_them_needs() -> None:

@@ -13,8 +13,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 import yaml
+from helpers.cli_testing import assert_one_line_error, octune
 from onnx import TensorProto, helper, numpy_helper
-from test_cli import assert_one_line_error, octune
 
 from octune.core.errors import OctuneError
 from octune.networks.layers import Layer, extract_layers, load_model, node_layers

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cli import assert_one_line_error, octune
+from helpers.cli_testing import assert_one_line_error, octune
 
 from octune.db.store import Store
 from octune.networks.report import network_report, report_device

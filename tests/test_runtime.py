@@ -14,8 +14,8 @@ import numpy as np
 import onnx
 import pytest
 import yaml
+from helpers.cli_testing import assert_one_line_error, octune
 from helpers.server_testing import LiveServer, free_port
-from test_cli import assert_one_line_error, octune
 
 from octune.core.errors import OctuneError
 from octune.kernels.gemm import gemm_workload

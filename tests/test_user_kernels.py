@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from test_cli import assert_one_line_error, octune
+from helpers.cli_testing import assert_one_line_error, octune
 
 from octune.core.errors import OctuneError
 from octune.networks.graph import GraphBuilder

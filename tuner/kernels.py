@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copyreg
 import difflib
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -159,7 +160,10 @@ def _inside(folder: Path | Traversable, path: _File) -> _File:
 
 
 def _import_user_module(path: Path) -> object:
-    name = f"octune_user_kernels.{path.parent.name}.{path.stem}".replace("-", "_")
+    # Named by where it lies: two folders' modules of one name (a/kernels/x.py, b/kernels/x.py)
+    # are two modules.
+    where = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    name = f"octune_user_kernels.{path.stem}_{where}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)

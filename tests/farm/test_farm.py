@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 
 import pytest
+from helpers.cli_testing import octune
 from helpers.farm_testing import (
     WORKLOADS,
     Agent,
@@ -18,7 +19,7 @@ from helpers.farm_testing import (
     session_statuses,
     wait_for,
 )
-from helpers.server_testing import LiveServer, octune
+from helpers.server_testing import LiveServer
 
 from octune.db.server_store import ServerStore
 from octune.server.client import OctuneClient

@@ -11,8 +11,9 @@ from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
+from helpers.cli_testing import octune
 from helpers.farm_testing import WORKLOADS, device_in, session_statuses
-from helpers.server_testing import bearer, octune
+from helpers.server_testing import bearer
 
 from octune.db.job_queue import QueueError
 from octune.server.app import create_app

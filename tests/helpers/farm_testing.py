@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import select
 
-from helpers.server_testing import OCTUNE
+from helpers.cli_testing import OCTUNE
 from octune.db.models import JobSession, MeasurementRow, TuningSession
 from octune.db.server_store import ServerStore
 

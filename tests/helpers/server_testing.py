@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from helpers.cli_testing import OCTUNE
 from octune.db.server_store import ServerStore
 from octune.server.app import create_app
 from octune.server.schemas import UploadIn
@@ -113,17 +113,6 @@ def bearer(token: str) -> dict[str, str]:
 def post_upload(client: TestClient, upload: UploadIn, token: str | None) -> object:
     headers = {"Content-Type": "application/json", **(bearer(token) if token else {})}
     return client.post("/v1/sessions", content=upload.model_dump_json(), headers=headers)
-
-
-OCTUNE = [sys.executable, "-c", "from octune.cli import main; main()"]
-
-
-def octune(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("OCTUNE_DATABASE_URL", None)
-    return subprocess.run(
-        [*OCTUNE, *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
 
 
 def free_port() -> int:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
-from helpers.server_testing import LiveServer, Seeder, bearer, octune
+from helpers.cli_testing import octune_process
+from helpers.server_testing import LiveServer, Seeder, bearer
 from sqlalchemy import func, select
 
 from octune.db.models import MeasurementRow, SessionUpload, TuningSession
@@ -88,7 +89,7 @@ def test_parallel_imports_of_one_bundle_store_each_entry_once(
             seeder.session(workload, [1, 2])
         bundle = tmp_path / "bundle"
         export_bundle(source, device_info.fingerprint, None, "json", bundle)
-    results = all_at_once(4, lambda _: octune("import", str(bundle), "--db", db_url))
+    results = all_at_once(4, lambda _: octune_process("import", str(bundle), "--db", db_url))
     assert [r.returncode for r in results] == [0] * 4, [r.stderr for r in results]
     with Store(db_url) as fresh, fresh._session() as session:
         keys = session.execute(
@@ -106,7 +107,7 @@ def test_two_tuners_starting_on_a_new_database_both_finish(db_url: str) -> None:
     db = db_url
     results = all_at_once(
         2,
-        lambda i: octune(
+        lambda i: octune_process(
             "tune", "gemm", "--m", "17", "--n", str(8 + i), "--k", "8", "--budget", "2",
             "--strategy", "random", "--confirm", "0", "--db", db,
         ),
@@ -128,7 +129,7 @@ def test_a_writer_holding_the_lock_for_20_s_does_not_end_a_tune(tmp_path: Path) 
     releaser.start()
     try:
         started = time.monotonic()
-        result = octune(
+        result = octune_process(
             "tune", "gemm", "--m", "17", "--n", "8", "--k", "8", "--budget", "2",
             "--strategy", "random", "--confirm", "0", "--db", f"sqlite:///{path}",
         )  # fmt: skip
@@ -160,12 +161,12 @@ def test_two_tuners_of_one_workload_never_measure_a_config_twice(tmp_path: Path)
     Store(db).close()
     args = ["tune", "gemm", "--m", "17", "--n", "16", "--k", "16", "--strategy", "random",
             "--seed", "3", "--confirm", "0", "--db", db]  # fmt: skip
-    results = all_at_once(2, lambda _: octune(*args, "--budget", "8"))
+    results = all_at_once(2, lambda _: octune_process(*args, "--budget", "8"))
     assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
     total, distinct = search_rows(db)
     assert total == distinct and 8 < total <= 16
 
     # Two --resume runs together finish one budget of 30, however they share it.
-    results = all_at_once(2, lambda _: octune(*args, "--budget", "30", "--resume"))
+    results = all_at_once(2, lambda _: octune_process(*args, "--budget", "30", "--resume"))
     assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
     assert search_rows(db) == (30, 30)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import math
 
-from helpers.server_testing import make_client, octune
+from helpers.cli_testing import octune
+from helpers.server_testing import make_client
 
 from octune.db.server_store import ServerStore
 

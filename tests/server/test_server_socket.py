@@ -8,7 +8,8 @@ import os
 import re
 
 import pytest
-from helpers.server_testing import LiveServer, octune
+from helpers.cli_testing import octune, octune_process
+from helpers.server_testing import LiveServer
 from sqlalchemy import select
 
 from octune.db.models import TuningSession
@@ -92,7 +93,9 @@ def test_serve_mistakes_are_one_line(served, tmp_path):
         (("--port", str(server.port)), f"cannot listen on 127.0.0.1:{server.port}"),
         (("--db", "nonsense://x"), "not a valid database URL"),
     ):
-        result = octune("serve", "--db", f"sqlite:///{tmp_path / 'x.db'}", *args, timeout=60)
+        result = octune_process(
+            "serve", "--db", f"sqlite:///{tmp_path / 'x.db'}", *args, timeout=60
+        )
         assert result.returncode == 2, result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and fragment in lines[0], result.stderr

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from helpers.server_testing import LiveServer, octune
+from helpers.cli_testing import octune
+from helpers.server_testing import LiveServer
 
 from octune.server.client import OctuneClient
 

@@ -1,0 +1,71 @@
+"""`octune ARGS` in tests: in this process, through the console script's own entry point
+(``octune.cli.main``, with its one-line errors and exit statuses), so that a command costs no
+interpreter start and no second import of octune; or as a process of its own where the test is
+about processes (a kill, concurrency, what an import loads).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from octune.cli import main
+from octune.tuner import kernels
+
+#: The console script as a process.
+OCTUNE = [sys.executable, "-c", "from octune.cli import main; main()"]
+
+
+def _environment(db: Path | None) -> dict[str, str | None]:
+    """The variables a command sees changed: wide tables, no database but ``db``, and the
+    user-kernel path restored afterwards (``--kernel-dir`` sets it)."""
+    return {
+        "COLUMNS": "200",
+        "OCTUNE_DATABASE_URL": f"sqlite:///{db}" if db is not None else None,
+        kernels.KERNEL_PATH_ENV: os.environ.get(kernels.KERNEL_PATH_ENV),
+    }
+
+
+def octune(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``octune ARGS`` in this process; ``db``: the database it defaults to."""
+    path = os.environ.get(kernels.KERNEL_PATH_ENV)
+    with CliRunner().isolation(env=_environment(db)) as (stdout, stderr, _):
+        try:
+            main(list(args))
+            status = 0
+        except SystemExit as exit_:
+            status = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        out, err = stdout.getvalue().decode(), stderr.getvalue().decode()
+    if os.environ.get(kernels.KERNEL_PATH_ENV) != path or "--kernel-dir" in args:
+        # The families a --kernel-dir loaded stay out of the next test's.
+        for cached in (kernels.families, kernels._kernel_files, kernels.load_kernel):
+            cached.cache_clear()
+    return subprocess.CompletedProcess(["octune", *args], status, out, err)
+
+
+def octune_process(
+    *args: str, db: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``octune ARGS`` as a process of its own."""
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("OCTUNE_DATABASE_URL", None)
+    if db is not None:
+        env["OCTUNE_DATABASE_URL"] = f"sqlite:///{db}"
+    return subprocess.run(
+        [*OCTUNE, *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
