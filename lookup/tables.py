@@ -379,7 +379,7 @@ class StoreLookup:
         """The kernels of family ``name``, installed or tuned on the device; [] if no family
         has that name.
         """
-        from octune.tuner.kernels import families, kernels_of
+        from octune.tuner.kernels import families, kernels_of, problem_of
 
         if name not in families():
             return []
@@ -388,7 +388,7 @@ class StoreLookup:
             key = (device.fingerprint, kernel_name)
             if key not in self._problems:
                 found = self.store.lookup_kernel(device.fingerprint, kernel_name)
-                self._problems[key] = stored_space(found).problem if found else ""
+                self._problems[key] = problem_of(found.space_source) if found else ""
             if self._problems[key] == name:
                 stored.append(kernel_name)
         return sorted({*kernels_of(name), *stored})

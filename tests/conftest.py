@@ -5,13 +5,8 @@ compile). No device that compiles fails every test that uses one, loudly: never 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
-
-# Before octune's CLI modules are imported: their rich consoles take their width from COLUMNS,
-# and the commands tests run in this process (helpers/cli_testing.py) print tables that wide.
-os.environ["COLUMNS"] = "200"
 
 import pyopencl as cl
 import pytest
@@ -21,6 +16,16 @@ from octune.db.server_store import ServerStore
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.space import ConfigTable
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _own_data_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Commands that default to the user's database (under $XDG_DATA_HOME) use a folder of this
+    run's own, in this process and in the processes it starts: tests never touch the user's data.
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))
+        yield
 
 
 @pytest.fixture(scope="session")

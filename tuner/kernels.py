@@ -278,6 +278,14 @@ def _extended(text: str, spaces: Mapping[str, str], origin: str) -> str:
     return header + yaml.safe_dump(merged, sort_keys=False, width=100)
 
 
+def problem_of(space_text: str) -> object:
+    """The family a space's text names (its ``problem:``), read without building the space: a
+    stored version of a user's family that is not installed here cannot be built, and a lookup
+    that only sorts versions by family needs not build it.
+    """
+    return _yaml_mapping(space_text).get("problem")
+
+
 def _yaml_mapping(text: str) -> dict[str, Any]:
     try:
         data = safe_load(text)

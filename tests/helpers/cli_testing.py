@@ -44,7 +44,8 @@ def octune(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[st
         out, err = stdout.getvalue().decode(), stderr.getvalue().decode()
     if os.environ.get(kernels.KERNEL_PATH_ENV) != path or "--kernel-dir" in args:
         # The families a --kernel-dir loaded stay out of the next test's.
-        for cached in (kernels.families, kernels._kernel_files, kernels.load_kernel):
+        for cached in (kernels.families, kernels._kernel_files, kernels.load_kernel,
+                       kernels.kernel_from_texts):  # fmt: skip
             cached.cache_clear()
     return subprocess.CompletedProcess(["octune", *args], status, out, err)
 
