@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.firmware.bundle import load_bundle
 from octune.firmware.export import export_bundle
@@ -29,7 +30,6 @@ from octune.lookup.semantics import Query
 from octune.lookup.tables import default_config
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import load_kernel
-from octune.tuner.results import Measurement, Status
 
 DEVICE = DeviceInfo(
     platform_name="Benchmark Platform",

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from octune.core.results import HistoryRecord
 from octune.db.store import Store
 from octune.replay.harness import RecordedSpace, ReplayRunner, replay, to_reach
-from octune.tuner.results import HistoryRecord
 from octune.tuner.strategies.model import ModelSearch
 from octune.tuner.strategies.random import RandomSearch
 

@@ -19,13 +19,13 @@ import time
 import numpy as np
 from sqlalchemy import create_engine, insert
 
+from octune.core.results import config_key
 from octune.db.models import MeasurementRow
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.kernels import load_kernel
-from octune.tuner.results import config_key
 
 LIMITS = {"max_work_group_size": 256, "max_work_item_size_0": 256, "max_work_item_size_1": 256,
           "max_work_item_size_2": 64, "local_mem_size": 49152, "compute_units": 16}  # fmt: skip

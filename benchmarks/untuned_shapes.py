@@ -36,6 +36,7 @@ from pathlib import Path
 import pyopencl as cl
 from held_out import without_workloads  # benchmarks/held_out.py, beside this script
 
+from octune.core.results import Measurement
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.kernels.gemm import parse_gemm
@@ -54,7 +55,6 @@ from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, kernel_from_texts, kernels_of, load_kernel
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.results import Measurement
 
 FAMILY = "gemm"
 ONE_CONFIG_KERNEL = "gemm"  # the kernel whose single config "one config per device" uses

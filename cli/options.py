@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from octune.tuner.results import OBJECTIVES, Objective
+from octune.core.results import OBJECTIVES, Objective
 
 if TYPE_CHECKING:
     from octune.db.store import Store

@@ -29,12 +29,12 @@ from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies import available_strategies
 
 if TYPE_CHECKING:
+    from octune.core.results import BestResult, Objective
     from octune.db.store import Store
     from octune.tuner.campaign import Task
     from octune.tuner.device import DeviceInfo
     from octune.tuner.family import Family, Workload
     from octune.tuner.kernels import KernelSpec
-    from octune.tuner.results import BestResult, Objective
     from octune.tuner.session import SessionReport
 
 console = Console()

@@ -26,6 +26,7 @@ from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from octune.core.errors import OctuneError
+from octune.core.results import Measurement, Status
 from octune.db.models import (
     SESSION_END_STATUSES,
     Device,
@@ -43,7 +44,6 @@ from octune.db.models import (
 )
 from octune.db.queries import StoredKernel
 from octune.db.recording import Recording, measurement_values
-from octune.tuner.results import Measurement, Status
 
 if TYPE_CHECKING:
     from octune.tuner.device import DeviceInfo

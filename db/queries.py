@@ -19,6 +19,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from octune.core.results import (
+    CONFIRM_STRATEGY,
+    BestResult,
+    Failures,
+    HistoryRecord,
+    Objective,
+    Status,
+    failure_signature,
+    score,
+)
 from octune.db.engine import Database
 from octune.db.models import (
     TRUSTED_SCOPE,
@@ -31,16 +41,6 @@ from octune.db.models import (
     SessionUpload,
     TuningSession,
     WorkloadRow,
-)
-from octune.tuner.results import (
-    CONFIRM_STRATEGY,
-    BestResult,
-    Failures,
-    HistoryRecord,
-    Objective,
-    Status,
-    failure_signature,
-    score,
 )
 
 if TYPE_CHECKING:

@@ -21,6 +21,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from octune.core.results import (
+    CONFIRM_STRATEGY,
+    Measurement,
+    Status,
+    config_key,
+)
 from octune.db.engine import Database
 from octune.db.models import (
     MESSAGE_MAX_CHARS,
@@ -34,12 +40,6 @@ from octune.db.models import (
     utcnow,
 )
 from octune.db.queries import measurements_of
-from octune.tuner.results import (
-    CONFIRM_STRATEGY,
-    Measurement,
-    Status,
-    config_key,
-)
 
 if TYPE_CHECKING:  # importing it would load pyopencl, which the server does not need
     from octune.tuner.device import DeviceInfo

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select, text
 
 from octune.core.errors import StoreError
+from octune.core.results import Measurement, Status
 from octune.db.job_queue import JobQueue, uploader_settings
 from octune.db.models import (
     SESSION_END_STATUSES,
@@ -30,7 +31,6 @@ from octune.db.models import (
 )
 from octune.db.queries import StoredKernel, answering
 from octune.db.store import Store
-from octune.tuner.results import Measurement, Status
 
 if TYPE_CHECKING:
     from octune.tuner.device import DeviceInfo

@@ -34,12 +34,12 @@ from numpy.typing import NDArray
 from xgboost import XGBRegressor
 
 from octune.core.problem import ShapeRules
+from octune.core.results import HistoryRecord
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.lookup.semantics import Entry, KernelIndex, KernelTable, Prediction, Query
 from octune.lookup.tables import stored_shape, stored_space
 from octune.tuner.cost_model import Context, Features, targets
-from octune.tuner.results import HistoryRecord
 from octune.tuner.space import SearchSpace
 
 #: Sizes of the grid of model answers in every dimension: each octave from 16 to 8192.

@@ -24,12 +24,12 @@ import yaml
 from numpy.typing import NDArray
 
 from octune.core.errors import OctuneError
+from octune.core.results import HistoryRecord, Measurement, Status
 from octune.tuner.cost_model import Context
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import Runner
-from octune.tuner.results import HistoryRecord, Measurement, Status
 from octune.tuner.space import ConfigTable, SearchSpace
 from octune.tuner.strategies.base import Strategy, proposals_due
 

@@ -20,6 +20,7 @@ import onnx
 import pyopencl as cl
 
 from octune.core.errors import OctuneError
+from octune.core.results import one_line_reason
 from octune.runtime import layout
 from octune.runtime.fold import Folder, gap_offsets, live
 from octune.runtime.graph import (
@@ -54,7 +55,6 @@ from octune.runtime.stream import BoundLaunch, Stream
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import expand_includes
 from octune.tuner.programs import ProgramCache
-from octune.tuner.results import one_line_reason
 
 #: Work-group size of the runtime's own (untuned) kernels.
 LOCAL = 64

@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from octune.tuner.results import Measurement, Status
+from octune.core.results import Measurement, Status
 
 KernelName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")]
 Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]

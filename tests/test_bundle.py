@@ -112,7 +112,7 @@ def tuned_store(tmp_path_factory):
 
 
 def _ok(chosen: dict[str, int], seconds: float, flops: int):
-    from octune.tuner.results import Measurement, Status
+    from octune.core.results import Measurement, Status
 
     return Measurement(chosen, Status.OK, (seconds * 1.01, seconds, seconds * 0.99), flops)
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from helpers.cli_testing import OCTUNE, assert_one_line_error, octune
 
+from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec
-from octune.tuner.results import Measurement, Status
 from octune.tuner.session import CONFIRM_WITHIN
 
 

@@ -10,13 +10,13 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
+from octune.core.results import Status
 from octune.kernels.conv2d import FAMILY, conv2d_reference
 from octune.tuner.cost_model import Context, Features
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, kernels_of, load_kernel
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.results import Status
 
 pytestmark = pytest.mark.slow
 

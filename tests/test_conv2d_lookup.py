@@ -18,6 +18,7 @@ from test_lookup import DEVICE
 
 from octune.core.errors import WorkloadError
 from octune.core.problem import kernel_version_sha256
+from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.firmware.bundle import load_bundle, write_bundle
 from octune.kernels.conv2d import FAMILY
@@ -25,7 +26,6 @@ from octune.lookup.predictor import train
 from octune.lookup.semantics import Answer, KernelIndex, KernelTable, Query, QueryError, best_answer
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.tuner.kernels import kernels_of, load_kernel
-from octune.tuner.results import Measurement, Status
 
 KEYS = FAMILY.problem.keys
 

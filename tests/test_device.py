@@ -16,6 +16,7 @@ from pathlib import Path
 import pyopencl as cl
 import pytest
 
+from octune.core.results import one_line_reason
 from octune.tuner.device import (
     PROBE_FILE,
     DeviceInfo,
@@ -25,7 +26,6 @@ from octune.tuner.device import (
     select_device,
 )
 from octune.tuner.device_names import match_devices
-from octune.tuner.results import one_line_reason
 from octune.tuner.runtimes import (
     INTEL_CPU,
     extra_requirements,

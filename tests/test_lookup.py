@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from octune.core.errors import SpaceError
+from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.semantics import (
@@ -28,7 +29,6 @@ from octune.lookup.tables import StoreLookup, build_table, default_config, resol
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.kernels import load_kernel
-from octune.tuner.results import Measurement, Status
 from octune.tuner.space import SearchSpace
 
 DEVICE = DeviceInfo(

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from test_bundle import cli, compile_header, python_line, random_queries  # noqa: F401
 from test_lookup import DEVICE
 
+from octune.core.results import Measurement, Status
 from octune.db.server_store import ServerStore
 from octune.firmware.bundle import load_bundle
 from octune.firmware.export import export_bundle
@@ -29,7 +30,6 @@ from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.server.app import create_app
 from octune.server.settings import ServerSettings
 from octune.tuner.kernels import load_kernel
-from octune.tuner.results import Measurement, Status
 
 #: Tuned shapes: the corners of the M x N plane. Every shape asked about below is further than
 #: NEAR_OCTAVES from all of them.

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
+from octune.core.results import CONFIRM_STRATEGY, Measurement, Status, config_key
 from octune.db.models import TuningSession
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
@@ -23,7 +24,6 @@ from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
-from octune.tuner.results import CONFIRM_STRATEGY, Measurement, Status, config_key
 from octune.tuner.session import (
     CONFIRM_WITHIN,
     DEFAULT_ROW,

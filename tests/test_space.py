@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from octune.core.errors import SpaceError
-from octune.tuner.results import config_key
+from octune.core.results import config_key
 from octune.tuner.space import (
     LIMIT_NAMES,
     MAX_CANDIDATES,

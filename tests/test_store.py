@@ -15,11 +15,11 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
 from octune.core.errors import StoreError
+from octune.core.results import BestResult, Measurement, Status, config_key
 from octune.db.engine import alembic_config
 from octune.db.models import Base
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo
-from octune.tuner.results import BestResult, Measurement, Status, config_key
 from octune.tuner.tuning_store import TuningStore
 
 DEVICE = DeviceInfo(

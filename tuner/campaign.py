@@ -33,10 +33,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from octune.core.errors import OctuneError, validation_message
+from octune.core.results import Measurement
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec, families, resolve_kernels
-from octune.tuner.results import Measurement
 from octune.tuner.session import (
     Budget,
     SessionReport,

@@ -20,9 +20,9 @@ import platformdirs
 import pyopencl as cl
 
 from octune.core.errors import DeviceError
+from octune.core.results import one_line_reason
 from octune.tuner.device_names import match_devices
 from octune.tuner.programs import default_cache_root
-from octune.tuner.results import one_line_reason
 from octune.tuner.runtimes import register_pip_runtimes
 from octune.tuner.space import device_limits
 

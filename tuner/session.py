@@ -20,12 +20,7 @@ from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 
 from octune.core.errors import OctuneError
-from octune.tuner.device import INSTALL_HINT, DeviceInfo
-from octune.tuner.disk import full_disk
-from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, load_kernel
-from octune.tuner.measure import first_lines
-from octune.tuner.results import (
+from octune.core.results import (
     CONFIRM_STRATEGY,
     OBJECTIVES,
     Config,
@@ -35,6 +30,11 @@ from octune.tuner.results import (
     config_key,
     failure_signature,
 )
+from octune.tuner.device import INSTALL_HINT, DeviceInfo
+from octune.tuner.disk import full_disk
+from octune.tuner.family import Workload
+from octune.tuner.kernels import KernelSpec, load_kernel
+from octune.tuner.measure import first_lines
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy, proposals_due
 from octune.tuner.tuning_store import Scope, TuningStore

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from octune.tuner.results import BestResult, Failures, HistoryRecord, Measurement, Objective
+from octune.core.results import BestResult, Failures, HistoryRecord, Measurement, Objective
 
 if TYPE_CHECKING:
     from octune.tuner.device import DeviceInfo

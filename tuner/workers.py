@@ -26,13 +26,13 @@ from typing import Self
 import pyopencl as cl
 
 from octune.core.errors import DeviceError
+from octune.core.results import Config, Measurement, Status
 from octune.tuner.device import DeviceInfo, list_devices
 from octune.tuner.energy import sensor_for
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
-from octune.tuner.results import Config, Measurement, Status
 
 # Spawned, not forked: a forked child would share the parent's OpenCL driver state.
 _CONTEXT = mp.get_context("spawn")

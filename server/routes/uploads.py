@@ -11,6 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 
 from octune.core.errors import OctuneError, SpaceError
 from octune.core.problem import kernel_version_sha256
+from octune.core.results import Measurement, Status
 from octune.db.queries import StoredKernel
 from octune.db.server_store import ServerStore, TokenRecord, UploadConflictError
 from octune.lookup.tables import device_limits
@@ -19,7 +20,6 @@ from octune.server.schemas import MeasurementIn, SessionBody, UploadIn, UploadOu
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.kernels import family, kernel_from_texts, load_kernel
-from octune.tuner.results import Measurement, Status
 from octune.tuner.space import SearchSpace
 
 router = APIRouter(tags=["uploads"])

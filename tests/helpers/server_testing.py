@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from helpers.cli_testing import OCTUNE
+from octune.core.results import Measurement, Status
 from octune.db.server_store import ServerStore
 from octune.server.app import create_app
 from octune.server.schemas import UploadIn
@@ -26,7 +27,6 @@ from octune.server.settings import ServerSettings
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.kernels import KernelSpec
-from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable
 
 POSTGRES_ENV = "OCTUNE_TEST_POSTGRES_URL"

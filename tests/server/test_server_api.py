@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from octune.cli.serve import LOOPBACK_NAMES, _loopback
 from octune.core.problem import kernel_version_sha256
+from octune.core.results import Measurement, Status
 from octune.db.models import ApiToken, MeasurementRow, SessionUpload
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_query, gemm_workload
@@ -20,7 +21,6 @@ from octune.lookup.tables import StoreLookup
 from octune.server.client import session_uploads
 from octune.server.tokens import token_hash
 from octune.tuner.family import MAX_DIM
-from octune.tuner.results import Measurement, Status
 
 W64 = gemm_workload(64, 64, 64)
 W256 = gemm_workload(256, 256, 256)

@@ -16,6 +16,7 @@ from helpers.server_testing import LiveServer, Seeder
 
 from octune.core.errors import OctuneError
 from octune.core.problem import kernel_version_sha256
+from octune.core.results import Measurement, Status
 from octune.db.server_store import ServerStore
 from octune.firmware.bundle import table_to_data
 from octune.firmware.export import export_bundle
@@ -29,7 +30,6 @@ from octune.server.schemas import MeasurementIn, UploadIn
 from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo
 from octune.tuner.kernels import KernelSpec
-from octune.tuner.results import Measurement, Status
 from octune.tuner.space import ConfigTable
 
 W64 = gemm_workload(64, 64, 64)

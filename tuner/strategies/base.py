@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 
 from octune.core.errors import OctuneError
-from octune.tuner.results import Measurement
+from octune.core.results import Measurement
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies import available_strategies
 

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 from scipy.stats import spearmanr
 
 from octune.core.errors import OctuneError
+from octune.core.results import Measurement
 from octune.tuner.cost_model import (
     MODELS,
     Context,
@@ -28,7 +29,6 @@ from octune.tuner.cost_model import (
     log_times,
     targets,
 )
-from octune.tuner.results import Measurement
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import Strategy
 
