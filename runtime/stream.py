@@ -58,11 +58,13 @@ def _sizes(values: tuple[int, ...]) -> ctypes.Array[ctypes.c_size_t]:
 class Stream:
     """The launches of a forward pass, ready to enqueue back to back without events."""
 
-    def __init__(self, launches: Sequence[tuple[str, BoundLaunch]]) -> None:
-        """``launches``: each launch with the layer it belongs to, which errors name."""
+    def __init__(self, launches: Sequence[tuple[str, BoundLaunch]], direct: bool = True) -> None:
+        """``launches``: each launch with the layer it belongs to, which errors name. Without
+        ``direct`` (or where no loader is found), through pyopencl, events and all.
+        """
         self.layers = tuple(layer for layer, _ in launches)
         self.launches = tuple(launch for _, launch in launches)
-        self._enqueue = _enqueue_function()
+        self._enqueue = _enqueue_function() if direct else None
         # Sizes as C arrays, kept alive here; the kernels stay alive in self.launches.
         self._arrays = [(_sizes(la.global_size), _sizes(la.local_size)) for la in self.launches]
         self._calls = [

@@ -40,6 +40,11 @@ def test_a_pass_through_the_stream_equals_one_through_pyopencl(cl_device, tmp_pa
     through_pyopencl = runtime.read(name)
     assert np.isfinite(through_stream).all() and np.abs(through_stream).max() > 0
     assert np.array_equal(through_stream, through_pyopencl)
+    # The way a stream goes where it finds no OpenCL loader to call.
+    cl.enqueue_fill_buffer(runtime.queue, buffer, np.float32(np.nan), 0, buffer.size)
+    launches = [(p.step.name, launch) for p in runtime.plan for launch in p.launches]
+    Stream(launches, direct=False).enqueue(runtime.queue)
+    assert np.array_equal(runtime.read(name), through_stream)
 
 
 def test_a_launch_the_driver_refuses_names_its_layer(cl_device) -> None:
