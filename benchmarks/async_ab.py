@@ -18,8 +18,8 @@ from template_ab import in_turns
 
 from octune.core.errors import SpaceError
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import KernelSpec, load_kernel
 
 
 def variants(

@@ -29,7 +29,7 @@ from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.semantics import Query
 from octune.lookup.tables import default_config
 from octune.tuner.device import DeviceInfo
-from octune.tuner.kernels import load_kernel
+from octune.tuner.registry import load_kernel
 
 DEVICE = DeviceInfo(
     platform_name="Benchmark Platform",

@@ -22,7 +22,7 @@ import pyopencl as cl
 from octune.kernels.conv2d import FAMILY as CONV2D
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import kernels_of, load_kernel
+from octune.tuner.registry import kernels_of, load_kernel
 
 PTX_OPS = {
     "fma": re.compile(rb"\bfma\.rn(\.ftz)?\.f32\b"),

@@ -37,8 +37,8 @@ from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import DeviceRunner, back_to_back_seconds, host_clock_seconds
+from octune.tuner.registry import KernelSpec
 from octune.tuner.session import Settings, open_workers
 from octune.tuner.workers import default_jobs
 

@@ -26,8 +26,8 @@ import pyopencl as cl
 
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import KernelSpec, load_kernel
 from octune.tuner.space import SearchSpace
 
 STARTED = time.perf_counter()

@@ -17,8 +17,8 @@ from gemm_classes import chosen_configs, parse_shape, vendor_anchor  # beside th
 
 from octune.core.errors import OctuneError
 from octune.tuner.device import select_device
-from octune.tuner.kernels import load_kernel
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import load_kernel
 
 
 def main() -> None:

@@ -23,8 +23,8 @@ from gemm_classes import assignments, cublas_seconds, parse_shape  # beside this
 from ptx_in_cuda import cuda_driver_for, graph_seconds, program_ptx
 
 from octune.tuner.device import select_device
-from octune.tuner.kernels import load_kernel
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import load_kernel
 
 
 def main() -> None:

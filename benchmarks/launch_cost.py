@@ -43,8 +43,8 @@ from ptx_in_cuda import cuda_driver_for
 
 from octune.core.errors import OctuneError
 from octune.tuner.device import select_device
-from octune.tuner.kernels import load_kernel
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import load_kernel
 
 STREAM = 20  # runs per burst
 

@@ -26,7 +26,7 @@ from held_out import without_workloads  # benchmarks/held_out.py, beside this sc
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload, parse_gemm
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import load_kernel
+from octune.tuner.registry import load_kernel
 from octune.tuner.session import Budget, Settings, run_session
 from octune.tuner.workers import default_jobs
 

@@ -34,7 +34,7 @@ from sklearn.neighbors import NearestNeighbors
 
 from octune.core.results import Measurement, Status
 from octune.replay.harness import RecordedSpace, to_reach
-from octune.tuner.kernels import load_kernel
+from octune.tuner.registry import load_kernel
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.model import POOL, ModelSearch
 

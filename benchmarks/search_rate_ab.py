@@ -25,7 +25,7 @@ from gemm_classes import parse_shape  # beside this script
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, expand_includes, kernel_from_texts, load_kernel
+from octune.tuner.registry import KernelSpec, expand_includes, kernel_from_texts, load_kernel
 from octune.tuner.session import Budget, Settings, open_workers, run_session
 from octune.tuner.workers import default_jobs
 

@@ -25,7 +25,7 @@ from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.kernels import load_kernel
+from octune.tuner.registry import load_kernel
 
 LIMITS = {"max_work_group_size": 256, "max_work_item_size_0": 256, "max_work_item_size_1": 256,
           "max_work_item_size_2": 64, "local_mem_size": 49152, "compute_units": 16}  # fmt: skip

@@ -17,7 +17,7 @@ import pyopencl as cl
 
 from octune.kernels.gemm import gemm_arguments, parse_gemm
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import load_kernel
+from octune.tuner.registry import load_kernel
 
 
 def main() -> None:

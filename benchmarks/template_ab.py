@@ -34,8 +34,8 @@ from gemm_classes import (  # beside this script
 )
 
 from octune.tuner.device import select_device
-from octune.tuner.kernels import expand_includes, kernel_from_texts, load_kernel
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import expand_includes, kernel_from_texts, load_kernel
 
 TURNS = 3  # measurements of each version, alternating; the fastest median of each is kept
 

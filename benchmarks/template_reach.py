@@ -27,7 +27,7 @@ from gemm_classes import (  # beside this script
     parse_shape,
 )
 
-from octune.tuner.kernels import expand_includes, load_kernel
+from octune.tuner.registry import expand_includes, load_kernel
 
 #: Defined by NVIDIA's OpenCL compiler: the templates' NVIDIA paths (cp.async, fences) compare too.
 DEVICE_DEFINES = ["-Dcl_nv_pragma_unroll=1"]

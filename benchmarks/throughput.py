@@ -19,7 +19,7 @@ from pathlib import Path
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import load_kernel
+from octune.tuner.registry import load_kernel
 from octune.tuner.session import Budget, Settings, run_session
 
 

@@ -53,8 +53,8 @@ from octune.lookup.semantics import (
 from octune.lookup.tables import build_table, resolve_device
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, kernel_from_texts, kernels_of, load_kernel
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import KernelSpec, kernel_from_texts, kernels_of, load_kernel
 
 FAMILY = "gemm"
 ONE_CONFIG_KERNEL = "gemm"  # the kernel whose single config "one config per device" uses

@@ -19,8 +19,8 @@ import statistics
 from octune.core.results import Status
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import KernelSpec, kernel_from_texts
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import KernelSpec, kernel_from_texts
 
 Shape = dict[str, int]
 

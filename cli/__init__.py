@@ -36,7 +36,7 @@ def main_options(
 ) -> None:
     """Auto-tune OpenCL kernels, store the best verified configs, look them up."""
     if kernel_dir:
-        from octune.tuner.kernels import add_kernel_dir
+        from octune.tuner.registry import add_kernel_dir
 
         for folder in kernel_dir:
             add_kernel_dir(folder)

@@ -60,8 +60,8 @@ def reference_gflops(device: cl.Device) -> float | None:
     where it fails.
     """
     from octune.kernels.gemm import gemm_workload
-    from octune.tuner.kernels import load_kernel
     from octune.tuner.measure import DeviceRunner
+    from octune.tuner.registry import load_kernel
 
     workload = gemm_workload(REFERENCE_SIZE, REFERENCE_SIZE, REFERENCE_SIZE)
     runner = DeviceRunner(device, load_kernel(REFERENCE_KERNEL), workload, seed=0)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from octune.tuner.campaign import Task
     from octune.tuner.device import DeviceInfo
     from octune.tuner.family import Family, Workload
-    from octune.tuner.kernels import KernelSpec
+    from octune.tuner.registry import KernelSpec
     from octune.tuner.session import SessionReport
 
 console = Console()
@@ -42,7 +42,7 @@ console = Console()
 
 def _shape_help() -> str:
     """The shape options of each family, for --help (they are read after the kernel name)."""
-    from octune.tuner.kernels import families
+    from octune.tuner.registry import families
 
     lines = ["Shape options, after the kernel or family name:"]
     for family in families().values():
@@ -277,7 +277,7 @@ def tune(
 
 def _tasks(kernel_name: str | None, shape_args: list[str], workloads: Path | None) -> list[Task]:
     from octune.tuner.campaign import load_tasks, tasks_for
-    from octune.tuner.kernels import resolve_kernels
+    from octune.tuner.registry import resolve_kernels
 
     if workloads is not None:
         if kernel_name is not None or shape_args:

@@ -619,7 +619,7 @@ def in_service(bundle: Bundle) -> Bundle:
     (exported before they were found wrong), so its other kernels answer. Kept apart from
     ``load_bundle``, which needs only the standard library: this reads the installed kernels.
     """
-    from octune.tuner.kernels import retired_versions
+    from octune.tuner.registry import retired_versions
 
     retired = {
         t.kernel: why

@@ -85,7 +85,7 @@ class Conv2d(Family):
         queue: cl.CommandQueue,
         rng: np.random.Generator,
     ) -> Bound:
-        from octune.tuner.kernels import load_kernel
+        from octune.tuner.registry import load_kernel
 
         s = workload.shape
         nhwc = bool(s["nhwc"])

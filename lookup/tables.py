@@ -43,7 +43,7 @@ TableModel = Callable[[Store, StoredDevice, KernelTable], Sequence[Entry]]
 
 def problem_spec(name: str) -> Problem:
     """What the lookup must know of a problem family, as its family module declares it."""
-    from octune.tuner.kernels import family
+    from octune.tuner.registry import family
 
     return family(name).problem
 
@@ -95,7 +95,7 @@ def resolve_device(store: Store, choice: str) -> StoredDevice:
 
 def stored_space(kernel: StoredKernel) -> SearchSpace:
     """A stored kernel version's search space, parsed from the text that was tuned."""
-    from octune.tuner.kernels import kernel_from_texts
+    from octune.tuner.registry import kernel_from_texts
 
     return kernel_from_texts(kernel.name, kernel.template_source, kernel.space_source).space
 
@@ -187,7 +187,7 @@ def build_table(
     on the device, else the installed kernel (then only the default can answer). Retired
     versions are never answered from. ``model`` adds its answers to ``predictions``.
     """
-    from octune.tuner.kernels import KernelSpec, load_kernel, retired_versions
+    from octune.tuner.registry import KernelSpec, load_kernel, retired_versions
 
     retired = retired_versions(kernel_name)
     if kernel_sha256 in retired:
@@ -303,7 +303,7 @@ def default_layouts(problem: Problem, kernel: StoredKernel) -> tuple[str, ...]:
 
 def problem_sample(problem: Problem) -> Workload:
     """A smallest possible workload of the problem, for asking which options a kernel adds."""
-    from octune.tuner.kernels import family
+    from octune.tuner.registry import family
 
     owner = family(problem.name)
     for scale in (1, 2, 4, 8, 16, 32, 64):
@@ -379,7 +379,7 @@ class StoreLookup:
         """The kernels of family ``name``, installed or tuned on the device; [] if no family
         has that name.
         """
-        from octune.tuner.kernels import families, kernels_of, problem_of
+        from octune.tuner.registry import families, kernels_of, problem_of
 
         if name not in families():
             return []

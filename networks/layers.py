@@ -27,7 +27,7 @@ from octune.core.errors import OctuneError, WorkloadError
 from octune.networks.models import BUILTIN, did_you_mean
 from octune.networks.normalize import normalize
 from octune.tuner.family import Family, OnnxNode, Workload
-from octune.tuner.kernels import families, family
+from octune.tuner.registry import families, family
 
 # Operators that read and write each element a few times: their time is memory traffic that a
 # runtime spends as it is, with nothing to tune. Any other operator that is not a tunable Conv,

@@ -28,8 +28,8 @@ from octune.core.results import HistoryRecord, Measurement, Status
 from octune.tuner.cost_model import Context
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import Runner
+from octune.tuner.registry import KernelSpec
 from octune.tuner.space import ConfigTable, SearchSpace
 from octune.tuner.strategies.base import Strategy, proposals_due
 

@@ -53,8 +53,8 @@ from octune.runtime.sources import (
 )
 from octune.runtime.stream import BoundLaunch, Stream
 from octune.tuner.device import DeviceInfo
-from octune.tuner.kernels import expand_includes
 from octune.tuner.programs import ProgramCache
+from octune.tuner.registry import expand_includes
 
 #: Work-group size of the runtime's own (untuned) kernels.
 LOCAL = 64

@@ -40,15 +40,15 @@ from octune.lookup.tables import StoreLookup
 from octune.server.client import OctuneClient
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.kernels import (
+from octune.tuner.measure import DeviceRunner
+from octune.tuner.programs import ProgramCache
+from octune.tuner.registry import (
     KernelSpec,
     kernel_from_texts,
     load_kernel,
     resolve_kernels,
     retired_versions,
 )
-from octune.tuner.measure import DeviceRunner
-from octune.tuner.programs import ProgramCache
 
 Policy = Literal["tuned", "one-per-device", "default", "confirmed"]
 POLICIES: tuple[Policy, ...] = ("tuned", "one-per-device", "default", "confirmed")

@@ -26,7 +26,7 @@ from octune.db.server_store import ServerStore
 from octune.lookup.semantics import Entry, Predictor, Query, QueryError, check_shape
 from octune.lookup.tables import StoreLookup
 from octune.server.schemas import BatchLookup, ShapeFields
-from octune.tuner.kernels import available_kernels, families
+from octune.tuner.registry import available_kernels, families
 
 if TYPE_CHECKING:  # importing it loads XGBoost
     from octune.lookup.predictor import BackgroundModelAnswers

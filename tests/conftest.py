@@ -14,7 +14,7 @@ from helpers.server_testing import postgres_database
 
 from octune.db.server_store import ServerStore
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.kernels import KernelSpec, load_kernel
+from octune.tuner.registry import KernelSpec, load_kernel
 from octune.tuner.space import ConfigTable
 
 

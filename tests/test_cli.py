@@ -20,7 +20,7 @@ from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
-from octune.tuner.kernels import KernelSpec
+from octune.tuner.registry import KernelSpec
 from octune.tuner.session import CONFIRM_WITHIN
 
 

@@ -15,8 +15,8 @@ from octune.kernels.conv2d import FAMILY, conv2d_reference
 from octune.tuner.cost_model import Context, Features
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, kernels_of, load_kernel
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import KernelSpec, kernels_of, load_kernel
 
 pytestmark = pytest.mark.slow
 

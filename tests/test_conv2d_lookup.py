@@ -25,7 +25,7 @@ from octune.kernels.conv2d import FAMILY
 from octune.lookup.predictor import train
 from octune.lookup.semantics import Answer, KernelIndex, KernelTable, Query, QueryError, best_answer
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
-from octune.tuner.kernels import kernels_of, load_kernel
+from octune.tuner.registry import kernels_of, load_kernel
 
 KEYS = FAMILY.problem.keys
 

@@ -28,7 +28,7 @@ from octune.lookup.semantics import (
 from octune.lookup.tables import StoreLookup, build_table, default_config, resolve_device
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.kernels import load_kernel
+from octune.tuner.registry import load_kernel
 from octune.tuner.space import SearchSpace
 
 DEVICE = DeviceInfo(

@@ -29,7 +29,7 @@ from octune.lookup.semantics import NEAR_OCTAVES, KernelIndex, log2_fixed
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.server.app import create_app
 from octune.server.settings import ServerSettings
-from octune.tuner.kernels import load_kernel
+from octune.tuner.registry import load_kernel
 
 #: Tuned shapes: the corners of the M x N plane. Every shape asked about below is further than
 #: NEAR_OCTAVES from all of them.

@@ -27,7 +27,7 @@ from octune.runtime.graph import Tuned, load_graph
 from octune.runtime.sources import choose, default_configs
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo
-from octune.tuner.kernels import KernelSpec, families, kernels_of, load_kernel
+from octune.tuner.registry import KernelSpec, families, kernels_of, load_kernel
 
 # --- small graphs against onnxruntime -----------------------------------------------------------
 

@@ -21,9 +21,9 @@ from octune.kernels.gemm import gemm_workload
 from octune.lookup.tables import default_config
 from octune.tuner import programs
 from octune.tuner.device import DeviceInfo
-from octune.tuner.kernels import KernelSpec, kernel_from_texts, load_kernel
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
+from octune.tuner.registry import KernelSpec, kernel_from_texts, load_kernel
 from octune.tuner.session import (
     CONFIRM_WITHIN,
     DEFAULT_ROW,

@@ -17,7 +17,7 @@ from helpers.cli_testing import assert_one_line_error, octune
 from octune.core.errors import OctuneError
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import extract_layers, load_model
-from octune.tuner import kernels
+from octune.tuner import registry
 
 FIXTURE = Path(__file__).parent / "fixtures" / "user_kernel"
 
@@ -104,14 +104,14 @@ def test_a_link_out_of_the_kernel_folder_is_refused_before_it_is_read(
     outside.parent.mkdir()
     shutil.move(folder / name, outside)
     (folder / name).symlink_to(outside)
-    monkeypatch.setenv(kernels.KERNEL_PATH_ENV, str(folder))
-    kernels._clear()
+    monkeypatch.setenv(registry.KERNEL_PATH_ENV, str(folder))
+    registry._clear()
     try:
         with pytest.raises(OctuneError, match=f"{name} links to .*outside the kernel folder"):
-            kernels.load_kernel("transpose")
+            registry.load_kernel("transpose")
     finally:
         monkeypatch.undo()
-        kernels._clear()
+        registry._clear()
 
 
 def test_a_users_family_reads_the_onnx_nodes_it_names(
@@ -124,13 +124,13 @@ def test_a_users_family_reads_the_onnx_nodes_it_names(
     y = g.node("Reshape", [y, g.constant("cube", np.array([2, 5, 6], dtype=np.int64))], "as3d")
     y = g.node("Transpose", [y], "deep", perm=[2, 1, 0])
     onnx.save(g.model(y, [6, 5, 2]), tmp_path / "transposes.onnx")
-    monkeypatch.setenv(kernels.KERNEL_PATH_ENV, str(_folder(tmp_path)))
-    kernels._clear()
+    monkeypatch.setenv(registry.KERNEL_PATH_ENV, str(_folder(tmp_path)))
+    registry._clear()
     try:
         layers, untuned = extract_layers(load_model(tmp_path / "transposes.onnx"))
     finally:
         monkeypatch.undo()
-        kernels._clear()
+        registry._clear()
     assert [(layer.family, layer.shape, layer.nodes) for layer in layers] == [
         ("transpose", {"rows": 6, "cols": 10}, ("flat",))
     ]

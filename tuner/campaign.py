@@ -36,7 +36,7 @@ from octune.core.errors import OctuneError, validation_message
 from octune.core.results import Measurement
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, families, resolve_kernels
+from octune.tuner.registry import KernelSpec, families, resolve_kernels
 from octune.tuner.session import (
     Budget,
     SessionReport,

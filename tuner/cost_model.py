@@ -93,7 +93,7 @@ class Features:
     """Turns configs of one space, in a context, into a float matrix with named columns."""
 
     def __init__(self, space: SearchSpace) -> None:
-        from octune.tuner.kernels import families  # the registry imports this module's users
+        from octune.tuner.registry import families  # the registry imports this module's users
 
         self.space = space
         family = families().get(space.problem)

@@ -21,8 +21,8 @@ from octune.core.results import Measurement, Status
 from octune.tuner.device import DeviceInfo
 from octune.tuner.energy import EnergySensor
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec
 from octune.tuner.programs import ProgramCache
+from octune.tuner.registry import KernelSpec
 
 MESSAGE_LIMIT = 2000
 # Energy counters update every few tens of milliseconds: a burst must last well beyond that.

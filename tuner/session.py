@@ -33,8 +33,8 @@ from octune.core.results import (
 from octune.tuner.device import INSTALL_HINT, DeviceInfo
 from octune.tuner.disk import full_disk
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec, load_kernel
 from octune.tuner.measure import first_lines
+from octune.tuner.registry import KernelSpec, load_kernel
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy, proposals_due
 from octune.tuner.tuning_store import Scope, TuningStore

@@ -30,9 +30,9 @@ from octune.core.results import Config, Measurement, Status
 from octune.tuner.device import DeviceInfo, list_devices
 from octune.tuner.energy import sensor_for
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
+from octune.tuner.registry import KernelSpec
 
 # Spawned, not forked: a forked child would share the parent's OpenCL driver state.
 _CONTEXT = mp.get_context("spawn")

@@ -19,7 +19,7 @@ from octune.server.auth import require_write
 from octune.server.schemas import MeasurementIn, SessionBody, UploadIn, UploadOut
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.kernels import family, kernel_from_texts, load_kernel
+from octune.tuner.registry import family, kernel_from_texts, load_kernel
 from octune.tuner.space import SearchSpace
 
 router = APIRouter(tags=["uploads"])

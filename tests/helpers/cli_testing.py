@@ -14,7 +14,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from octune.cli import main
-from octune.tuner import kernels
+from octune.tuner import registry
 
 #: The console script as a process.
 OCTUNE = [sys.executable, "-c", "from octune.cli import main; main()"]
@@ -26,13 +26,13 @@ def _environment(db: Path | None) -> dict[str, str | None]:
     return {
         "COLUMNS": "200",
         "OCTUNE_DATABASE_URL": f"sqlite:///{db}" if db is not None else None,
-        kernels.KERNEL_PATH_ENV: os.environ.get(kernels.KERNEL_PATH_ENV),
+        registry.KERNEL_PATH_ENV: os.environ.get(registry.KERNEL_PATH_ENV),
     }
 
 
 def octune(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``octune ARGS`` in this process; ``db``: the database it defaults to."""
-    path = os.environ.get(kernels.KERNEL_PATH_ENV)
+    path = os.environ.get(registry.KERNEL_PATH_ENV)
     with CliRunner().isolation(env=_environment(db)) as (stdout, stderr, _):
         try:
             main(list(args))
@@ -42,11 +42,10 @@ def octune(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[st
         sys.stdout.flush()
         sys.stderr.flush()
         out, err = stdout.getvalue().decode(), stderr.getvalue().decode()
-    if os.environ.get(kernels.KERNEL_PATH_ENV) != path or "--kernel-dir" in args:
+    if os.environ.get(registry.KERNEL_PATH_ENV) != path or "--kernel-dir" in args:
         # The families a --kernel-dir loaded stay out of the next test's.
-        for cached in (kernels.families, kernels._kernel_files, kernels.load_kernel,
-                       kernels.kernel_from_texts):  # fmt: skip
-            cached.cache_clear()
+        registry._clear()
+        registry.kernel_from_texts.cache_clear()
     return subprocess.CompletedProcess(["octune", *args], status, out, err)
 
 

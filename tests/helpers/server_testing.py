@@ -26,7 +26,7 @@ from octune.server.schemas import UploadIn
 from octune.server.settings import ServerSettings
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.kernels import KernelSpec
+from octune.tuner.registry import KernelSpec
 from octune.tuner.space import ConfigTable
 
 POSTGRES_ENV = "OCTUNE_TEST_POSTGRES_URL"

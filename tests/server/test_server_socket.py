@@ -16,7 +16,7 @@ from octune.db.models import TuningSession
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_workload
 from octune.server.client import ClientError, OctuneClient
-from octune.tuner.kernels import load_kernel
+from octune.tuner.registry import load_kernel
 
 CHROMIUM_ENV = "OCTUNE_TEST_CHROMIUM"
 WORKLOAD = gemm_workload(32, 32, 32)

@@ -29,7 +29,7 @@ from octune.server.routes.uploads import MAX_FLOPS_PER_COMPUTE_UNIT
 from octune.server.schemas import MeasurementIn, UploadIn
 from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo
-from octune.tuner.kernels import KernelSpec
+from octune.tuner.registry import KernelSpec
 from octune.tuner.space import ConfigTable
 
 W64 = gemm_workload(64, 64, 64)
