@@ -117,9 +117,10 @@ class LaunchSizes:
 
 
 @dataclass(frozen=True)
-class FollowUp:
-    """A launch that runs after the entry's, with the same arguments (e.g. summing split-K
-    partial products): its entry and its size expressions.
+class LaunchRule:
+    """One launch of a config: its OpenCL function and its size expressions. The entry's
+    comes first; those of ``then:`` run after it with the same arguments (e.g. summing split-K
+    partial products).
     """
 
     entry: str
@@ -188,8 +189,8 @@ class SearchSpace:
         )
         if self.zeroed is not None and self.workspace is None:
             raise self._error("zeroed names part of a workspace; declare the workspace too")
-        self.follow_ups: tuple[FollowUp, ...] = tuple(
-            FollowUp(step.entry, *self._launch(step, every_name, f"then[{i}]"))
+        self.follow_ups: tuple[LaunchRule, ...] = tuple(
+            LaunchRule(step.entry, *self._launch(step, every_name, f"then[{i}]"))
             for i, step in enumerate(model.then)
         )
         # Earlier versions of this kernel (sha256 -> why) that computed wrong results after
@@ -649,9 +650,9 @@ class SearchSpace:
         )
 
     @property
-    def launch_steps(self) -> tuple[FollowUp, ...]:
+    def launch_steps(self) -> tuple[LaunchRule, ...]:
         """The entry's launch, then the follow-ups."""
-        return (FollowUp(self.entry, self.launch_global, self.launch_local), *self.follow_ups)
+        return (LaunchRule(self.entry, self.launch_global, self.launch_local), *self.follow_ups)
 
     def workspace_elements(
         self, config: Mapping[str, int], shape: Mapping[str, int], limits: Mapping[str, int]
