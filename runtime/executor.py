@@ -612,7 +612,7 @@ class Runtime:
 
     # --- running --------------------------------------------------------------------------
 
-    def profiled(self, queue: cl.CommandQueue) -> list[cl.Event]:
+    def enqueue_with_events(self, queue: cl.CommandQueue) -> list[cl.Event]:
         """A forward pass on the inputs already written, back to back: one event per launch
         (for timing: a forward pass itself asks for none, ``Stream``).
         """
@@ -652,10 +652,10 @@ class Runtime:
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
         per_launch = []
-        self.profiled(profiled)
+        self.enqueue_with_events(profiled)
         profiled.finish()
         for _ in range(repeats):
-            events = self.profiled(profiled)
+            events = self.enqueue_with_events(profiled)
             profiled.finish()
             per_launch.append([(e.profile.end - e.profile.start) * 1e-9 for e in events])
         medians = iter(np.median(np.array(per_launch), axis=0).tolist())
