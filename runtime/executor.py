@@ -450,7 +450,9 @@ class Runtime:
             axes = (m.table_axis if m.table else -1 for m in (other, step))
             args = (self.buffers[step.inputs[0]], *outputs, meta, table,
                     *map(np.int32, (*axes, len(other.table), n)))  # fmt: skip
-            launch = self._ops(other, "index_map_pair", args, 2 * n, PAIR=1)
+            launch = self._ops(
+                other, "index_map_pair", args, 2 * n, MODE=MODES["plain"], TABLE=1, PAIR=1
+            )
             plan[first] = replace(plan[first], kernel="index_map_pair", launches=(launch,))
             plan[i] = replace(planned, kernel=f"(in {other.name}'s index_map_pair)", launches=())
         return plan

@@ -8,7 +8,7 @@
 //   row kernels  GROUP (work-items a row, a power of two); global_pool: MAX
 //   broadcast  FUNCTION (numbered as FUNCTIONS in executor.py), INPUTS (1 to 3)
 //   index_map  MODE (0 plain, 1 tile, 2 pad with a value, 3 edge, 4 reflect), TABLE (0/1)
-//   index_map_pair  PAIR
+//   index_map_pair  PAIR, with MODE 0 and TABLE 1
 //   reduce     REDUCTION (numbered as REDUCTIONS in executor.py)
 //   resize     LINEAR (0 nearest, 1 linear), COORDINATES, NEAREST (numbered in executor.py)
 //   conv_transpose  KH, KW, SH, SW, PT, PL, DH, DW, GROUPS, HAS_BIAS
@@ -213,13 +213,11 @@ __kernel void broadcast(const __global float* a, const __global float* b,
 // size) and pads (MODE 2 to 4: a coordinate outside the input reads `value`, the edge, or its
 // reflection). meta: per axis out_dim, start, step, in_dim, stride.
 #ifdef MODE
-__kernel void index_map(const __global float* x, __global float* y, const __global int* meta,
-                        const __global int* table, const int table_axis, const int n,
-                        const float value EPILOGUE_ARGUMENTS) {
-    const int i = get_global_id(0);
-    if (i >= n) return;
+// The element of x that output element i reads (meta's axes, table along table_axis); inside:
+// cleared where a pad reads `value` instead.
+inline size_t index_source(const __global int* meta, const __global int* table,
+                           const int table_axis, int rest, int* inside) {
     size_t source = 0;
-    int rest = i, inside = 1;
     for (int k = RANK - 1; k >= 0; --k) {
         const __global int* m = meta + 5 * k;
         const int o = rest % m[0];
@@ -231,7 +229,7 @@ __kernel void index_map(const __global float* x, __global float* y, const __glob
 #if MODE == 1
         c %= m[3];
 #elif MODE == 2
-        inside &= c >= 0 && c < m[3];
+        *inside &= c >= 0 && c < m[3];
         c = clamp(c, 0, m[3] - 1);
 #elif MODE == 3
         c = clamp(c, 0, m[3] - 1);
@@ -246,16 +244,25 @@ __kernel void index_map(const __global float* x, __global float* y, const __glob
 #endif
         source += (size_t)c * m[4];
     }
+    return source;
+}
+
+__kernel void index_map(const __global float* x, __global float* y, const __global int* meta,
+                        const __global int* table, const int table_axis, const int n,
+                        const float value EPILOGUE_ARGUMENTS) {
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    int inside = 1;
+    const size_t source = index_source(meta, table, table_axis, i, &inside);
     y[i] = EPILOGUE(inside ? x[source] : value, i);
 }
-#endif
 
-// Two plain index maps (MODE 0) of one input, n elements each, in one launch: the first n
-// work-items write y0 by meta's first RANK axes (and table from 0 along table_axis0), the next
-// n write y1 by the next RANK (table from table_start1 along table_axis1; -1: no table).
-// ShuffleNet's split of a block's input into the half it convolves and the half it passes on:
-// one launch where two would each pay the host's cost of an enqueue.
-#ifdef PAIR
+// Two plain index maps (built with MODE 0, TABLE 1) of one input, n elements each, in one
+// launch: the first n work-items write y0 by meta's first RANK axes (and table from 0 along
+// table_axis0), the next n write y1 by the next RANK (table from table_start1 along
+// table_axis1; -1: no table). ShuffleNet's split of a block's input into the half it convolves
+// and the half it passes on: one launch where two would each pay the host's cost of an enqueue.
+#if PAIR
 __kernel void index_map_pair(const __global float* x, __global float* y0, __global float* y1,
                              const __global int* meta, const __global int* table,
                              const int table_axis0, const int table_axis1, const int table_start1,
@@ -263,20 +270,13 @@ __kernel void index_map_pair(const __global float* x, __global float* y0, __glob
     const int i = get_global_id(0);
     if (i >= 2 * n) return;
     const int second = i >= n, index = second ? i - n : i;
-    const int table_axis = second ? table_axis1 : table_axis0;
-    const __global int* axes = meta + second * 5 * RANK;
     const __global int* gathered = table + (second ? table_start1 : 0);
-    size_t source = 0;
-    int rest = index;
-    for (int k = RANK - 1; k >= 0; --k) {
-        const __global int* m = axes + 5 * k;
-        const int o = rest % m[0];
-        rest /= m[0];
-        const int c = k == table_axis ? gathered[o] : m[1] + o * m[2];
-        source += (size_t)c * m[4];
-    }
+    int inside = 1;
+    const size_t source = index_source(meta + second * 5 * RANK, gathered,
+                                       second ? table_axis1 : table_axis0, index, &inside);
     (second ? y1 : y0)[index] = x[source];
 }
+#endif
 #endif
 
 // A reduction per output element over the reduced axes: meta holds the output's dims, the
