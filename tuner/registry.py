@@ -116,9 +116,13 @@ def add_kernel_dir(path: Path) -> None:
 
 
 def _clear() -> None:
+    """Forget what was loaded under the previous kernel folders: the families, the kernels, and
+    the kernels rebuilt from stored texts, whose spaces took their shape names from a family.
+    """
     families.cache_clear()
     _kernel_files.cache_clear()
     load_kernel.cache_clear()
+    kernel_from_texts.cache_clear()
 
 
 @cache
