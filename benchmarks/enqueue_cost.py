@@ -1,6 +1,7 @@
 """What the host's enqueueing costs a forward pass: per launch, pyopencl's enqueue (which always
 asks the driver for an event) against OpenCL's own ``clEnqueueNDRangeKernel`` called through
-ctypes without one, with and without an early flush; on an empty kernel, then on networks with
+ctypes without one (both through the runtime's ``runtime/stream.py``), with and without an
+early flush; on an empty kernel, then on networks with
 their confirmed configs (every way's outputs checked equal to pyopencl's).
 
     benchmarks/device_run.sh python3 benchmarks/enqueue_cost.py --device NVIDIA \
@@ -10,11 +11,9 @@ their confirmed configs (every way's outputs checked equal to pyopencl's).
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,67 +21,24 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from octune.runtime.stream import BoundLaunch, Stream
 from octune.tuner.device import select_device
 
 Enqueue = Callable[[cl.CommandQueue], None]
 
 
-def opencl() -> ctypes.CDLL:
-    """The ICD loader pyopencl itself calls (its wheel's copy when it brings one)."""
-    package = Path(cl.__file__).parent
-    found = sorted(
-        [*package.glob(".libs/libOpenCL*"), *package.parent.glob("pyopencl.libs/libOpenCL*")]
-    )
-    library = ctypes.CDLL(str(found[0]) if found else ctypes.util.find_library("OpenCL"))
-    library.clEnqueueNDRangeKernel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
-    library.clEnqueueNDRangeKernel.argtypes += [ctypes.c_void_p] * 6
-    return library
-
-
-def pyopencl_way(launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]]) -> Enqueue:
-    def enqueue(queue: cl.CommandQueue) -> None:
-        for kernel, global_size, local_size in launches:
-            cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
-
-    return enqueue
-
-
-def eventless_way(
-    launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]], flush_after: int = 0
-) -> Enqueue:
-    """clEnqueueNDRangeKernel with no event, its size arrays built once."""
-    enqueue_c = opencl().clEnqueueNDRangeKernel
-    prepared = [
-        (
-            kernel.int_ptr,
-            len(g),
-            ctypes.cast((ctypes.c_size_t * len(g))(*g), ctypes.c_void_p),
-            ctypes.cast((ctypes.c_size_t * len(local))(*local), ctypes.c_void_p) if local else None,
-        )
-        for kernel, g, local in launches
-    ]
+def enqueuer(launches: Sequence[BoundLaunch], direct: bool, flush_after: int = 0) -> Enqueue:
+    """The launches through the runtime's ``Stream``: ``direct``, OpenCL's entry point without
+    events; else pyopencl's enqueue. With ``flush_after``, the queue is flushed after that many.
+    """
+    named = [("-", launch) for launch in launches]
+    head, tail = Stream(named[:flush_after], direct), Stream(named[flush_after:], direct)
 
     def enqueue(queue: cl.CommandQueue) -> None:
-        q = queue.int_ptr
-        for i, (kernel, dims, g, local) in enumerate(prepared):
-            status = enqueue_c(q, kernel, dims, None, g, local, 0, None, None)
-            if status:
-                raise RuntimeError(f"clEnqueueNDRangeKernel: {status}")
-            if i + 1 == flush_after:
-                queue.flush()
-
-    enqueue.keep = prepared  # type: ignore[attr-defined]
-    return enqueue
-
-
-def flushed_way(
-    launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...]]], after: int
-) -> Enqueue:
-    def enqueue(queue: cl.CommandQueue) -> None:
-        for i, (kernel, global_size, local_size) in enumerate(launches):
-            cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
-            if i + 1 == after:
-                queue.flush()
+        head.enqueue(queue)
+        if flush_after:
+            queue.flush()
+        tail.enqueue(queue)
 
     return enqueue
 
@@ -110,11 +66,11 @@ def empty_kernel(device: cl.Device, launches: int, repeats: int) -> dict[str, An
     buffer = cl.Buffer(context, cl.mem_flags.READ_WRITE, 64)
     cl.enqueue_fill_buffer(queue, buffer, np.float32(1), 0, 64)
     kernel.set_args(buffer)
-    stream = [(kernel, (32,), (32,))] * launches
+    stream = [BoundLaunch(kernel, (32,), (32,))] * launches
     ways = {
-        "pyopencl": pyopencl_way(stream),
-        "eventless": eventless_way(stream),
-        "pyopencl_flush1": flushed_way(stream, 1),
+        "pyopencl": enqueuer(stream, direct=False),
+        "eventless": enqueuer(stream, direct=True),
+        "pyopencl_flush1": enqueuer(stream, direct=False, flush_after=1),
     }
     row: dict[str, Any] = {"launches": launches}
     for name, way in ways.items():
@@ -193,11 +149,11 @@ def arguments(device: cl.Device, launches: int, repeats: int) -> dict[str, Any]:
             kernel.set_args(*held, *values)
             kernels.append(kernel)
         sizes = ((32, 4, 2), (32, 1, 1)) if kind.rank == 3 else ((32,), (32,))
-        stream = [(kernels[i % kind.distinct], *sizes) for i in range(launches)]
+        stream = [BoundLaunch(kernels[i % kind.distinct], *sizes) for i in range(launches)]
         row[name] = {}
         for way_name, way in (
-            ("pyopencl", pyopencl_way(stream)),
-            ("eventless", eventless_way(stream)),
+            ("pyopencl", enqueuer(stream, direct=False)),
+            ("eventless", enqueuer(stream, direct=True)),
         ):
             timed = clock(queue, way, repeats)
             row[name][way_name] = timed["host_ms"] * 1e3 / launches
@@ -220,7 +176,7 @@ def network(path: Path, device: cl.Device, db: str, repeats: int) -> dict[str, A
     source = StoreConfigs(Store(db), DeviceInfo.from_cl(device))
     runtime = Runtime(model, device, source, "confirmed")
     check(runtime, random_inputs(runtime))
-    stream = [(b.kernel, b.global_size, b.local_size) for p in runtime.plan for b in p.launches]
+    stream = [launch for p in runtime.plan for launch in p.launches]
     reference = {name: runtime.read(name) for name in runtime.graph.outputs}
     timing = runtime.time(repeats)
     row: dict[str, Any] = {
@@ -230,10 +186,10 @@ def network(path: Path, device: cl.Device, db: str, repeats: int) -> dict[str, A
         "runtime_wall_ms": timing.wall_s * 1e3,
     }
     ways = {
-        "pyopencl": pyopencl_way(stream),
-        "pyopencl_flush1": flushed_way(stream, 1),
-        "eventless": eventless_way(stream),
-        "eventless_flush1": eventless_way(stream, 1),
+        "pyopencl": enqueuer(stream, direct=False),
+        "pyopencl_flush1": enqueuer(stream, direct=False, flush_after=1),
+        "eventless": enqueuer(stream, direct=True),
+        "eventless_flush1": enqueuer(stream, direct=True, flush_after=1),
     }
     for name, way in ways.items():
         for tensor in runtime.graph.outputs:  # poison the outputs, so each way must write them
