@@ -2,11 +2,11 @@
 event asked for.
 
 pyopencl's enqueue always asks the driver for an event and wraps it in a Python object. On
-NVIDIA's OpenCL a network of short kernels is bound by the host's enqueueing (8-11 us a launch
-on an H200 host, where the GPU runs a MobileNet v2 layer in less), and the event is 8-13 % of
-that (``benchmarks/enqueue_cost.py``, benchmarks/RESULTS.md). Each launch's sizes are laid out
-once as C arrays; a pass is then one C call per launch. Through the ICD loader, any loader
-dispatches pyopencl's objects to their driver, so this needs only that one be found.
+NVIDIA's OpenCL a network of short kernels is bound by the host's enqueueing (7-12 us a launch
+on H200 hosts, where the GPU runs a MobileNet v2 layer in less), and the event was 7-16 % of a
+pass's wall time (``benchmarks/enqueue_cost.py``, benchmarks/RESULTS.md). Each launch's sizes
+are laid out once as C arrays; a pass is then one C call per launch. Through the ICD loader,
+any loader dispatches pyopencl's objects to their driver, so this needs only that one be found.
 """
 
 from __future__ import annotations
@@ -89,10 +89,6 @@ class Stream:
             if status:
                 raise OctuneError(
                     f"layer '{self.layers[i]}': enqueueing its kernel failed with "
-                    f"OpenCL status {status} ({_status_name(status)})"
+                    f"OpenCL status {status} "
+                    f"({cl.status_code.to_string(status, 'unknown status %d')})"
                 )
-
-
-def _status_name(status: int) -> str:
-    names = {v: k for k, v in vars(cl.status_code).items() if isinstance(v, int)}
-    return names.get(status, "unknown status")
