@@ -10,7 +10,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from octune.core.expressions import LaunchExpression, Undefined
+from octune.core.expressions import ScalarExpression, Undefined
 
 
 def kernel_version_sha256(template_source: str, space_source: str) -> str:
@@ -67,10 +67,19 @@ class ShapeRules:
         self.problem = problem
         positions = {name: i for i, name in enumerate(problem.variables)}
         self._keys = [problem.keys.index(key) for key in problem.shape_vars.values()]
-        self._derived = [LaunchExpression(text, positions, {}) for _, text in problem.derived]
-        self._rules = [(LaunchExpression(t, positions, {}), why) for t, why in problem.rules]
-        self._extents = [LaunchExpression(text, positions, {}) for text in problem.extents]
-        self._flops = LaunchExpression(problem.flops, positions, {})
+        name = problem.name
+        self._derived = [
+            ScalarExpression(text, positions, kind=f"{name} derived {derived}")
+            for derived, text in problem.derived
+        ]
+        self._rules = [
+            (ScalarExpression(text, positions, kind=f"{name} rule"), why)
+            for text, why in problem.rules
+        ]
+        self._extents = [
+            ScalarExpression(text, positions, kind=f"{name} extent") for text in problem.extents
+        ]
+        self._flops = ScalarExpression(problem.flops, positions, kind=f"{name} flops")
 
     def values(self, shape: Sequence[int]) -> list[int]:
         """The variables' values for a shape in ``Problem.keys`` order (derived ones last);

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from octune.core.expressions import check_call, check_operand
+from octune.core.expressions import ExpressionError, vet_integer
 from octune.lookup.semantics import (
     LAYOUT_WEIGHT,
     LOG2_TABLE,
@@ -82,66 +82,79 @@ def _comment(text: str) -> str:
     return re.sub(r"[^ -~]", "?", text).replace("*/", "* /")
 
 
-def _c_expression(
-    node: ast.expr,
-    params: Mapping[str, int],
-    variables: Mapping[str, int],
-    limits: Mapping[str, int],
-) -> str:
-    """A vetted expression as C over ``c[i]`` (parameters) and ``v[i]`` (shape variables)."""
-    text = ast.unparse(node)
-
-    def emit(node: ast.expr) -> str:
-        if isinstance(node, ast.Constant | ast.Name):
-            value = check_operand(node, {**params, **variables}, limits, text)
-            if isinstance(value, int):
-                return f"INT64_C({value})"
-            return f"(int64_t)c[{params[value]}]" if value in params else f"v[{variables[value]}]"
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd | ast.Not):
-            sign = {ast.USub: "-", ast.UAdd: "+", ast.Not: "!"}[type(node.op)]
-            return f"(int64_t)({sign}{emit(node.operand)})"
-        if isinstance(node, ast.BinOp):
-            left, right = emit(node.left), emit(node.right)
-            if isinstance(node.op, ast.Add | ast.Sub | ast.Mult):
-                symbol = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}[type(node.op)]
-                return f"({left} {symbol} {right})"
-            if isinstance(node.op, ast.FloorDiv):
-                return f"octune_floordiv_(&bad, {left}, {right})"
-            if isinstance(node.op, ast.Mod):
-                return f"octune_mod_(&bad, {left}, {right})"
-        if isinstance(node, ast.Compare) and all(type(op) in _C_COMPARE for op in node.ops):
-            terms = [emit(term) for term in (node.left, *node.comparators)]
-            tests = [
-                f"({a} {_C_COMPARE[type(op)]} {b})"
-                for op, a, b in zip(node.ops, terms, terms[1:], strict=False)
-            ]
-            return f"(int64_t)({' && '.join(tests)})"
-        if isinstance(node, ast.BoolOp):
-            joiner = " && " if isinstance(node.op, ast.And) else " || "
-            return f"(int64_t)({joiner.join(emit(value) for value in node.values)})"
-        if isinstance(node, ast.Call):
-            name = check_call(node, text)
-            args = [emit(arg) for arg in node.args]
-            if name in ("ceil_div", "round_up"):
-                return f"octune_{name}_(&bad, {args[0]}, {args[1]})"
-            result = args[0]
-            for arg in args[1:]:
-                result = f"octune_{name}_({result}, {arg})"
-            return result
-        raise TableError(f"launch expression '{text}' cannot be translated to C")
-
-    return emit(node)
-
-
-_C_COMPARE = {
-    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
-}  # fmt: skip
-
-
 def _c(
     text: str, params: Mapping[str, int], variables: Mapping[str, int], limits: Mapping[str, int]
 ) -> str:
-    return _c_expression(ast.parse(text, mode="eval").body, params, variables, limits)
+    """An integer expression of the language (``vet_integer``) as C over ``c[i]``
+    (parameters), ``v[i]`` (shape variables) and the device's limits, with Python's semantics:
+    ``and``/``or`` give the deciding operand, ``//`` and ``%`` round toward minus infinity.
+    """
+    try:
+        vetted = vet_integer(text, "launch expression")
+    except ExpressionError as error:
+        raise TableError(str(error)) from None
+    for name in vetted.names:
+        if name not in params and name not in variables and name not in limits:
+            raise TableError(
+                f"launch expression '{vetted.text}' uses '{name}', which is neither a "
+                "parameter, a shape variable nor a device limit of the table"
+            )
+
+    def emit(node: ast.expr) -> str:
+        match node:
+            case ast.Constant(value=value):
+                return f"INT64_C({int(value)})"
+            case ast.Name(id=name) if name in params:
+                return f"(int64_t)c[{params[name]}]"
+            case ast.Name(id=name) if name in variables:
+                return f"v[{variables[name]}]"
+            case ast.Name(id=name):
+                return f"INT64_C({limits[name]})"
+            case ast.UnaryOp(op=op, operand=operand):
+                sign = {ast.USub: "-", ast.UAdd: "+", ast.Not: "!"}[type(op)]
+                return f"(int64_t)({sign}{emit(operand)})"
+            case ast.BinOp(left=left, op=ast.Pow(), right=ast.Constant(value=exponent)):
+                return "(" + " * ".join([emit(left)] * exponent or ["INT64_C(1)"]) + ")"
+            case ast.BinOp(left=left, op=op, right=right):
+                a, b = emit(left), emit(right)
+                if isinstance(op, ast.FloorDiv | ast.Mod):
+                    helper = "floordiv" if isinstance(op, ast.FloorDiv) else "mod"
+                    return f"octune_{helper}_(&bad, {a}, {b})"
+                return f"({a} {_C_ARITHMETIC[type(op)]} {b})"
+            case ast.Compare(left=left, ops=ops, comparators=comparators):
+                terms = [emit(term) for term in (left, *comparators)]
+                tests = [
+                    f"({a} {_C_COMPARE[type(op)]} {b})"
+                    for op, a, b in zip(ops, terms, terms[1:], strict=False)
+                ]
+                return f"(int64_t)({' && '.join(tests)})"
+            case ast.BoolOp(op=op, values=values):
+                *first, result = [emit(value) for value in values]
+                for value in reversed(first):  # pure operands: each may be evaluated twice
+                    if isinstance(op, ast.And):
+                        result = f"({value} ? {result} : {value})"
+                    else:
+                        result = f"({value} ? {value} : {result})"
+                return result
+            case ast.IfExp(test=test, body=body, orelse=orelse):
+                return f"({emit(test)} ? {emit(body)} : {emit(orelse)})"
+            case ast.Call(func=ast.Name(id=name), args=args):
+                emitted = [emit(arg) for arg in args]
+                if name in ("ceil_div", "round_up"):
+                    return f"octune_{name}_(&bad, {emitted[0]}, {emitted[1]})"
+                result = emitted[0]
+                for arg in emitted[1:]:
+                    result = f"octune_{name}_({result}, {arg})"
+                return result
+        raise AssertionError(f"vet let through {ast.dump(node)}")  # pragma: no cover
+
+    return emit(vetted.tree)
+
+
+_C_ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
+_C_COMPARE = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+}  # fmt: skip
 
 
 def _prefix(table: KernelTable) -> str:

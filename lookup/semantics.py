@@ -64,9 +64,23 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, Protocol
 
 from octune.core.errors import OctuneError
-from octune.core.expressions import LaunchExpression, TableError, Undefined
+from octune.core.expressions import ExpressionError, ScalarExpression, Undefined
 from octune.core.problem import Problem, ShapeRules
 from octune.lookup.kdtree import KdTree
+
+
+class TableError(OctuneError):
+    """A lookup table whose content is inconsistent (wrong lengths, bad launch expression)."""
+
+
+def _compiled(
+    text: str, positions: Mapping[str, int], constants: Mapping[str, int], kind: str
+) -> ScalarExpression:
+    try:
+        return ScalarExpression(text, positions, constants, kind=kind)
+    except ExpressionError as error:
+        raise TableError(str(error)) from None
+
 
 MATCHES = ("exact", "nearest", "predicted", "default")
 #: Fixed-point fraction bits of the log2 distance (shared with the C header).
@@ -432,27 +446,29 @@ class KernelIndex:
         self._rules = ShapeRules(problem)
         variables = (*table.parameters, *problem.variables)
         positions = {name: i for i, name in enumerate(variables)}
-        self._global = [
-            LaunchExpression(text, positions, table.limits) for text in table.launch_global
-        ]
-        self._local = [
-            LaunchExpression(text, positions, table.limits) for text in table.launch_local
-        ]
+
+        def sizes(texts: Sequence[str], kind: str) -> list[ScalarExpression]:
+            return [_compiled(text, positions, table.limits, kind) for text in texts]
+
+        self._global = sizes(table.launch_global, "launch global size")
+        self._local = sizes(table.launch_local, "launch local size")
         self._then = [
             (
                 step.entry,
-                [LaunchExpression(text, positions, table.limits) for text in step.launch_global],
-                [LaunchExpression(text, positions, table.limits) for text in step.launch_local],
+                sizes(step.launch_global, "launch global size"),
+                sizes(step.launch_local, "launch local size"),
             )
             for step in table.then
         ]
         self._workspace = (
             None
             if table.workspace is None
-            else LaunchExpression(table.workspace, positions, table.limits)
+            else _compiled(table.workspace, positions, table.limits, "workspace")
         )
         shape_positions = {name: i for i, name in enumerate(problem.variables)}
-        self._requires = [LaunchExpression(text, shape_positions, {}) for text in table.requires]
+        self._requires = [
+            _compiled(text, shape_positions, {}, "requires") for text in table.requires
+        ]
         self._exact = {(e.shape, e.dtype): i for i, e in enumerate(table.tuned)}
         self._bounds = size_bounds(table.tuned, len(problem.sizes))
         self._tuned = _NeighbourIndex(problem, table.tuned)
@@ -489,8 +505,8 @@ class KernelIndex:
 
     def _sizes(
         self,
-        global_: Sequence[LaunchExpression],
-        local: Sequence[LaunchExpression],
+        global_: Sequence[ScalarExpression],
+        local: Sequence[ScalarExpression],
         values: Sequence[int],
     ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         global_size = tuple([e.evaluate(values) for e in global_])

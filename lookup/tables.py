@@ -4,7 +4,6 @@ service (``StoreLookup``) and for ``octune export`` bundles, so both answer iden
 
 from __future__ import annotations
 
-import ast
 import re
 import threading
 import time
@@ -98,21 +97,6 @@ def stored_space(kernel: StoredKernel) -> SearchSpace:
     from octune.tuner.registry import kernel_from_texts
 
     return kernel_from_texts(kernel.name, kernel.template_source, kernel.space_source).space
-
-
-def _inline_derived(space: SearchSpace, text: str) -> str:
-    """A launch expression with derived names replaced by their definitions, so the lookup
-    needs only parameters, shape variables and limits.
-    """
-    definitions = {name: ast.parse(e.text, mode="eval").body for name, e in space.derived}
-
-    class Inline(ast.NodeTransformer):
-        def visit_Name(self, node: ast.Name) -> ast.AST:
-            if node.id in definitions:
-                return self.visit(ast.parse(ast.unparse(definitions[node.id]), mode="eval").body)
-            return node
-
-    return ast.unparse(Inline().visit(ast.parse(text, mode="eval")))
 
 
 #: Partial configs the default's search may try: octune's own spaces need under 100; a space
@@ -250,14 +234,14 @@ def build_table(
         device_fingerprint=device.fingerprint,
         problem=problem,
         parameters=space.parameter_names,
-        launch_global=tuple(_inline_derived(space, e.text) for e in space.launch_global),
-        launch_local=tuple(_inline_derived(space, e.text) for e in space.launch_local),
-        workspace=None if space.workspace is None else _inline_derived(space, space.workspace.text),
+        launch_global=tuple(space.written_out(e) for e in space.launch_global),
+        launch_local=tuple(space.written_out(e) for e in space.launch_local),
+        workspace=None if space.workspace is None else space.written_out(space.workspace),
         then=tuple(
             FollowUp(
                 step.entry,
-                tuple(_inline_derived(space, e.text) for e in step.global_),
-                tuple(_inline_derived(space, e.text) for e in step.local),
+                tuple(space.written_out(e) for e in step.global_),
+                tuple(space.written_out(e) for e in step.local),
             )
             for step in space.follow_ups
         ),

@@ -228,6 +228,9 @@ def test_c_header_answers_as_python(tuned_store, tmp_path):
     )
     # Launch sizes that only some configs can meet for a given N and M, so legality decides.
     strict = ("N", "M", "KDIMC")
+    # The rest of the language: conditionals, and/or giving a value, powers.
+    language = ("N if N % 2 == 0 and not TRANSB else round_up(N, 4)", "(TRANSA and M) or M ** 1",
+                "KDIMC")  # fmt: skip
     variants = {
         "tuned": table,
         "predicted": replace(table, tuned=(), predictions=grid),
@@ -235,6 +238,8 @@ def test_c_header_answers_as_python(tuned_store, tmp_path):
         "default": replace(table, tuned=()),
         "strict": replace(table, launch_global=strict),
         "strict-empty": replace(table, tuned=(), launch_global=strict),
+        # The rest of the language: conditionals, and/or giving a value, powers.
+        "language": replace(table, launch_global=language),
     }
     for name, variant in variants.items():
         program = compile_header(variant, tmp_path / name)
@@ -265,6 +270,7 @@ def test_c_header_answers_as_python(tuned_store, tmp_path):
                 "default": {"default", "none"},
                 "strict": {"exact", "nearest", "none"},
                 "strict-empty": {"default", "none"},
+                "language": {"exact", "nearest", "none"},
             }[name]
         )
 

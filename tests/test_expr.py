@@ -1,4 +1,5 @@
-"""The expression language: Python's answers on every row, and nothing outside the whitelist."""
+"""The expression language: each back end (numpy columns, scalars) gives Python's answers on
+every row, and nothing outside the whitelist is accepted."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from octune.core.errors import SpaceError
+from octune.core.expressions import ScalarExpression, Undefined
 from octune.tuner.expr import Expression
 
 NAMES = ("a", "b", "c")
@@ -81,8 +83,10 @@ rows = st.lists(
 @example(text="not ceil_div(a, ceil_div(a, a))", rows=[{"a": 0, "b": 0, "c": 0}])
 @example(text="(a // b if b else c % a) or b % c", rows=[{"a": 0, "b": 0, "c": 0}])
 @example(text="a / b < c // a <= b % c", rows=[{"a": 1, "b": 0, "c": 2}, {"a": 2, "b": 1, "c": 0}])
-def test_arrays_and_scalars_agree_with_python_on_every_row(text, rows):
+def test_every_back_end_agrees_with_python_on_every_row(text, rows):
     expression = Expression(text, NAMES)
+    positions = {name: i for i, name in enumerate(NAMES)}
+    lookup = ScalarExpression(text, positions) if expression.vetted.integer else None
     columns = {name: np.array([row[name] for row in rows], dtype=np.int64) for name in NAMES}
     values, bad = expression.evaluate_masked(columns)
     values = np.broadcast_to(values, (len(rows),))
@@ -97,6 +101,9 @@ def test_arrays_and_scalars_agree_with_python_on_every_row(text, rows):
             assert expression.holds(row) is False
             with pytest.raises(SpaceError, match="divides by zero"):
                 expression.evaluate(row)
+            if lookup is not None:
+                with pytest.raises(Undefined):
+                    lookup.evaluate([row[name] for name in NAMES])
             continue
         assert not bad[i], f"row {row}: marked bad but Python gives {expected!r}"
         assert same(expected, values[i].item()), f"row {row}: {expected!r} != {values[i]!r}"
@@ -105,6 +112,8 @@ def test_arrays_and_scalars_agree_with_python_on_every_row(text, rows):
         assert type(scalar) in (int, float, bool), type(scalar)
         assert same(expected, scalar), f"row {row}: scalar {scalar!r} != {expected!r}"
         assert expression.holds(row) is bool(expected)
+        if lookup is not None:
+            assert lookup.evaluate([row[name] for name in NAMES]) == expected, f"row {row}"
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ legal, predicted, default; answered from real SQLite stores through the Store AP
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -236,13 +237,31 @@ def test_unknown_device_and_kernel_are_one_line_errors(store):
 
 
 @pytest.mark.parametrize(
-    "text",
-    ["__import__('os').system('true')", "N.real", "N / 2", "pow(N, 2)", "N if N else 1", "'a'"],
+    ("text", "piece"),
+    [
+        ("__import__('os').system('true')", "call to '__import__('os').system'"),
+        ("N.real", "attribute access 'N.real'"),
+        ("N / 2", "must be an integer"),
+        ("pow(N, 2)", "call to 'pow'"),
+        ("N ** N", "exponent in 'N ** N'"),
+        ("'a'", "string 'a'"),
+        ("X + 1", "uses 'X', which is not one of its names"),
+    ],
 )
-def test_launch_expressions_are_vetted_not_evaluated(store, text):
+def test_launch_expressions_are_vetted_not_evaluated(store, text, piece):
     table = build_table(store, resolve_device(store, "example"), "gemm")
-    with pytest.raises(TableError):
-        KernelIndex(replace(table, launch_global=(text, "1")))
+    with pytest.raises(TableError, match=re.escape(piece)):
+        KernelIndex(replace(table, launch_global=(text, *table.launch_global[1:])))
+
+
+def test_launch_expressions_take_the_whole_integer_language(store):
+    """What a space may write (conditionals, and/or values, powers) the lookup computes."""
+    device = resolve_device(store, "example")
+    table = build_table(store, device, "gemm")
+    written = ("N ** 1 if N > 0 and TRANSA == 0 else 0 or N", *table.launch_global[1:])
+    index = KernelIndex(replace(table, launch_global=written))
+    launch = index.launch(table.default_config, (256, 256, 256, 0, 0))
+    assert launch is not None and launch.global_size[0] == 256
 
 
 def test_tree_search_matches_a_linear_scan():

@@ -510,7 +510,6 @@ def launch_space(local, global_, constraints="constraints:"):
     ("local", "global_", "shape", "piece"),
     [
         ("[MDIMC]", '["ceil_div(N, M) * MDIMC"]', {"M": 0, "N": 5}, "divides by zero"),
-        ("[MDIMC]", '["N / 2"]', {"N": 64}, "gave 32.0"),
         ("[MDIMC]", '["N - N"]', {"N": 64}, "gave 0"),
         ("[MDIMC]", "[N]", {"N": 30}, "launch global[0]=30 is not a multiple of local[0]=8"),
         ("[512]", "[512]", {}, "launch local[0]=512 exceeds max_work_item_size_0=256"),
@@ -525,6 +524,34 @@ def test_launch_errors(local, global_, shape, piece):
     assert piece in message
     assert "launch.yaml" in message
     assert "\n" not in message
+
+
+def test_sizes_are_integers_with_derived_values_written_out():
+    """A launch size is computed by the tuner, the lookup and the C header alike: a space
+    whose sizes could be fractions fails when it loads, not when a bundle is read.
+    """
+    with pytest.raises(SpaceError, match=r"launch global\[0\] 'N / 2' must be an integer"):
+        launch_space("[MDIMC]", '["N / 2"]')
+
+    def space_with(derived: str, local: str, global_: str) -> str:
+        text = SMALL.replace("  WORK: MWI * NWI\n", f"  WORK: MWI * NWI\n  {derived}\n")
+        return text.replace("local: [NDIMC, MDIMC]", f"local: [{local}]").replace(
+            'global: ["ceil_div(N, NWG) * NDIMC", "ceil_div(M, MWG) * MDIMC"]',
+            f"global: [{global_}]",
+        )
+
+    halved = space_with("HALF: MDIMC / 2", "HALF", "HALF")
+    with pytest.raises(
+        SpaceError, match=r"global\[0\] 'HALF' = 'MDIMC / 2' must be an integer.*//"
+    ):
+        SearchSpace.from_yaml(halved, "halved.yaml", SHAPE)
+    chosen = space_with("ITEMS: 'MWI if MWI < 4 else 4'", "ITEMS", "'ceil_div(M, MWG) * ITEMS'")
+    space = SearchSpace.from_yaml(chosen, "chosen.yaml", SHAPE)
+    assert space.written_out(space.launch_global[0]) == (
+        "ceil_div(M, MWG) * (MWG // MDIMC if MWG // MDIMC < 4 else 4)"
+    )
+    config = {**legal_config(), "MWG": 64, "MDIMC": 8}
+    assert space.launch(config, {"M": 100, "N": 1}, LIMITS) == ((8,), (4,))
 
 
 def test_a_workspace_must_fit_in_one_buffer_on_the_device():

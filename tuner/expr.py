@@ -1,18 +1,13 @@
-"""A small, safe expression language for search-space constraints, derived values and launch sizes.
-
-Expressions come from user YAML, so they are never handed to eval/exec/compile: the text is
-parsed with ``ast.parse`` and every node is checked against a whitelist, then turned into a
-tree of Python closures. The same tree evaluates one config (plain ints, Python semantics) or
-a whole column of candidate configs at once (numpy arrays), which is what makes enumerating
-tens of millions of candidates affordable.
+"""The numpy back end of octune's expression language (``octune.core.expressions``): one
+vetted tree evaluates one config (plain ints, Python semantics) or a whole column of candidate
+configs at once (numpy arrays), which is what makes enumerating tens of millions of candidates
+affordable.
 
 Division by zero never raises during evaluation: each evaluation returns a *bad* mask that
 marks the rows where the expression could not be computed, following Python's short-circuit
 rules (``y != 0 and x % y == 0`` is fine where ``y == 0``). Constraints treat bad rows as not
-satisfied; launch sizes turn them into a ``SpaceError``.
-
-Integers are 64-bit, as in the kernels: arithmetic that overflows wraps around in both the
-scalar and the vectorised path, so a config is judged the same way by both.
+satisfied; launch sizes turn them into a ``SpaceError``. Arithmetic that overflows int64 wraps
+around in both the scalar and the vectorised path, so a config is judged the same way by both.
 """
 
 from __future__ import annotations
@@ -28,73 +23,38 @@ import numpy as np
 from numpy.typing import NDArray
 
 from octune.core.errors import SpaceError
+from octune.core.expressions import ExpressionError, Vetted, vet, wrap
 
 Scalar: TypeAlias = int | float | bool
 Value: TypeAlias = Scalar | NDArray[Any]
 Mask: TypeAlias = bool | NDArray[np.bool_]
 _Node: TypeAlias = Callable[[Mapping[str, Value]], tuple[Value, Mask]]
 
-#: Functions an expression may call, with their (minimum, maximum) argument counts.
-FUNCTIONS: dict[str, tuple[int, int | None]] = {
-    "ceil_div": (2, 2),
-    "max": (2, None),
-    "min": (2, None),
-    "round_up": (2, 2),
-}
-MAX_EXPONENT = 16
-MAX_LENGTH = 2000
-MAX_DEPTH = 100
-
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
-_ALLOWED = (
-    "use numbers, names, + - * / // % **, comparisons, and/or/not, 'x if c else y' "
-    "and the functions " + ", ".join(sorted(FUNCTIONS))
-)
-
 
 class Expression:
-    """One parsed expression; evaluating it never executes user text."""
+    """One vetted expression; evaluating it never executes user text."""
 
-    __slots__ = ("_root", "kind", "names", "text")
+    __slots__ = ("_root", "kind", "names", "text", "vetted")
 
     def __init__(
         self, text: str, known_names: Collection[str], *, kind: str = "expression"
     ) -> None:
-        """Parse and check ``text`` now, so a bad space fails at load time, not mid-tuning.
+        """Vet ``text`` now, so a bad space fails at load time, not mid-tuning.
 
         ``kind`` says where the expression comes from ("constraint", "derived MWI", ...)
         and appears in every message.
         """
         self.kind = kind
-        self.text = " ".join(str(text).split())  # YAML may fold long expressions over lines
-        if not self.text:
-            raise SpaceError(f"empty {kind}; write an expression such as 'MWG % MDIMC == 0'")
-        if len(self.text) > MAX_LENGTH:
-            raise SpaceError(
-                f"{kind} is too long ({len(self.text)} characters, at most {MAX_LENGTH}); "
-                "split it into derived values"
-            )
         try:
-            tree = ast.parse(self.text, mode="eval")
-        except SyntaxError as error:
-            column = f" at column {error.offset}" if error.offset else ""
-            raise SpaceError(
-                f"syntax error in {kind} '{self.text}'{column}: {error.msg}; {_ALLOWED}"
-            ) from None
-        except (ValueError, RecursionError, MemoryError):
-            raise SpaceError(f"cannot parse {kind} '{self.text}'; {_ALLOWED}") from None
-        compiler = _Compiler(self.text, kind)
-        try:
-            self._root = compiler.compile(tree.body, 0)
-        except RecursionError:
-            raise SpaceError(
-                f"{kind} '{self.text}' is nested too deeply; split it into derived values"
-            ) from None
-        self.names: frozenset[str] = frozenset(compiler.names)
-        unknown = [name for name in compiler.names if name not in known_names]
+            self.vetted: Vetted = vet(text, kind)
+        except ExpressionError as error:
+            raise SpaceError(str(error)) from None
+        self.text = self.vetted.text
+        self.names: frozenset[str] = frozenset(self.vetted.names)
+        unknown = [name for name in self.vetted.names if name not in known_names]
         if unknown:
             raise SpaceError(_unknown_name_message(unknown[0], self.text, kind, known_names))
+        self._root = _compile(self.vetted.tree)
 
     def __repr__(self) -> str:
         return f"Expression({self.text!r})"
@@ -153,157 +113,36 @@ def _describe_env(names: Collection[str], env: Mapping[str, Value]) -> str:
     return ", ".join(f"{name}={env[name]}" for name in sorted(names) if name in env)
 
 
-class _Compiler:
-    """Turns a whitelisted AST into closures; anything off the whitelist is a SpaceError."""
-
-    def __init__(self, text: str, kind: str) -> None:
-        self.text = text
-        self.kind = kind
-        self.names: dict[str, None] = {}  # ordered set: report the first unknown name first
-
-    def reject(self, node: ast.AST, problem: str, fix: str = _ALLOWED) -> SpaceError:
-        segment = ast.get_source_segment(self.text, node) or type(node).__name__
-        return SpaceError(
-            f"{problem.replace('{segment}', segment)} is not allowed in {self.kind} '{self.text}'; "
-            + fix
-        )
-
-    def compile(self, node: ast.AST, depth: int) -> _Node:
-        if depth > MAX_DEPTH:
-            raise SpaceError(
-                f"{self.kind} '{self.text}' is nested too deeply; split it into derived values"
-            )
-        depth += 1
-        match node:
-            case ast.Constant(value=value):
-                return self._constant(node, value)
-            case ast.Name(id=name):
-                if name.startswith("__"):
-                    raise self.reject(node, "dunder name '{segment}'")
-                self.names[name] = None
-                return _name_node(name)
-            case ast.BinOp(left=left, op=op, right=right):
-                return self._binop(node, left, op, right, depth)
-            case ast.UnaryOp(op=ast.Not(), operand=operand):
-                return _not_node(self.compile(operand, depth))
-            case ast.UnaryOp(op=ast.USub(), operand=operand):
-                return _unary_node(_neg, self.compile(operand, depth))
-            case ast.UnaryOp(op=ast.UAdd(), operand=operand):
-                return _unary_node(_pos, self.compile(operand, depth))
-            case ast.UnaryOp(op=ast.Invert()):
-                raise self.reject(node, "bitwise '~' in '{segment}'", "use 'not' for logic")
-            case ast.BoolOp(op=op, values=values):
-                operands = [self.compile(value, depth) for value in values]
-                return _boolop_node(isinstance(op, ast.And), operands)
-            case ast.Compare(left=left, ops=ops, comparators=comparators):
-                return self._compare(node, left, ops, comparators, depth)
-            case ast.IfExp(test=test, body=body, orelse=orelse):
-                return _ifexp_node(
-                    self.compile(test, depth),
-                    self.compile(body, depth),
-                    self.compile(orelse, depth),
-                )
-            case ast.Call():
-                return self._call(node, depth)
-            case ast.Attribute():
-                raise self.reject(node, "attribute access '{segment}'")
-            case ast.Subscript():
-                raise self.reject(node, "subscript '{segment}'")
-            case ast.Lambda():
-                raise self.reject(node, "lambda '{segment}'")
-            case ast.ListComp() | ast.SetComp() | ast.DictComp() | ast.GeneratorExp():
-                raise self.reject(node, "comprehension '{segment}'")
-            case ast.JoinedStr():
-                raise self.reject(node, "string {segment}", "only numbers are values")
-            case ast.Tuple() | ast.List() | ast.Set() | ast.Dict():
-                raise self.reject(node, "literal '{segment}'")
-            case ast.NamedExpr():
-                raise self.reject(node, "assignment '{segment}'")
-            case ast.Starred():
-                raise self.reject(node, "unpacking '{segment}'")
-            case _:
-                raise self.reject(node, "'{segment}'")
-
-    def _constant(self, node: ast.AST, value: object) -> _Node:
-        if isinstance(value, str | bytes):
-            raise self.reject(node, "string {segment}", "only numbers are values")
-        if isinstance(value, bool):
+def _compile(node: ast.expr) -> _Node:
+    """Closures over a vetted tree."""
+    match node:
+        case ast.Constant(value=value):
             return _constant_node(value)
-        if isinstance(value, int):
-            if not _INT64_MIN <= value <= _INT64_MAX:
-                raise self.reject(node, "integer {segment}", "integers must fit in 64 bits")
-            return _constant_node(value)
-        if isinstance(value, float):
-            if value != value or value in (float("inf"), float("-inf")):
-                raise self.reject(node, "non-finite number {segment}", "use a finite number")
-            return _constant_node(value)
-        raise self.reject(node, "constant '{segment}'", "only numbers are values")
-
-    def _binop(
-        self, node: ast.AST, left: ast.expr, op: ast.operator, right: ast.expr, depth: int
-    ) -> _Node:
-        if isinstance(op, ast.Pow):
-            exponent = right.value if isinstance(right, ast.Constant) else None
-            if type(exponent) is not int or not 0 <= exponent <= MAX_EXPONENT:
-                raise self.reject(
-                    node,
-                    "exponent in '{segment}'",
-                    f"an exponent must be an integer constant from 0 to {MAX_EXPONENT}",
-                )
-            return _pow_node(self.compile(left, depth), exponent)
-        function = _BINARY.get(type(op))
-        if function is None:
-            symbol = _SYMBOLS.get(type(op), type(op).__name__)
-            raise self.reject(node, f"operator '{symbol}' in '{{segment}}'", _ALLOWED)
-        return _binop_node(function, self.compile(left, depth), self.compile(right, depth))
-
-    def _compare(
-        self,
-        node: ast.AST,
-        left: ast.expr,
-        ops: list[ast.cmpop],
-        comparators: list[ast.expr],
-        depth: int,
-    ) -> _Node:
-        functions = []
-        for op in ops:
-            function = _COMPARISONS.get(type(op))
-            if function is None:
-                symbol = _SYMBOLS.get(type(op), type(op).__name__)
-                raise self.reject(node, f"operator '{symbol}' in '{{segment}}'", _ALLOWED)
-            functions.append(function)
-        operands = [self.compile(left, depth)] + [self.compile(c, depth) for c in comparators]
-        return _compare_node(functions, operands)
-
-    def _call(self, node: ast.Call, depth: int) -> _Node:
-        name = node.func.id if isinstance(node.func, ast.Name) else None
-        if name not in FUNCTIONS:
-            function = ast.get_source_segment(self.text, node.func) or "?"
-            raise self.reject(
-                node,
-                f"call to '{function}'",
-                "the only functions are " + ", ".join(sorted(FUNCTIONS)),
-            )
-        if node.keywords:
-            raise self.reject(
-                node, "keyword argument in '{segment}'", f"pass {name}'s arguments by position"
-            )
-        for arg in node.args:
-            if isinstance(arg, ast.Starred):
-                raise self.reject(arg, "unpacking '{segment}'", "pass each argument explicitly")
-        low, high = FUNCTIONS[name]
-        if len(node.args) < low or (high is not None and len(node.args) > high):
-            count = f"{low}" if low == high else f"at least {low}"
-            raise SpaceError(
-                f"{name} takes {count} arguments, not {len(node.args)}, "
-                f"in {self.kind} '{self.text}'; fix the call"
-            )
-        args = [self.compile(arg, depth) for arg in node.args]
-        if name == "min":
-            return _reduce_node(np.minimum, min, args)
-        if name == "max":
-            return _reduce_node(np.maximum, max, args)
-        return _binop_node(_ceil_div if name == "ceil_div" else _round_up, args[0], args[1])
+        case ast.Name(id=name):
+            return _name_node(name)
+        case ast.BinOp(left=left, op=ast.Pow(), right=ast.Constant(value=exponent)):
+            return _pow_node(_compile(left), exponent)
+        case ast.BinOp(left=left, op=op, right=right):
+            return _binop_node(_BINARY[type(op)], _compile(left), _compile(right))
+        case ast.UnaryOp(op=ast.Not(), operand=operand):
+            return _not_node(_compile(operand))
+        case ast.UnaryOp(op=op, operand=operand):
+            return _unary_node(_neg if isinstance(op, ast.USub) else _pos, _compile(operand))
+        case ast.BoolOp(op=op, values=values):
+            return _boolop_node(isinstance(op, ast.And), [_compile(value) for value in values])
+        case ast.Compare(left=left, ops=ops, comparators=comparators):
+            operands = [_compile(left)] + [_compile(c) for c in comparators]
+            return _compare_node([_COMPARISONS[type(op)] for op in ops], operands)
+        case ast.IfExp(test=test, body=body, orelse=orelse):
+            return _ifexp_node(_compile(test), _compile(body), _compile(orelse))
+        case ast.Call(func=ast.Name(id="min"), args=args):
+            return _reduce_node(np.minimum, min, [_compile(arg) for arg in args])
+        case ast.Call(func=ast.Name(id="max"), args=args):
+            return _reduce_node(np.maximum, max, [_compile(arg) for arg in args])
+        case ast.Call(func=ast.Name(id=name), args=[a, b]):
+            function = _ceil_div if name == "ceil_div" else _round_up
+            return _binop_node(function, _compile(a), _compile(b))
+    raise AssertionError(f"vet let through {ast.dump(node)}")  # pragma: no cover
 
 
 # --- values -------------------------------------------------------------------------------
@@ -332,10 +171,7 @@ def _num(value: Value) -> Value:
 
 
 def _wrap(value: Scalar) -> Scalar:
-    """Wrap a Python int to int64, as numpy does, so scalar and array paths agree."""
-    if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:
-        return (value - _INT64_MIN) % 2**64 + _INT64_MIN
-    return value
+    return wrap(value) if type(value) is int else value
 
 
 def _truth(value: Value) -> bool | NDArray[np.bool_]:
@@ -475,20 +311,6 @@ _COMPARISONS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Gt: operator.gt,
     ast.GtE: operator.ge,
 }
-_SYMBOLS: dict[type[ast.AST], str] = {
-    ast.BitAnd: "&",
-    ast.BitOr: "|",
-    ast.BitXor: "^",
-    ast.LShift: "<<",
-    ast.RShift: ">>",
-    ast.MatMult: "@",
-    ast.Is: "is",
-    ast.IsNot: "is not",
-    ast.In: "in",
-    ast.NotIn: "not in",
-}
-
-
 # --- nodes: closures over child nodes ----------------------------------------------------
 
 

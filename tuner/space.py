@@ -9,6 +9,8 @@ partial configs never multiply.
 
 from __future__ import annotations
 
+import ast
+import copy
 import json
 import keyword
 import math
@@ -22,7 +24,8 @@ from numpy.typing import NDArray
 from pydantic import ValidationError
 
 from octune.core.errors import SpaceError
-from octune.tuner.expr import FUNCTIONS, Expression, Mask, Value
+from octune.core.expressions import FUNCTIONS, ExpressionError, vet_integer
+from octune.tuner.expr import Expression, Mask, Value
 from octune.tuner.space_schema import (
     IDENTIFIER,
     QUOTE_HINT,
@@ -200,6 +203,7 @@ class SearchSpace:
         self.requires: tuple[Expression, ...] = tuple(
             self._expression(text, self.shape_names, "requires") for text in model.requires
         )
+        self._check_integers()
 
         self._steps = self._plan()
         # The tables of the last few devices: a run tunes many shapes on one device, and each
@@ -335,6 +339,35 @@ class SearchSpace:
                 for i, text in enumerate(launch.local)
             ),
         )
+
+    def _check_integers(self) -> None:
+        """Sizes and counts are integers, with derived values written out as the lookup and
+        the C header compute them: what tunes can then be looked up and exported.
+        """
+        sizes = [e for step in self.launch_steps for e in (*step.global_, *step.local)]
+        extra = (self.workspace, self.zeroed, *self.requires)
+        for expression in [*sizes, *(e for e in extra if e is not None)]:
+            text, kind = self.written_out(expression), expression.kind
+            if expression.names & set(self.derived_names):
+                kind = f"{kind} '{expression.text}' ="
+            try:
+                vet_integer(text, kind)
+            except ExpressionError as error:
+                raise self._error(str(error)) from None
+
+    def written_out(self, expression: Expression) -> str:
+        """``expression`` with derived names replaced by their definitions, so it names only
+        parameters, shape variables and limits (what a lookup table knows).
+        """
+        definitions = {name: e.vetted.tree for name, e in self.derived}
+
+        class WriteOut(ast.NodeTransformer):
+            def visit_Name(self, node: ast.Name) -> ast.AST:
+                if node.id in definitions:
+                    return self.visit(copy.deepcopy(definitions[node.id]))
+                return node
+
+        return ast.unparse(WriteOut().visit(copy.deepcopy(expression.vetted.tree)))
 
     def _expressions(self) -> Iterator[Expression]:
         yield from (expression for _, expression in self.derived)
@@ -735,12 +768,7 @@ class SearchSpace:
             value = expression.evaluate(env)
         except SpaceError as error:
             raise self._error(str(error)) from None
-        if isinstance(value, float):
-            raise self._error(
-                f"{expression.kind} '{expression.text}' gave {value} "
-                f"({_describe(expression, env)}), not an integer; use // or ceil_div"
-            )
-        size = int(value)
+        size = int(value)  # an integer: the space's sizes were checked so when it loaded
         if size < 1:
             raise self._error(
                 f"{expression.kind} '{expression.text}' gave {size} "
