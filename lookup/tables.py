@@ -28,8 +28,8 @@ from octune.lookup.semantics import (
     best_answer,
 )
 from octune.tuner.device_names import match_devices
+from octune.tuner.limits import device_limits as space_limits
 from octune.tuner.space import SearchSpace
-from octune.tuner.space import device_limits as space_limits
 
 if TYPE_CHECKING:
     from octune.tuner.expr import Expression

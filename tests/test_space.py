@@ -15,15 +15,9 @@ from hypothesis import strategies as st
 
 from octune.core.errors import SpaceError
 from octune.core.results import config_key
-from octune.tuner.space import (
-    LIMIT_NAMES,
-    MAX_CANDIDATES,
-    ConfigTable,
-    Parameter,
-    SearchSpace,
-    device_limits,
-    max_buffer_bytes,
-)
+from octune.tuner.enumeration import MAX_CANDIDATES, Parameter
+from octune.tuner.limits import LIMIT_NAMES, device_limits, max_buffer_bytes
+from octune.tuner.space import ConfigTable, SearchSpace
 
 LIMITS = {
     "max_work_group_size": 256,

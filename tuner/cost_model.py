@@ -22,7 +22,8 @@ from sklearn.ensemble import RandomForestRegressor
 from xgboost import Booster, DMatrix, train
 
 from octune.tuner.expr import Value
-from octune.tuner.space import LIMIT_NAMES, SearchSpace, device_limits
+from octune.tuner.limits import LIMIT_NAMES, device_limits
+from octune.tuner.space import SearchSpace
 
 #: Device description fields (DeviceInfo.to_dict() and the store's device rows share them).
 DEVICE_FIELDS = ("compute_units", "max_work_group_size", "local_mem_size", "global_mem_size")

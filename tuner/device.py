@@ -22,9 +22,9 @@ import pyopencl as cl
 from octune.core.errors import DeviceError
 from octune.core.results import one_line_reason
 from octune.tuner.device_names import match_devices
+from octune.tuner.limits import device_limits
 from octune.tuner.programs import default_cache_root
 from octune.tuner.runtimes import register_pip_runtimes
-from octune.tuner.space import device_limits
 
 # Before any platform query in this process: the loader reads its vendors once.
 register_pip_runtimes(Path(platformdirs.user_cache_dir("octune")) / "icd-vendors")

@@ -2,9 +2,8 @@
 
 A space is written in YAML (see ``search_spaces/``) and checked in full when it is loaded, so a
 typo fails in a second with one line that says where, instead of after a night of tuning.
-Enumeration is vectorised and progressive: the cartesian product is built one parameter at a
-time as numpy columns, and every rule is applied as soon as its names are bound, so illegal
-partial configs never multiply.
+The YAML's schema is ``space_schema``; the device limits a space may name are ``limits``;
+enumerating every legal config into a ``ConfigTable`` is ``enumeration``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import copy
 import json
 import keyword
 import math
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,9 @@ from pydantic import ValidationError
 
 from octune.core.errors import SpaceError
 from octune.core.expressions import FUNCTIONS, ExpressionError, vet_integer
-from octune.tuner.expr import Expression, Mask, Value
+from octune.tuner.enumeration import Enumerator, Parameter
+from octune.tuner.expr import Expression, Value
+from octune.tuner.limits import LIMIT_NAMES
 from octune.tuner.space_schema import (
     IDENTIFIER,
     QUOTE_HINT,
@@ -36,78 +37,10 @@ from octune.tuner.space_schema import (
     load_yaml,
 )
 
-#: The device limits a space may name: the keys of ``device_limits`` (here, not in
-#: ``tuner.device``, so that loading a space does not need an OpenCL driver).
-LIMIT_NAMES: tuple[str, ...] = (
-    "max_work_group_size",
-    "max_work_item_size_0",
-    "max_work_item_size_1",
-    "max_work_item_size_2",
-    "local_mem_size",
-    "compute_units",
-    "max_buffer_bytes",
-    "async_copy",
-)
-
-
-def device_limits(
-    *,
-    max_work_group_size: int,
-    max_work_item_sizes: Sequence[int],
-    local_mem_size: int,
-    compute_units: int,
-    global_mem_size: int,
-    platform_name: str,
-) -> dict[str, int]:
-    """The values of LIMIT_NAMES for a device, from what its driver reports (a live device) or
-    what the database keeps of it (the same figures, so both agree on which configs are legal).
-    """
-    sizes = (*max_work_item_sizes, 1, 1, 1)[:3]
-    return {
-        "max_work_group_size": max_work_group_size,
-        "max_work_item_size_0": sizes[0],
-        "max_work_item_size_1": sizes[1],
-        "max_work_item_size_2": sizes[2],
-        "local_mem_size": local_mem_size,
-        "compute_units": compute_units,
-        "max_buffer_bytes": max_buffer_bytes(global_mem_size),
-        "async_copy": async_copy(platform_name),
-    }
-
-
-def max_buffer_bytes(global_mem_size: int) -> int:
-    """The largest buffer every OpenCL 1.2 device with this much memory lets one allocate
-    (CL_DEVICE_MAX_MEM_ALLOC_SIZE is at least a quarter of it, and at least 128 MiB). Stored
-    devices keep their memory size, not that cap, so the tuner, lookups, bundles and the C
-    header all bound a workspace by this one figure and agree on which configs can run.
-    """
-    return max(global_mem_size // 4, 128 << 20)
-
-
-def async_copy(platform_name: str) -> int:
-    """1 where kernels may copy global to local memory asynchronously (cp.async): under NVIDIA's
-    OpenCL. Its devices before compute capability 8.0 fail to build such configs, which the
-    tuner records as build errors like any other.
-    """
-    return int(platform_name.startswith("NVIDIA"))
-
-
-#: Enumeration refuses to hold more candidate rows than this at any point, rather than
-#: exhausting memory on an under-constrained space.
-MAX_CANDIDATES = 20_000_000
 #: Devices whose tables a space keeps (``SearchSpace.enumerate``).
 TABLES_KEPT = 4
 
 # --- the space ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One tunable parameter: a -D define for the kernel and the values worth trying."""
-
-    name: str
-    values: tuple[int, ...]
-    help: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,17 +62,6 @@ class LaunchRule:
     entry: str
     global_: tuple[Expression, ...]
     local: tuple[Expression, ...]
-
-
-@dataclass(frozen=True)
-class _Step:
-    """What enumeration does after binding one more parameter (or before any, for step 0)."""
-
-    parameter: Parameter | None
-    column: bool  # whether any rule reads the parameter's value, or only its place in the key
-    derived: tuple[tuple[str, Expression], ...]
-    constraints: tuple[Expression, ...]
-    needed_later: frozenset[str]  # columns that later steps read: the rest are dropped
 
 
 class SearchSpace:
@@ -205,7 +127,7 @@ class SearchSpace:
         )
         self._check_integers()
 
-        self._steps = self._plan()
+        self._enumerator = Enumerator(origin, self.parameters, self.derived, self.constraints)
         # The tables of the last few devices: a run tunes many shapes on one device, and each
         # session of it asks again (0.26 s for conv2d_1x1's 292,944 configs on an H200).
         self._tables: dict[tuple[tuple[str, object], ...], ConfigTable] = {}
@@ -382,75 +304,12 @@ class SearchSpace:
             yield from step.global_
             yield from step.local
 
-    # -- planning --------------------------------------------------------------------------
-
-    def _plan(self) -> tuple[_Step, ...]:
-        """Choose the order that binds parameters so rules apply, and prune, as early as can be."""
-        parameters = set(self.parameter_names)
-        depends: dict[str, frozenset[str]] = {}  # derived name -> parameters it needs
-        for name, expression in self.derived:
-            needs = set(expression.names & parameters)
-            for other in expression.names & depends.keys():
-                needs |= depends[other]
-            depends[name] = frozenset(needs)
-
-        def needs_of(expression: Expression) -> frozenset[str]:
-            needs = set(expression.names & parameters)
-            for name in expression.names & depends.keys():
-                needs |= depends[name]
-            return frozenset(needs)
-
-        rules = [needs_of(c) for c in self.constraints]
-        order: list[Parameter] = []
-        bound: set[str] = set()
-        while len(order) < len(self.parameters):
-
-            def score(parameter: Parameter) -> tuple[int, int, int, int]:
-                with_it = bound | {parameter.name}
-                completes = sum(1 for r in rules if r <= with_it and not r <= bound)
-                mentions = sum(1 for r in rules if parameter.name in r and not r <= bound)
-                index = self.parameter_names.index(parameter.name)
-                return (completes, mentions, -len(parameter.values), -index)
-
-            best = max((p for p in self.parameters if p.name not in bound), key=score)
-            order.append(best)
-            bound.add(best.name)
-
-        step_of = {parameter.name: i + 1 for i, parameter in enumerate(order)}
-
-        def ready_at(needs: frozenset[str]) -> int:
-            return max((step_of[name] for name in needs), default=0)
-
-        plans = []
-        for step in range(len(order) + 1):
-            derived = tuple(
-                (name, expression)
-                for name, expression in self.derived
-                if ready_at(depends[name]) == step
-            )
-            constraints = tuple(
-                c
-                for c, needs in zip(self.constraints, rules, strict=True)
-                if ready_at(needs) == step
-            )
-            names = {n for _, e in derived for n in e.names} | {
-                n for c in constraints for n in c.names
-            }
-            plans.append((derived, constraints, names - set(LIMIT_NAMES)))
-        steps = []
-        for step, (derived, constraints, names) in enumerate(plans):
-            later = {name for _, _, names in plans[step + 1 :] for name in names}
-            parameter = order[step - 1] if step else None
-            column = parameter is not None and parameter.name in names | later
-            steps.append(_Step(parameter, column, derived, constraints, frozenset(later)))
-        return tuple(steps)
-
     # -- using the space -------------------------------------------------------------------
 
     @property
     def raw_size(self) -> int:
         """Size of the cartesian product before any constraint: what enumeration avoids building."""
-        return math.prod(len(p.values) for p in self.parameters)
+        return self._enumerator.raw_size
 
     def _limits(self, limits: Mapping[str, int]) -> dict[str, int]:
         missing = sorted(self._limit_names - limits.keys())
@@ -464,150 +323,18 @@ class SearchSpace:
             raise self._error("device limits must be integers") from None
 
     def enumerate(self, limits: Mapping[str, int]) -> ConfigTable:
-        """Every legal config on a device with these limits (``_enumerate``), remembered for
+        """Every legal config on a device with these limits (``Enumerator``), remembered for
         the last TABLES_KEPT devices: a table is read-only.
         """
         key = tuple(sorted(limits.items()))
         table = self._tables.pop(key, None)
         if table is None:
-            table = self._enumerate(limits)
+            checked = self._limits(limits)
+            table = ConfigTable(self, *self._enumerator.configs(checked), checked)
         self._tables[key] = table  # the most recent last
         while len(self._tables) > TABLES_KEPT:
             del self._tables[next(iter(self._tables))]
         return table
-
-    def _enumerate(self, limits: Mapping[str, int]) -> ConfigTable:
-        """Every legal config on a device with these limits, in itertools.product order.
-
-        Each candidate is carried as one int64 key (its position in the product, mixed radix
-        over the value lists); a parameter's column exists only while a pending rule needs it,
-        so unconstrained parameters cost one multiply-add per candidate.
-        """
-        if self.raw_size >= 2**63:
-            raise self._error(
-                f"has {self.raw_size:.3g} parameter combinations, more than can be enumerated; "
-                "split it into several spaces or list fewer values"
-            )
-        env_limits: dict[str, Value] = dict(self._limits(limits))
-        strides = self._strides()
-        key = np.zeros(1, dtype=np.int64)
-        columns: dict[str, NDArray[Any]] = {}  # per-row values that rules still need
-        scalars: dict[str, Value] = {}  # derived values that are the same for every row
-        for step in self._steps:
-            parameter = step.parameter
-            if parameter is not None:
-                values = np.asarray(parameter.values, dtype=np.int64)
-                rows, count = len(key), len(values)
-                if rows * count > MAX_CANDIDATES:
-                    raise self._error(
-                        f"too large to enumerate: {rows * count:,} candidates after adding "
-                        f"{parameter.name} (at most {MAX_CANDIDATES:,}); add constraints on "
-                        f"{parameter.name} or list fewer values"
-                    )
-                offsets = np.arange(count, dtype=np.int64) * strides[parameter.name]
-                key = np.add.outer(key, offsets).ravel()
-                columns = {name: np.repeat(column, count) for name, column in columns.items()}
-                if step.column:
-                    columns[parameter.name] = np.tile(values, rows)
-            if step.derived or step.constraints:
-                env: dict[str, Value] = {**env_limits, **scalars, **columns}
-                checks: list[tuple[str, Expression, Mask]] = []
-                for name, expression in step.derived:
-                    value, bad = expression.evaluate_masked(env)
-                    env[name] = value
-                    if isinstance(value, np.ndarray):
-                        columns[name] = value
-                    else:
-                        scalars[name] = value
-                    if bad is not False:
-                        checks.append((f"derived {name}", expression, _invert(bad)))
-                for expression in step.constraints:
-                    checks.append(("constraint", expression, expression.holds(env)))
-                keep = self._keep(checks, len(key), env_limits)
-            else:
-                keep = True
-            columns = {name: c for name, c in columns.items() if name in step.needed_later}
-            if keep is not True:
-                indices = np.flatnonzero(keep)
-                key = key[indices]
-                columns = {name: column[indices] for name, column in columns.items()}
-        key.sort()
-        return self._finish(key, env_limits)
-
-    def _strides(self) -> dict[str, int]:
-        strides, stride = {}, 1
-        for parameter in reversed(self.parameters):
-            strides[parameter.name] = stride
-            stride *= len(parameter.values)
-        return strides
-
-    def _keep(
-        self, checks: list[tuple[str, Expression, Mask]], rows: int, limits: Mapping[str, int]
-    ) -> bool | NDArray[np.bool_]:
-        """Rows that pass every check: True for all, or a bool array; none left is an error."""
-        keep: bool | NDArray[np.bool_] = True
-        for _, _, mask in checks:
-            keep = np.logical_and(keep, mask) if _is_array(keep, mask) else keep and mask
-        if not _any(keep):
-            raise self._empty(checks, rows, limits)
-        if isinstance(keep, np.ndarray) and keep.all():
-            return True
-        return keep
-
-    def _finish(self, key: NDArray[np.int64], limits: Mapping[str, int]) -> ConfigTable:
-        """Decode the sorted keys into one column per parameter."""
-        values = np.empty((len(key), len(self.parameters)), dtype=np.int64, order="F")
-        quotient, position = key.copy(), np.empty_like(key)  # in place: fresh pages are slow
-        for i in reversed(range(len(self.parameters))):
-            choices = np.asarray(self.parameters[i].values, dtype=np.int64)
-            np.divmod(quotient, len(choices), out=(quotient, position))
-            np.take(choices, position, out=values[:, i])
-        return ConfigTable(self, key, values, limits)
-
-    def _empty(
-        self, checks: list[tuple[str, Expression, Mask]], rows: int, limits: Mapping[str, int]
-    ) -> SpaceError:
-        """Name the rule that removed the last candidates: that is the one to relax."""
-        alive: bool | NDArray[np.bool_] = True
-        for what, expression, mask in checks:
-            before = int(np.count_nonzero(np.broadcast_to(alive, (rows,))))
-            alive = np.logical_and(alive, mask) if _is_array(alive, mask) else alive and mask
-            if _any(alive):
-                continue
-            in_play = sorted(self._limits_behind(expression) & limits.keys())
-            device = ", ".join(f"{name}={limits[name]}" for name in in_play)
-            if what.startswith("derived"):
-                return SpaceError(
-                    f"search space {self.origin} has no legal config: {what} = "
-                    f"'{expression.text}' divides by zero in the last {before} candidates; "
-                    "guard the divisor or drop the zero values"
-                )
-            if device:
-                return SpaceError(
-                    f"search space {self.origin} has no legal config on this device: constraint "
-                    f"'{expression.text}' removed the last {before} candidates ({device}); "
-                    "relax it or add smaller values"
-                )
-            return SpaceError(
-                f"search space {self.origin} has no legal config: constraint "
-                f"'{expression.text}' removed the last {before} candidates; it contradicts the "
-                "parameter values or the constraints before it, so relax it or add values"
-            )
-        raise AssertionError("_empty called while candidates remain")
-
-    def _limits_behind(self, expression: Expression) -> set[str]:
-        derived = dict(self.derived)
-        names, pending, seen = set(), list(expression.names), set()
-        while pending:
-            name = pending.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            if name in LIMIT_NAMES:
-                names.add(name)
-            elif name in derived:
-                pending.extend(derived[name].names)
-        return names
 
     def _config_env(self, config: Mapping[str, int], limits: Mapping[str, int]) -> dict[str, Value]:
         """Check a config's names and values and return it with limits and derived values bound."""
@@ -795,18 +522,6 @@ def _describe(expression: Expression, env: Mapping[str, Value]) -> str:
     return ", ".join(f"{name}={env[name]}" for name in sorted(expression.names) if name in env)
 
 
-def _is_array(*values: object) -> bool:
-    return any(isinstance(value, np.ndarray) for value in values)
-
-
-def _any(mask: Mask) -> bool:
-    return bool(mask.any()) if isinstance(mask, np.ndarray) else bool(mask)
-
-
-def _invert(mask: Mask) -> Mask:
-    return np.logical_not(mask) if isinstance(mask, np.ndarray) else not mask
-
-
 class ConfigTable:
     """All legal configs of a space on one device as an int64 matrix, one row per config and
     one column per parameter (column-major: cost models read columns), in product order.
@@ -830,7 +545,7 @@ class ConfigTable:
         self._keys = keys
         self._keys.flags.writeable = False
         self._limits = dict(limits)
-        self._strides = space._strides()
+        self._strides = space._enumerator.strides
         self._positions = [
             {value: position for position, value in enumerate(p.values)} for p in space.parameters
         ]
