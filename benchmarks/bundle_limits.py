@@ -26,7 +26,7 @@ from octune.db.store import Store
 from octune.firmware.bundle import load_bundle
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_query, gemm_workload
-from octune.lookup.semantics import Query
+from octune.lookup.data import Query
 from octune.lookup.tables import default_config
 from octune.tuner.device import DeviceInfo
 from octune.tuner.registry import load_kernel

@@ -40,16 +40,9 @@ from octune.core.results import Measurement
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.kernels.gemm import parse_gemm
+from octune.lookup.data import Answer, Entry, KernelTable, Query
 from octune.lookup.predictor import ModelAnswers
-from octune.lookup.semantics import (
-    Answer,
-    Entry,
-    KernelIndex,
-    KernelTable,
-    Query,
-    best_answer,
-    kernel_answers,
-)
+from octune.lookup.semantics import KernelIndex, best_answer, kernel_answers
 from octune.lookup.tables import build_table, resolve_device
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.family import Workload

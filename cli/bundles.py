@@ -125,7 +125,7 @@ def lookup(
     follows the kernel's name as options, e.g. `gemm --m 64 --n 64 --k 64 --transb`.
     """
     from octune.firmware.bundle import in_service, load_bundle
-    from octune.lookup.semantics import Query
+    from octune.lookup.data import Query
 
     loaded = in_service(load_bundle(bundle, public_key))
     problems = {t.kernel: t.problem for t in loaded.tables.values()}

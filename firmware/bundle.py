@@ -35,18 +35,17 @@ from typing import Any
 from octune.core.errors import OctuneError
 from octune.core.problem import Problem, kernel_version_sha256
 from octune.firmware import cheader
-from octune.lookup.semantics import (
+from octune.lookup.data import (
     Answer,
     Entry,
     FollowUp,
-    KernelIndex,
     KernelTable,
     Predictor,
     Query,
     QueryError,
     TableError,
-    best_answer,
 )
+from octune.lookup.semantics import KernelIndex, best_answer
 
 #: Bumped when a reader of the previous version could misread a new bundle.
 SCHEMA_VERSION = 1

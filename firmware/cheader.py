@@ -24,20 +24,17 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from octune.core.expressions import ExpressionError, vet_integer
-from octune.lookup.semantics import (
+from octune.lookup.data import Entry, KernelTable, TableError
+from octune.lookup.neighbours import (
     LAYOUT_WEIGHT,
     LOG2_TABLE,
     LOG_BITS,
     LOG_TABLE_BITS,
-    MATCH_RANK,
-    MATCHES,
     NEAR_DISTANCE,
-    Entry,
-    KernelTable,
-    TableError,
     log2_fixed,
     size_bounds,
 )
+from octune.lookup.semantics import MATCH_RANK, MATCHES
 
 if TYPE_CHECKING:
     import jinja2

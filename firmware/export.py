@@ -14,7 +14,7 @@ from octune.core.errors import OctuneError, SpaceError
 from octune.core.results import Measurement, Status, config_key
 from octune.db.store import Store
 from octune.firmware.bundle import Bundle, BundleError, load_bundle, write_bundle
-from octune.lookup.semantics import KernelTable
+from octune.lookup.data import KernelTable
 from octune.lookup.tables import TableModel, build_table, device_limits, resolve_device
 
 if TYPE_CHECKING:  # importing it loads pyopencl, which export does not need

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from octune.lookup.semantics import Query
+from octune.lookup.data import Query
 from octune.tuner.family import (
     Arguments,
     Bound,

@@ -37,7 +37,8 @@ from octune.core.problem import ShapeRules
 from octune.core.results import HistoryRecord
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
-from octune.lookup.semantics import Entry, KernelIndex, KernelTable, Prediction, Query
+from octune.lookup.data import Entry, KernelTable, Prediction, Query
+from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import stored_shape, stored_space
 from octune.tuner.cost_model import Context, Features, targets
 from octune.tuner.space import SearchSpace

@@ -46,31 +46,35 @@ least 1, divide global by local, and fit the device's work-group limits; a works
 in one buffer (``max_buffer_bytes``: a split-K config tuned at a small shape may need more
 than the device allows at a large one).
 
-Launch sizes come from the space's ``launch:`` expressions (``octune.core.expressions``),
-parsed with ``ast`` and checked against a whitelist (integers, names, ``+ - * // %``, unary
-``-``/``+``, comparisons, ``and``/``or``/``not``, ``ceil_div``, ``round_up``, ``min``,
-``max``), then compiled to closures; the C header generator translates the same vetted tree.
-Nothing is ever ``eval``-ed. Derived values are inlined into the launch expressions when a
-table is built from a space. A family's own expressions (derived shape variables such as a
+Launch sizes come from the space's ``launch:`` expressions, with derived values written out:
+the integer part of octune's one expression language (``octune.core.expressions``), vetted
+against its whitelist and compiled to closures; the C header translates the same vetted tree.
+Nothing is ever ``eval``-ed. A family's own expressions (derived shape variables such as a
 convolution's output height, the rules of a possible shape, flops) use the same language
-(``octune.core.problem``).
+(``octune.core.problem``). The data is ``data``; the nearest-shape search is ``neighbours``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple, Protocol
+from dataclasses import replace
+from typing import Any
 
-from octune.core.errors import OctuneError
 from octune.core.expressions import ExpressionError, ScalarExpression, Undefined
 from octune.core.problem import Problem, ShapeRules
-from octune.lookup.kdtree import KdTree
-
-
-class TableError(OctuneError):
-    """A lookup table whose content is inconsistent (wrong lengths, bad launch expression)."""
+from octune.lookup.data import (
+    Answer,
+    Entry,
+    FollowUpSizes,
+    KernelTable,
+    Launch,
+    Predictor,
+    Query,
+    QueryError,
+    TableError,
+)
+from octune.lookup.neighbours import NEAR_DISTANCE, NeighbourIndex, size_bounds
 
 
 def _compiled(
@@ -83,220 +87,6 @@ def _compiled(
 
 
 MATCHES = ("exact", "nearest", "predicted", "default")
-#: Fixed-point fraction bits of the log2 distance (shared with the C header).
-LOG_BITS = 16
-#: A differing transpose (layout flag) counts as this many octaves along one size.
-LAYOUT_OCTAVES = 2
-LAYOUT_WEIGHT = LAYOUT_OCTAVES << LOG_BITS
-#: A tuned neighbour at most this far (in octaves, as the distance above) beats a model's
-#: answer: as far as a differing transpose alone, or twice the size in every dimension.
-NEAR_OCTAVES = 2
-#: The same as a squared fixed-point distance, as the neighbour search computes it.
-NEAR_DISTANCE = (NEAR_OCTAVES << LOG_BITS) ** 2
-
-
-class QueryError(OctuneError):
-    """A query the lookup cannot answer: unknown kernel, bad shape, unsupported dtype."""
-
-
-def _log2_digits(value: int) -> int:
-    """log2(value) in 16.16 fixed point by the binary digit-by-digit method, on integers."""
-    exponent = value.bit_length() - 1
-    mantissa = (value << 30) >> exponent  # value / 2**exponent in [1, 2), 2.30 fixed point
-    result = exponent << LOG_BITS
-    for bit in range(LOG_BITS - 1, -1, -1):
-        mantissa = (mantissa * mantissa) >> 30
-        if mantissa >= 1 << 31:
-            mantissa >>= 1
-            result |= 1 << bit
-    return result
-
-
-#: log2 of 0..2**LOG_TABLE_BITS - 1 in 16.16 fixed point; the C header carries the same table.
-LOG_TABLE_BITS = 11
-LOG2_TABLE: tuple[int, ...] = (0, *(_log2_digits(i) for i in range(1, 1 << LOG_TABLE_BITS)))
-
-
-def log2_fixed(value: int) -> int:
-    """log2 of ``value`` (>= 1) cut to its 11 leading bits, in 16.16 fixed point: a distance
-    metric that integer code in Python and C computes bit for bit the same, fast.
-    """
-    shift = value.bit_length() - LOG_TABLE_BITS
-    if shift <= 0:
-        return LOG2_TABLE[value]
-    return LOG2_TABLE[value >> shift] + (shift << LOG_BITS)
-
-
-# --- tables -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One tuned workload's best verified config (or one model answer in ``predictions``)."""
-
-    shape: tuple[int, ...]  # values of Problem.keys, in that order
-    dtype: str
-    config: tuple[int, ...]  # values of KernelTable.parameters, in that order
-    time_s: float  # measured median (predicted: the model's time)
-    spread_s: float  # interquartile range of the repeats (0 for predictions)
-    gflops: float
-    workload_key: str  # the database's workload key, for provenance and import
-
-
-@dataclass(frozen=True)
-class KernelTable:
-    """Everything one device's lookups of one kernel version need: the data a bundle carries."""
-
-    kernel: str
-    sha256: str
-    entry: str  # the OpenCL function name
-    device_fingerprint: str
-    problem: Problem
-    parameters: tuple[str, ...]
-    launch_global: tuple[str, ...]
-    launch_local: tuple[str, ...]
-    limits: dict[str, int]  # device limits the launch checks use
-    default_config: tuple[int, ...]
-    extra_build_options: tuple[str, ...]  # after the -D defines, e.g. ("-w",)
-    tuned: tuple[Entry, ...]
-    predictions: tuple[Entry, ...] = ()
-    # Expressions of the problem's variables a shape must satisfy for this kernel to take it
-    # (a depthwise kernel: GROUPS == C); the space's ``requires:``.
-    requires: tuple[str, ...] = ()
-    # Kernels that need scratch memory or more than one launch (split-K): the workspace's
-    # float32 elements as an expression, and the launches after the entry's.
-    workspace: str | None = None
-    then: tuple[FollowUp, ...] = ()
-    # How the kernel suits the device (``SearchSpace.fit``): 2 written for its type, 1 for any,
-    # 0 for others. Of equal answers (an untuned device's defaults) the better fit wins.
-    fit: int = 1
-
-    def __post_init__(self) -> None:
-        """Canonical entry order (the tie-break of equal distances), then consistency checks."""
-        for name in ("tuned", "predictions"):
-            entries = tuple(sorted(getattr(self, name), key=lambda e: (e.dtype, e.shape)))
-            object.__setattr__(self, name, entries)
-        width = len(self.problem.keys)
-        for entry in (*self.tuned, *self.predictions):
-            if len(entry.shape) != width or len(entry.config) != len(self.parameters):
-                raise TableError(
-                    f"{self.kernel}: entry {entry.workload_key} has {len(entry.shape)} shape and "
-                    f"{len(entry.config)} config values, not {width} and {len(self.parameters)}"
-                )
-        if len(self.default_config) != len(self.parameters):
-            raise TableError(f"{self.kernel}: the default config has the wrong length")
-        if len(self.launch_global) != len(self.launch_local) or not self.launch_local:
-            raise TableError(f"{self.kernel}: launch needs as many global as local sizes")
-
-    def entry_config(self, values: Sequence[int]) -> dict[str, int]:
-        return dict(zip(self.parameters, values, strict=True))
-
-
-@dataclass(frozen=True)
-class FollowUp:
-    """A launch after the entry's, with the same arguments (and the workspace, if any): its
-    OpenCL function and size expressions, as ``KernelTable.launch_global`` and ``launch_local``.
-    """
-
-    entry: str
-    launch_global: tuple[str, ...]
-    launch_local: tuple[str, ...]
-
-
-class FollowUpSizes(NamedTuple):
-    entry: str
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...]
-
-
-class Launch(NamedTuple):
-    """A config's launches for one shape: the entry's sizes, then the follow-ups', and the
-    float32 elements of workspace they share (0: none; else the last argument of each).
-    """
-
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...]
-    then: tuple[FollowUpSizes, ...] = ()
-    workspace: int = 0
-
-
-@dataclass(frozen=True)
-class Query:
-    """A workload to answer: ``shape`` holds the problem's keys, e.g. m, n, k, transa, transb.
-    ``kernel`` names a kernel, or a problem: then every kernel of it answers and the fastest
-    answer wins (``best_answer``).
-    """
-
-    kernel: str
-    shape: Mapping[str, int]
-    dtype: str = "float32"
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """A cost model's answer for one query: config values in ``KernelTable.parameters`` order."""
-
-    config: tuple[int, ...]
-    time_s: float
-    gflops: float
-
-
-class Predictor(Protocol):
-    """The hook a cost model plugs in; None when it has nothing to say about the query."""
-
-    def __call__(self, table: KernelTable, query: Query) -> Prediction | None: ...
-
-
-@dataclass(slots=True)
-class Answer:
-    """A runtime's launch recipe, identical whether the server or a bundle answers (not frozen:
-    a frozen dataclass's __init__ costs a third of a lookup).
-    """
-
-    match: str
-    kernel: str
-    entry: str
-    kernel_sha256: str
-    device_fingerprint: str
-    shape: dict[str, int]
-    dtype: str
-    config: dict[str, int]
-    defines: dict[str, int]
-    build_options: str
-    global_size: tuple[int, ...]
-    local_size: tuple[int, ...]
-    # exact: measured median; nearest: the neighbour's GFLOP/s applied to this shape's flops;
-    # predicted: the model's; default: unknown (None).
-    time_s: float | None
-    gflops: float | None
-    source: dict[str, Any] | None = field(default=None)  # the tuned workload the config is from
-    # Launches after the entry's, with the same arguments plus the workspace, if any.
-    then: tuple[FollowUpSizes, ...] = ()
-    workspace_bytes: int = 0  # scratch the launches share, passed last to each; zero-filled once
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "match": self.match,
-            "kernel": self.kernel,
-            "entry": self.entry,
-            "kernel_sha256": self.kernel_sha256,
-            "device_fingerprint": self.device_fingerprint,
-            "shape": dict(self.shape),
-            "dtype": self.dtype,
-            "config": dict(self.config),
-            "defines": dict(self.defines),
-            "build_options": self.build_options,
-            "global_size": list(self.global_size),
-            "local_size": list(self.local_size),
-            "time_s": self.time_s,
-            "gflops": self.gflops,
-            "source": None if self.source is None else dict(self.source),
-            "then": [
-                {"entry": entry, "global_size": list(global_), "local_size": list(local)}
-                for entry, global_, local in self.then
-            ],
-            "workspace_bytes": self.workspace_bytes,
-        }
 
 
 def check_shape(problem: Problem, query: Query, rules: ShapeRules | None = None) -> tuple[int, ...]:
@@ -378,63 +168,6 @@ def kernel_answers(
     return answers
 
 
-def size_bounds(
-    entries: Sequence[Entry], sizes: int
-) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Per dtype, the least and the greatest value of each of the first ``sizes`` keys."""
-    columns: dict[str, list[tuple[int, ...]]] = {}
-    for entry in entries:
-        columns.setdefault(entry.dtype, []).append(entry.shape[:sizes])
-    bounds = {}
-    for dtype, shapes in columns.items():
-        each_size = list(zip(*shapes, strict=True))
-        bounds[dtype] = (tuple(map(min, each_size)), tuple(map(max, each_size)))
-    return bounds
-
-
-class _NeighbourIndex:
-    """Entries as points (16.16 log2 of each size, then each layout flag times
-    ``LAYOUT_WEIGHT``), one k-d tree per dtype.
-    """
-
-    def __init__(self, problem: Problem, entries: Sequence[Entry]) -> None:
-        self._sizes = len(problem.sizes)
-        groups: dict[str, list[int]] = {}
-        for index, entry in enumerate(entries):
-            groups.setdefault(entry.dtype, []).append(index)
-        self._trees = {
-            dtype: KdTree([self.point(entries[i].shape) for i in indices], indices)
-            for dtype, indices in groups.items()
-        }
-
-    def point(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        sizes = self._sizes
-        return (
-            *map(log2_fixed, shape[:sizes]),
-            *(flag * LAYOUT_WEIGHT for flag in shape[sizes:]),
-        )
-
-    def distance(self, a: tuple[int, ...], b: tuple[int, ...]) -> int:
-        """Squared fixed-point distance between two shapes, as ``KdTree.nearest`` measures it."""
-        return sum((x - y) ** 2 for x, y in zip(self.point(a), self.point(b), strict=True))
-
-    def nearest(
-        self, shape: tuple[int, ...], dtype: str, legal: Callable[[int], bool]
-    ) -> int | None:
-        """The nearest entry that ``legal`` accepts; legality is only asked of the winner,
-        and a rejected winner is excluded before searching again.
-        """
-        tree = self._trees.get(dtype)
-        if tree is None:
-            return None
-        point, rejected = self.point(shape), set[int]()
-        while (index := tree.nearest(point, rejected)) is not None:
-            if legal(index):
-                return index
-            rejected.add(index)
-        return None
-
-
 class KernelIndex:
     """A ``KernelTable`` ready to answer: exact-match dictionary, neighbour trees, compiled
     launch expressions. Build once per table; ``lookup`` is safe to call from many threads.
@@ -471,8 +204,8 @@ class KernelIndex:
         ]
         self._exact = {(e.shape, e.dtype): i for i, e in enumerate(table.tuned)}
         self._bounds = size_bounds(table.tuned, len(problem.sizes))
-        self._tuned = _NeighbourIndex(problem, table.tuned)
-        self._predictions = _NeighbourIndex(problem, table.predictions)
+        self._tuned = NeighbourIndex(problem, table.tuned)
+        self._predictions = NeighbourIndex(problem, table.predictions)
         self._predictor = predictor
         self._options: dict[tuple[int, ...], str] = {}
         self._work_group = table.limits.get("max_work_group_size")

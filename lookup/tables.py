@@ -15,18 +15,17 @@ from octune.core.errors import OctuneError, SpaceError
 from octune.core.problem import Problem
 from octune.db.queries import StoredDevice, StoredKernel
 from octune.db.store import Store
-from octune.lookup.semantics import (
+from octune.lookup.data import (
     Answer,
     Entry,
     FollowUp,
-    KernelIndex,
     KernelTable,
     Predictor,
     Query,
     QueryError,
     TableError,
-    best_answer,
 )
+from octune.lookup.semantics import KernelIndex, best_answer
 from octune.tuner.device_names import match_devices
 from octune.tuner.limits import device_limits as space_limits
 from octune.tuner.space import SearchSpace

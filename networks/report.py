@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from octune.core.errors import OctuneError
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
-from octune.lookup.semantics import Query, QueryError
+from octune.lookup.data import Query, QueryError
 from octune.lookup.tables import StoreLookup, resolve_device
 from octune.networks.layers import Layer
 from octune.networks.workloads import network_layers

@@ -23,7 +23,8 @@ from pydantic import ValidationError
 
 from octune.db.queries import StoredDevice
 from octune.db.server_store import ServerStore
-from octune.lookup.semantics import Entry, Predictor, Query, QueryError, check_shape
+from octune.lookup.data import Entry, Predictor, Query, QueryError
+from octune.lookup.semantics import check_shape
 from octune.lookup.tables import StoreLookup
 from octune.server.schemas import BatchLookup, ShapeFields
 from octune.tuner.registry import available_kernels, families

@@ -29,7 +29,8 @@ from octune.firmware.bundle import (
 )
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_query, gemm_workload
-from octune.lookup.semantics import Answer, Entry, KernelIndex, KernelTable, Query, QueryError
+from octune.lookup.data import Answer, Entry, KernelTable, Query, QueryError
+from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.tuner.limits import max_buffer_bytes
 from octune.tuner.registry import load_kernel

@@ -22,8 +22,9 @@ from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.firmware.bundle import load_bundle, write_bundle
 from octune.kernels.conv2d import FAMILY
+from octune.lookup.data import Answer, KernelTable, Query, QueryError
 from octune.lookup.predictor import train
-from octune.lookup.semantics import Answer, KernelIndex, KernelTable, Query, QueryError, best_answer
+from octune.lookup.semantics import KernelIndex, best_answer
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.tuner.registry import kernels_of, load_kernel
 

@@ -16,16 +16,9 @@ from octune.core.errors import SpaceError
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_query, gemm_workload
-from octune.lookup.semantics import (
-    LAYOUT_WEIGHT,
-    Entry,
-    KernelIndex,
-    KernelTable,
-    Prediction,
-    QueryError,
-    TableError,
-    log2_fixed,
-)
+from octune.lookup.data import Entry, KernelTable, Prediction, QueryError, TableError
+from octune.lookup.neighbours import LAYOUT_WEIGHT, log2_fixed
+from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, default_config, resolve_device
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload

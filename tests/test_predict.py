@@ -24,8 +24,9 @@ from octune.db.server_store import ServerStore
 from octune.firmware.bundle import load_bundle
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_query, gemm_workload
+from octune.lookup.neighbours import NEAR_OCTAVES, log2_fixed
 from octune.lookup.predictor import GRID_SIZES, ModelAnswers, pick, train
-from octune.lookup.semantics import NEAR_OCTAVES, KernelIndex, log2_fixed
+from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.server.app import create_app
 from octune.server.settings import ServerSettings

@@ -19,7 +19,7 @@ from helpers.server_testing import LiveServer, free_port
 
 from octune.core.errors import OctuneError
 from octune.kernels.gemm import gemm_workload
-from octune.lookup.semantics import Answer
+from octune.lookup.data import Answer
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
 from octune.runtime.executor import Runtime, _divisor
