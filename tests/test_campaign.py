@@ -1,10 +1,15 @@
-"""Which of a family's kernels a device tunes (``for_device``)."""
+"""Which of a family's kernels a device tunes (``for_device``), and the campaign that shares one
+budget among many workloads (``tune_in_turn``), run in process on the test device."""
 
 from __future__ import annotations
 
 import pytest
 
-from octune.tuner.campaign import for_device, tasks_for
+from octune.db.store import Store
+from octune.tuner.campaign import Task, for_device, tasks_for, tune_in_turn
+from octune.tuner.device import DeviceInfo
+from octune.tuner.session import Budget, SessionReport, Settings, run_session
+from octune.tuner.workers import Workers
 
 GEMM = {"m": 256, "n": 256, "k": 256}
 CONV = {"n": 1, "c": 64, "h": 56, "w": 56, "k": 64, "r": 3, "s": 3, "pad": 1}
@@ -40,3 +45,36 @@ def test_each_workload_keeps_the_kernels_that_suit_it_best() -> None:
     assert [t.kernel.name for t in kept if t.workload == nchw[0].workload] == ["conv2d_panel"]
     assert [t for t in kept if t.workload == nhwc[0].workload] == nhwc
     assert set(left_out) == {t.kernel.name for t in nchw} - {"conv2d_panel"}
+
+
+def test_a_campaign_measures_every_task_before_any_gets_more(
+    tmp_path, device_info: DeviceInfo
+) -> None:
+    """The library's campaign, which `octune tune` and a farm agent both run: the heaviest
+    task first, each task measured in the first round, then what is left by weight, and never
+    more candidates than the total.
+    """
+    tasks = [
+        task
+        for size, weight in ((16, 1.0), (32, 3.0), (24, 2.0))
+        for task in tasks_for("gemm_panel", {"m": size, "n": size, "k": size}, weight=weight)
+    ]
+    with Store(f"sqlite:///{tmp_path / 'campaign.db'}") as store:
+
+        def tune(task: Task, part: Budget, workers: Workers, settings: Settings) -> SessionReport:
+            table = task.kernel.space.enumerate(device_info.limits)
+            return run_session(store, device_info, task.kernel, task.workload, table,
+                               strategy="random", budget=part, settings=settings, seed=3,
+                               workers=workers)  # fmt: skip
+
+        settings = Settings(jobs=0, confirm=0)
+        turns = list(tune_in_turn(tasks, Budget(candidates=9), tune, device=device_info,
+                                  settings=settings))  # fmt: skip
+        stored = {task.workload.key: store.best(device_info.fingerprint, "gemm_panel",
+                                                task.workload.key) for task in tasks}  # fmt: skip
+    weights = [turn.task.weight for turn in turns]
+    assert weights[:3] == [3.0, 2.0, 1.0]  # the first round, heaviest first
+    assert all(turn.report.progress.tried >= 1 for turn in turns[:3])
+    assert weights[3:] == [3.0, 2.0, 1.0][: len(weights) - 3]  # then by weight, in turn
+    assert sum(turn.report.progress.tried for turn in turns) <= 9
+    assert all(best is not None for best in stored.values())  # each verified and stored
