@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from octune.tuner.device import DeviceInfo
     from octune.tuner.family import Family, Workload
     from octune.tuner.registry import KernelSpec
-    from octune.tuner.session import SessionReport
+    from octune.tuner.session import Budget, SessionReport, Settings
 
 console = Console()
 
@@ -154,7 +154,7 @@ def tune(
     db: DbOption = None,
 ) -> None:
     """Tune kernels on one device; every candidate is verified and stored as it is measured."""
-    from octune.tuner.campaign import for_device, tune_in_turn, tune_one, unverified
+    from octune.tuner.campaign import for_device
     from octune.tuner.device import DeviceInfo, require_compiling, select_device
     from octune.tuner.energy import sensor_for
     from octune.tuner.session import Budget, Settings, check_seed, parse_duration
@@ -208,6 +208,26 @@ def tune(
         f"Tuning {len(tasks)} workload(s) on [bold]{info.name}[/] with {strategy}, "
         f"{settings.jobs} build process(es), database {store.url}"
     )
+    rows, interrupted = _run(tasks, total, store, info, settings, strategy, seed, upload, token)
+    _close(tasks, rows, interrupted, store, info, objective, summary)
+
+
+def _run(
+    tasks: list[Task],
+    total: Budget,
+    store: Store,
+    info: DeviceInfo,
+    settings: Settings,
+    strategy: str,
+    seed: int | None,
+    upload: str | None,
+    token: str | None,
+) -> tuple[dict[int, dict[str, object]], bool]:
+    """The campaign, a turn at a time: each task's summary row (both turns counted), keyed
+    by the task's id, and whether the run was interrupted.
+    """
+    from octune.tuner.campaign import tune_in_turn, tune_one
+
     rows: dict[int, dict[str, object]] = {}  # a task's latest turn
     interrupted = False
     turns = tune_in_turn(
@@ -228,7 +248,7 @@ def tune(
                 console.print(message, soft_wrap=True)
             if upload is not None and token is not None:
                 _upload(store, turn.report, upload, token)
-            row = _summary_row(store, info, turn.task, turn.report, objective)
+            row = _summary_row(store, info, turn.task, turn.report, settings.objective)
             earlier = rows.get(id(turn.task))
             if earlier is not None:  # a second turn: what both measured now
                 row["tried_now"] = cast(int, earlier["tried_now"]) + turn.report.progress.tried
@@ -237,6 +257,23 @@ def tune(
                 row["failures_now"] = dict(failures)
             rows[id(turn.task)] = row
             interrupted = turn.report.interrupted
+    return rows, interrupted
+
+
+def _close(
+    tasks: list[Task],
+    rows: dict[int, dict[str, object]],
+    interrupted: bool,
+    store: Store,
+    info: DeviceInfo,
+    objective: Objective,
+    summary: Path | None,
+) -> None:
+    """What the run did: the workloads left without a turn, the summary table (and file),
+    those without a verified config; exit 130 when interrupted, an error when none verified.
+    """
+    from octune.tuner.campaign import unverified
+
     starved = list(dict.fromkeys(task.label for task in tasks if id(task) not in rows))
     if starved and not interrupted:  # the turns stopped: the budget ran out
         console.print(
