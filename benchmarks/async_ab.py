@@ -13,8 +13,10 @@ import argparse
 import json
 from pathlib import Path
 
-from gemm_classes import chosen_configs, parse_shape, vendor_anchor  # beside this script
-from template_ab import in_turns
+from lib.ab import in_turns
+from lib.baselines import vendor_anchor
+from lib.gemm_shapes import parse_shape
+from lib.runs import chosen_configs
 
 from octune.core.errors import SpaceError
 from octune.tuner.device import DeviceInfo, select_device

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
-from side_by_side import cuda_graph_seconds, fastest_stored, tune_workload  # beside this script
+from lib.cuda import cuda_graph_seconds
+from lib.tuning import fastest_stored, tune_workload
 
 from octune.db.store import Store
 from octune.kernels.conv2d import FAMILY as CONV2D

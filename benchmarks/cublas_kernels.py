@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
-from gemm_classes import CLASSES, class_of, operands, parse_shape  # beside this script
+from lib.gemm_shapes import CLASSES, class_of, operands, parse_shape
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 

@@ -13,7 +13,9 @@ import argparse
 import json
 from pathlib import Path
 
-from gemm_classes import chosen_configs, parse_shape, vendor_anchor  # beside this script
+from lib.baselines import vendor_anchor
+from lib.gemm_shapes import parse_shape
+from lib.runs import chosen_configs
 
 from octune.core.errors import OctuneError
 from octune.tuner.device import select_device

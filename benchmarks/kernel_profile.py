@@ -1,7 +1,7 @@
 """One GEMM-family config on one shape, measured and verified, with the PTX NVIDIA's OpenCL
 compiler made of it, so that the assembler's report and the SASS can say where its time goes;
 with ``--cuda N``, that PTX launched N more times through CUDA, where Nsight Compute sees it
-(it sees no kernel that NVIDIA's OpenCL launches; ``ptx_in_cuda.py``); or, with ``--cublas``,
+(it sees no kernel that NVIDIA's OpenCL launches; ``lib/cuda.py``); or, with ``--cublas``,
 the vendor library's call on the same shape:
 
     python benchmarks/kernel_profile.py --shape 1000x999x997 --kernel gemm \\
@@ -19,8 +19,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gemm_classes import assignments, cublas_seconds, parse_shape  # beside this script
-from ptx_in_cuda import cuda_driver_for, graph_seconds, program_ptx
+from lib.baselines import cublas_seconds
+from lib.cuda import cuda_driver_for, graph_seconds, program_ptx
+from lib.gemm_shapes import parse_shape
+from lib.runs import assignments
 
 from octune.tuner.device import select_device
 from octune.tuner.measure import DeviceRunner

@@ -8,11 +8,11 @@ run beside the vendor library, without tuning again:
 - ``unprofiled``: the same bursts in a queue without profiling, as a runtime's queue is, by the
   host's clock (``back_to_back_unprofiled_s``);
 - ``PTX graph``: on NVIDIA's OpenCL, the same PTX launched through CUDA as a graph of 20
-  back-to-back runs, as cuBLAS is timed (``ptx_in_cuda.py``): the kernel without OpenCL's
+  back-to-back runs, as cuBLAS is timed (``lib/cuda.py``): the kernel without OpenCL's
   launch cost.
 
 An empty kernel is timed the same ways, and by the host's clock in the profiling queue too
-(``gemm_classes.launch_floor``), which tells the clock's share from profiling's. cuBLAS runs as
+(``lib.baselines.launch_floor``), which tells the clock's share from profiling's. cuBLAS runs as
 a CUDA graph of back-to-back calls, and an empty CUDA kernel the same way gives that side's floor.
 
     python benchmarks/launch_cost.py --device NVIDIA --runs data/h100_async/four_classes.json.gz
@@ -26,20 +26,10 @@ import json
 import math
 from pathlib import Path
 
-from gemm_classes import (  # beside this script
-    add_missing_argument,
-    assignments,
-    chosen_configs,
-    class_of,
-    class_summary,
-    launch_floor,
-    parse_shape,
-    ptx_graph_seconds,
-    read_run,
-    vendor_anchor,
-    write_run,
-)
-from ptx_in_cuda import cuda_driver_for
+from lib.baselines import launch_floor, vendor_anchor
+from lib.cuda import cuda_driver_for, cuda_graph_seconds, ptx_graph_seconds
+from lib.gemm_shapes import class_of, class_summary, parse_shape
+from lib.runs import add_missing_argument, assignments, chosen_configs, read_run, write_run
 
 from octune.core.errors import OctuneError
 from octune.tuner.device import select_device
@@ -53,7 +43,6 @@ def cuda_empty_us() -> float | None:
     """Microseconds per launch of a one-element CUDA kernel in a graph, where torch has a GPU."""
     try:
         import torch
-        from side_by_side import cuda_graph_seconds
     except ImportError:
         return None
     if not torch.cuda.is_available():

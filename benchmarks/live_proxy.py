@@ -21,7 +21,6 @@ import argparse
 import json
 import math
 import statistics
-import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
@@ -124,8 +123,7 @@ def main() -> None:
         recorded.save(args.cache)
     history = []
     if args.history_db:
-        sys.path.insert(0, str(Path(__file__).parent))
-        from replay import stored_history
+        from lib.recordings import stored_history
 
         history = stored_history(args.history_db, recorded)
     table, runner = recorded.table(), ReplayRunner(recorded)

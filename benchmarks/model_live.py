@@ -21,7 +21,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from held_out import without_workloads  # benchmarks/held_out.py, beside this script
+from lib.tuning import without_workloads
 
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload, parse_gemm

@@ -52,7 +52,7 @@ from typing import Any, cast
 
 import onnx
 import pyopencl as cl
-from side_by_side import cuda_graph_seconds  # beside this script
+from lib.cuda import cuda_graph_seconds
 
 from octune.cli.run import _payload
 from octune.core.errors import OctuneError

@@ -16,13 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
-from gemm_classes import (  # beside this script
-    chosen_configs,
-    opencl_copy_gbs,
-    parse_shape,
-    vendor_anchor,
-)
-from template_ab import in_turns
+from lib.ab import in_turns
+from lib.baselines import opencl_copy_gbs, vendor_anchor
+from lib.gemm_shapes import parse_shape
+from lib.runs import chosen_configs
 
 from octune.core.errors import SpaceError
 from octune.tuner.device import DeviceInfo, select_device

@@ -27,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from lib.recordings import steadiness
 
 from octune.core.results import Config
 from octune.kernels.gemm import gemm_workload, parse_gemm
@@ -73,15 +74,6 @@ def warm(
                 seconds = time.monotonic() - started
                 print(f"warmed {count}/{len(configs)} in {seconds:.0f} s", flush=True)
     print(f"warmed {len(configs)} configs in {time.monotonic() - started:.0f} s", flush=True)
-
-
-def steadiness(sentinel_s: list[float]) -> str:
-    """How much the sentinel's time moved over the recording: 5th to 95th percentile."""
-    times = np.asarray([t for t in sentinel_s if np.isfinite(t)])
-    if not len(times):
-        return "no sentinel times"
-    low, median, high = np.percentile(times, [5, 50, 95])
-    return f"sentinel median {median * 1e3:.3f} ms, 5-95 % spread {high / low:.3f}x"
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from record_space import steadiness  # benchmarks/record_space.py, beside this script
+from lib.recordings import steadiness
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import cross_val_predict
 

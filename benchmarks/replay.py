@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from lib.recordings import stored_history
 
 from octune.core.results import HistoryRecord
-from octune.db.store import Store
 from octune.replay.harness import RecordedSpace, ReplayRunner, replay, to_reach
 from octune.tuner.strategies.model import ModelSearch
 from octune.tuner.strategies.random import RandomSearch
@@ -92,19 +92,6 @@ def ours(
     if history:
         strategies["model+transfer"] = learned(history)
     return strategies
-
-
-def stored_history(database: Path, recorded: RecordedSpace) -> list[HistoryRecord]:
-    """Every stored measurement of the recording's kernel version but those of its shape."""
-    if not database.is_file():
-        raise SystemExit(f"no tuning database at {database}: give an SQLite file")
-    shape = recorded.workload["shape"]
-    store = Store(f"sqlite:///{database}")
-    return [
-        record
-        for record in store.history(recorded.kernel["name"], recorded.kernel["sha256"])
-        if any(record.workload.get(name) != value for name, value in shape.items())
-    ]
 
 
 def kernel_tuner(recorded: RecordedSpace, directory: Path) -> dict[str, Run]:

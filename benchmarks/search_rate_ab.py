@@ -20,7 +20,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from gemm_classes import parse_shape  # beside this script
+from lib.gemm_shapes import parse_shape
 
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device

@@ -20,12 +20,8 @@ import difflib
 import subprocess
 from pathlib import Path
 
-from gemm_classes import (  # beside this script
-    add_missing_argument,
-    assignments,
-    chosen_configs,
-    parse_shape,
-)
+from lib.gemm_shapes import parse_shape
+from lib.runs import add_missing_argument, assignments, chosen_configs
 
 from octune.tuner.registry import expand_includes, load_kernel
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyopencl as cl
-from held_out import without_workloads  # benchmarks/held_out.py, beside this script
+from lib.tuning import without_workloads
 
 from octune.core.results import Measurement
 from octune.db.queries import StoredDevice

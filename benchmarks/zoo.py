@@ -17,8 +17,8 @@ over), then measures under each policy of ``--policies`` (``default``, ``tuned``
 times each untuned layer's answers at load): wall time of a forward pass
 enqueued back to back with one finish (best of ``--repeat``), and the launch count. The
 reference is onnxruntime's CPU provider on the same file, or with ``--torch`` the model rebuilt
-by ``zoo_export.build`` in PyTorch (eval, float32, TF32 off, cuDNN benchmark mode), timed as a
-CUDA graph of 20 back-to-back passes (``side_by_side.cuda_graph_seconds``):
+by ``lib.zoo_models.build`` in PyTorch (eval, float32, TF32 off, cuDNN benchmark mode), timed as a
+CUDA graph of 20 back-to-back passes (``lib.cuda.cuda_graph_seconds``):
 
     .venv/bin/python benchmarks/zoo.py --zoo /work/zoo --models resnet18 mobilenet_v2 \\
         --tune-minutes 4 --db sqlite:////tmp/zoo.db --out cpu.json
@@ -119,8 +119,8 @@ def tune(zoo: Path, entry: dict[str, Any], minutes: float, db: str, device: str 
 def torch_ms(entry: dict[str, Any]) -> float:
     """The model in PyTorch on CUDA as a CUDA graph of back-to-back passes."""
     import torch
-    from side_by_side import cuda_graph_seconds  # beside this script
-    from zoo_export import MODELS, build  # beside this script
+    from lib.cuda import cuda_graph_seconds
+    from lib.zoo_models import MODELS, build
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

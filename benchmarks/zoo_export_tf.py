@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zoo_export import Record  # beside this script: one manifest format for both zoos
+from lib.zoo_models import Record  # one manifest format for both zoos
 
 for _var in ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
     os.environ.setdefault(_var, "1")

@@ -1,6 +1,7 @@
-"""A config's kernels as NVIDIA's OpenCL compiled them, launched through CUDA: the same code
-timed as cuBLAS is (a CUDA graph of back-to-back runs), and visible to Nsight Compute, which sees
-no kernel that OpenCL launches.
+"""Timing through CUDA: work through PyTorch (a vendor library's call) as a CUDA graph of
+back-to-back calls, and a config's kernels as NVIDIA's OpenCL compiled them, launched through
+CUDA: the same code timed as cuBLAS is (a CUDA graph of back-to-back runs), and visible to Nsight
+Compute, which sees no kernel that OpenCL launches.
 
 NVIDIA's OpenCL compiles a program to PTX (its program binary). The CUDA driver loads that PTX
 once OpenCL's launch environment is translated (``cuda_ptx``); the launches then take the same
@@ -12,7 +13,9 @@ add on top of the graph's time is the cost of launching through NVIDIA's OpenCL,
 from __future__ import annotations
 
 import ctypes
+import math
 import re
+import statistics
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,9 +23,48 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
-from side_by_side import cuda_graph_seconds  # beside this script
 
+from octune.tuner.family import Workload
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import KernelSpec
+
+
+def cuda_graph_seconds(
+    call: Callable[[], Any],
+    calls: int = 20,
+    repeats: int = 10,
+    reduce: Callable[[list[float]], float] = statistics.median,
+) -> float:
+    """Seconds per call of ``call`` (CUDA work through PyTorch), captured as a CUDA graph of
+    ``calls`` back-to-back calls and replayed ``repeats`` times: the GPU's time without one
+    launch's overhead per call, as profiling events time an OpenCL kernel. Five eager calls on
+    a side stream first (cuDNN's benchmark mode and cuBLAS's heuristics choose there).
+    """
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(5):
+            call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            call()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e-3 / calls)
+    del graph
+    return reduce(times)
+
 
 #: PTX parameter types and the host values OpenCL's arguments become.
 SCALARS: dict[str, Callable[[Any], ctypes._SimpleCData]] = {
@@ -284,3 +326,22 @@ def cuda_driver_for(device: cl.Device) -> CudaDriver | None:
     except ImportError:
         return None
     return CudaDriver() if torch.cuda.is_available() else None
+
+
+def ptx_graph_seconds(
+    cuda: CudaDriver | None,
+    device: cl.Device,
+    kernel: KernelSpec,
+    workload: Workload,
+    config: dict[str, int],
+) -> float:
+    """Seconds per run of the config's PTX through CUDA, as a graph of back-to-back runs, where
+    the device is NVIDIA's (``graph_seconds``); NaN elsewhere, or where it missed the reference.
+    """
+    if cuda is None:
+        return math.nan
+    try:
+        return graph_seconds(cuda, DeviceRunner(device, kernel, workload, seed=7), config)
+    except PtxOffReference as error:
+        print(f"{workload.key}: {error}", flush=True)
+        return math.nan

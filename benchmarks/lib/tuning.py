@@ -1,13 +1,16 @@
-"""What the per-shape benchmarks (conv_layers.py, gemm_classes.py) share: tune one workload with
-every kernel of its family that takes it, re-time the fastest stored (kernel, config), and time
-a vendor call kernel-only-equivalent (a CUDA graph of back-to-back calls).
+"""Tuning as the per-shape benchmarks (conv_layers.py, gemm_classes.py) do it: tune one workload
+with every kernel of its family that takes it, re-time the fastest stored (kernel, config); and a
+copy of a tuning database in which some workloads were never tuned, for the leave-one-out
+benchmarks (untuned_shapes.py, model_live.py).
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
-from typing import Any, NamedTuple
+import shutil
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
 
 import pyopencl as cl
 
@@ -106,38 +109,15 @@ def stored_timings(
     return sorted(timed, key=lambda entry: entry.seconds)
 
 
-def cuda_graph_seconds(
-    call: Callable[[], Any],
-    calls: int = 20,
-    repeats: int = 10,
-    reduce: Callable[[list[float]], float] = statistics.median,
-) -> float:
-    """Seconds per call of ``call`` (CUDA work through PyTorch), captured as a CUDA graph of
-    ``calls`` back-to-back calls and replayed ``repeats`` times: the GPU's time without one
-    launch's overhead per call, as profiling events time an OpenCL kernel. Five eager calls on
-    a side stream first (cuDNN's benchmark mode and cuBLAS's heuristics choose there).
+def without_workloads(source: Path, copy: Path, workload_keys: Iterable[str]) -> Path:
+    """A copy of a tuning database in which some workloads were never tuned: what the
+    leave-one-out benchmarks ask the lookup and the cost model about.
     """
-    import torch
-
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(5):
-            call()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            call()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e-3 / calls)
-    del graph
-    return reduce(times)
+    shutil.copyfile(source, copy)
+    with sqlite3.connect(copy) as connection:
+        connection.executemany(
+            "DELETE FROM measurements WHERE session_id IN (SELECT s.id FROM tuning_sessions s "
+            "JOIN workloads w ON s.workload_id = w.id WHERE w.key = ?)",
+            [(key,) for key in workload_keys],
+        )
+    return copy

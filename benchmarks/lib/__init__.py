@@ -1,0 +1,1 @@
+"""What more than one benchmark script uses: ``from lib.cuda import cuda_graph_seconds``."""
