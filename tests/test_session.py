@@ -39,7 +39,7 @@ from octune.tuner.session import (
     run_session,
 )
 from octune.tuner.space import ConfigTable
-from octune.tuner.workers import Job, Measurer, Workers
+from octune.tuner.workers import Measurer, MeasuringContext, Workers
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WORKLOAD = gemm_workload(21, 18, 7)
@@ -183,8 +183,10 @@ def test_measurer_hands_a_candidate_over_and_its_result_back_later(
     tmp_path: Path, device_info: DeviceInfo
 ) -> None:
     kernel = fixture_kernel("naive")
-    job = Job(device_info.fingerprint, kernel, WORKLOAD, seed=3, cache_root=str(tmp_path))
-    measurer = Measurer(job, timeout=60)
+    context = MeasuringContext(
+        device_info.fingerprint, kernel, WORKLOAD, seed=3, cache_root=str(tmp_path)
+    )
+    measurer = Measurer(context, timeout=60)
     config = kernel.space.enumerate(device_info.limits).config(1)
     try:
         with pytest.raises(RuntimeError, match="start"):
@@ -209,10 +211,12 @@ def test_pipeline_keeps_few_candidates_in_flight_at_first(
     candidate submitted comes back as a result.
     """
     kernel = fixture_kernel("naive")
-    job = Job(device_info.fingerprint, kernel, WORKLOAD, seed=3, cache_root=str(tmp_path))
+    context = MeasuringContext(
+        device_info.fingerprint, kernel, WORKLOAD, seed=3, cache_root=str(tmp_path)
+    )
     table = kernel.space.enumerate(device_info.limits)
     workers = Workers(device_info.fingerprint, str(tmp_path), jobs)
-    pipeline = Pipeline(job, workers, timeout=60)
+    pipeline = Pipeline(context, workers, timeout=60)
     try:
         assert pipeline.window == first_window
         rows = list(range(min(3, len(table))))
@@ -232,7 +236,7 @@ def test_one_set_of_workers_serves_the_sessions_of_several_kernels(
     tmp_path: Path, device_info: DeviceInfo
 ) -> None:
     """``octune tune`` starts its builders and measurer once per run: a session leaves the
-    workers it was given running, switched to the next kernel's job in the same processes.
+    workers it was given running, switched to the next kernel's context in the same processes.
     """
     store = Store(f"sqlite:///{tmp_path / 'shared.db'}")
     settings = Settings(jobs=1, confirm=1, cache_root=str(tmp_path / "cache"))
@@ -248,7 +252,11 @@ def test_one_set_of_workers_serves_the_sessions_of_several_kernels(
             assert measured and all(m.ok for m in measured), [m.message for m in measured]
             assert all(m.ok for m in report.confirmed)
             confirmed.append(len(report.confirmed))
-            measurers.add(workers.measurer(Job(device_info.fingerprint, kernel, WORKLOAD), 60).pid)
+            measurers.add(
+                workers.measurer(
+                    MeasuringContext(device_info.fingerprint, kernel, WORKLOAD), 60
+                ).pid
+            )
     assert len(measurers) == 1
     assert confirmed[:2] == [1, 1]  # the third session's top config may be confirmed already
 

@@ -38,9 +38,9 @@ from octune.tuner.registry import KernelSpec, load_kernel
 from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy, proposals_due
 from octune.tuner.tuning_store import Scope, TuningStore
-from octune.tuner.workers import Job, Measurer, Workers, default_timeout
+from octune.tuner.workers import Measurer, MeasuringContext, Workers, default_timeout
 
-#: How the confirm phase re-measures the top candidates (``Job`` fields).
+#: How the confirm phase re-measures the top candidates (``MeasuringContext`` fields).
 CONFIRM = {"repeats": 30, "min_repeats": 10, "max_seconds": 3.0}
 #: ... and which: those within this factor of the best search time (a config measured far
 #: slower cannot plausibly win; in a network run of short sessions, confirming every config
@@ -217,10 +217,10 @@ class Pipeline:
     device, whose timings the main loop's work would disturb) each candidate is measured alone.
     """
 
-    def __init__(self, job: Job, workers: Workers, timeout: float) -> None:
-        self.job = job
+    def __init__(self, context: MeasuringContext, workers: Workers, timeout: float) -> None:
+        self.context = context
         self.builds = workers.builds
-        self.measurer = workers.measurer(job, timeout)
+        self.measurer = workers.measurer(context, timeout)
         # Candidates in flight (building, built, on the device). A learning strategy proposes
         # blind to all of them, so the window starts small and widens only while the device
         # has to wait for builds, up to two per builder (replayed on nine H100 recordings, 32
@@ -242,8 +242,8 @@ class Pipeline:
         if self.builds is None:
             self._ready.append((row, config, None))  # the measurer builds it itself
             return
-        options = self.job.kernel.build_options(config, self.job.workload)
-        self._building[self.builds.submit(self.job.kernel.source, options)] = (row, config)
+        options = self.context.kernel.build_options(config, self.context.workload)
+        self._building[self.builds.submit(self.context.kernel.source, options)] = (row, config)
 
     def next_result(self) -> tuple[int, Measurement]:
         """The next finished candidate, in the order builds complete."""
@@ -279,7 +279,7 @@ class Pipeline:
                 failed = Measurement(
                     dict(config),
                     Status.BUILD_ERROR,
-                    flops=self.job.workload.flops,
+                    flops=self.context.workload.flops,
                     message=first_lines(build_error),
                 )
                 self._failed.append((row, failed))
@@ -396,7 +396,7 @@ def run_session(
     else:
         search = strategy_class(table, seed=seed, skip=done_rows)
     timeout = settings.timeout or default_timeout(workload)
-    job = Job(
+    context = MeasuringContext(
         device_fingerprint=device.fingerprint,
         kernel=kernel,
         workload=workload,
@@ -432,7 +432,7 @@ def run_session(
     # The budget is the search's: switching the measurer to this workload (its inputs and
     # their float64 reference) is the run's cost, not the session's, or a short share of a
     # large layer would be spent before its first candidate.
-    pipeline = Pipeline(job, workers, timeout)
+    pipeline = Pipeline(context, workers, timeout)
     started = time.monotonic()
     try:
         while True:
@@ -502,7 +502,7 @@ def run_session(
             settings={"repeats": CONFIRM["repeats"], "octune_version": version("octune")},
         )  # fmt: skip
         try:
-            measurer = workers.measurer(replace(job, seed=fresh_seed, **CONFIRM), timeout)
+            measurer = workers.measurer(replace(context, seed=fresh_seed, **CONFIRM), timeout)
             confirmed = _confirm(store, measurer, confirm_session_id, top, on_measurement)
         except KeyboardInterrupt:
             interrupted = True

@@ -45,7 +45,7 @@ CRASH_ATTEMPTS = 2
 
 
 @dataclass(frozen=True)
-class Job:
+class MeasuringContext:
     """Everything a worker process needs to rebuild the measuring context by itself."""
 
     device_fingerprint: str
@@ -153,25 +153,27 @@ class BuildPool:
 # ---- the measurer ---------------------------------------------------------------------
 
 
-def _runner(job: Job) -> DeviceRunner:
-    device = find_device(job.device_fingerprint)
+def _runner(context: MeasuringContext) -> DeviceRunner:
+    device = find_device(context.device_fingerprint)
     return DeviceRunner(
         device,
-        job.kernel,
-        job.workload,
-        seed=job.seed,
-        repeats=job.repeats,
-        min_repeats=job.min_repeats,
-        max_seconds=job.max_seconds,
-        cache=job.cache,
-        energy=sensor_for(device) if job.energy else None,
+        context.kernel,
+        context.workload,
+        seed=context.seed,
+        repeats=context.repeats,
+        min_repeats=context.min_repeats,
+        max_seconds=context.max_seconds,
+        cache=context.cache,
+        energy=sensor_for(device) if context.energy else None,
     )
 
 
-def _measurer_main(connection: Connection, job: Job) -> None:
-    """Measure configs as they arrive; a Job arriving instead switches kernel and workload."""
+def _measurer_main(connection: Connection, context: MeasuringContext) -> None:
+    """Measure configs as they arrive; a new context arriving instead switches the kernel and
+    the workload.
+    """
     _detach()
-    runner = _runner(job)
+    runner = _runner(context)
     connection.send("ready")
     while True:
         try:
@@ -180,7 +182,7 @@ def _measurer_main(connection: Connection, job: Job) -> None:
             return
         if message is None:
             return
-        if isinstance(message, Job):
+        if isinstance(message, MeasuringContext):
             runner = _runner(message)
             connection.send("ready")
         else:
@@ -194,8 +196,8 @@ class Measurer:
     caller can store and propose while the device measures.
     """
 
-    def __init__(self, job: Job, timeout: float) -> None:
-        self.job = job
+    def __init__(self, context: MeasuringContext, timeout: float) -> None:
+        self.context = context
         self.timeout = timeout
         self.restarts = 0
         self._process: BaseProcess | None = None
@@ -205,14 +207,15 @@ class Measurer:
 
     def _start(self) -> Connection:
         parent, child = _CONTEXT.Pipe()
-        process = _CONTEXT.Process(target=_measurer_main, args=(child, self.job), daemon=True)
+        process = _CONTEXT.Process(target=_measurer_main, args=(child, self.context), daemon=True)
         process.start()
         child.close()
         if not parent.poll(START_SECONDS + self.timeout) or parent.recv() != "ready":
             process.kill()
             raise DeviceError(
-                f"the measuring process could not start on device {self.job.device_fingerprint} "
-                f"(exit code {process.exitcode}): check `octune devices`"
+                "the measuring process could not start on device "
+                f"{self.context.device_fingerprint} (exit code {process.exitcode}): check "
+                "`octune devices`"
             )
         self._process, self._connection = process, parent
         return parent
@@ -222,18 +225,18 @@ class Measurer:
         """The measuring process's, while one runs."""
         return None if self._process is None else self._process.pid
 
-    def use(self, job: Job, timeout: float) -> None:
+    def use(self, context: MeasuringContext, timeout: float) -> None:
         """Measure for another kernel or workload from now on, in the same process: a fresh
         one costs an interpreter, imports and a device context (seconds on a GPU's driver).
         """
         if self._in_flight is not None:
             raise RuntimeError("the measurer is busy: finish() the candidate in flight first")
-        self.job, self.timeout = job, timeout
+        self.context, self.timeout = context, timeout
         connection = self._connection
         if connection is None:
-            return  # the next candidate starts a process for the new job
+            return  # the next candidate starts a process for the new context
         try:
-            connection.send(job)
+            connection.send(context)
             if connection.poll(START_SECONDS) and connection.recv() == "ready":
                 return
         except (EOFError, BrokenPipeError, ConnectionResetError):
@@ -271,7 +274,7 @@ class Measurer:
     def _receive(self, config: Config) -> Measurement:
         connection = self._connection
         assert connection is not None
-        flops = self.job.workload.flops
+        flops = self.context.workload.flops
         try:
             if connection.poll(max(0.0, self._deadline - time.monotonic())):
                 return connection.recv()
@@ -321,12 +324,12 @@ class Workers:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def measurer(self, job: Job, timeout: float) -> Measurer:
-        """The measurer, switched to ``job``."""
+    def measurer(self, context: MeasuringContext, timeout: float) -> Measurer:
+        """The measurer, switched to ``context``."""
         if self._measurer is None:
-            self._measurer = Measurer(job, timeout)
+            self._measurer = Measurer(context, timeout)
         else:
-            self._measurer.use(job, timeout)
+            self._measurer.use(context, timeout)
         return self._measurer
 
     def close(self) -> None:
