@@ -614,16 +614,6 @@ class Runtime:
 
     # --- running --------------------------------------------------------------------------
 
-    def enqueue_with_events(self, queue: cl.CommandQueue) -> list[cl.Event]:
-        """A forward pass on the inputs already written, back to back: one event per launch
-        (for timing: a forward pass itself asks for none, ``Stream``).
-        """
-        return [
-            cl.enqueue_nd_range_kernel(queue, launch.kernel, launch.global_size, launch.local_size)
-            for planned in self.plan
-            for launch in planned.launches
-        ]
-
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The model's outputs for these inputs (one array per graph input)."""
         for name in self.graph.inputs:
@@ -654,10 +644,10 @@ class Runtime:
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
         per_launch = []
-        self.enqueue_with_events(profiled)
+        self.stream.enqueue_with_events(profiled)
         profiled.finish()
         for _ in range(repeats):
-            events = self.enqueue_with_events(profiled)
+            events = self.stream.enqueue_with_events(profiled)
             profiled.finish()
             per_launch.append([(e.profile.end - e.profile.start) * 1e-9 for e in events])
         medians = iter(np.median(np.array(per_launch), axis=0).tolist())

@@ -77,11 +77,17 @@ class Stream:
             for la, (g, lo) in zip(self.launches, self._arrays, strict=True)
         ]
 
+    def enqueue_with_events(self, queue: cl.CommandQueue) -> list[cl.Event]:
+        """One forward pass through pyopencl: one event per launch, for profiling."""
+        return [
+            cl.enqueue_nd_range_kernel(queue, la.kernel, la.global_size, la.local_size)
+            for la in self.launches
+        ]
+
     def enqueue(self, queue: cl.CommandQueue) -> None:
         """One forward pass into ``queue``, back to back; nothing waits."""
         if self._enqueue is None:
-            for la in self.launches:
-                cl.enqueue_nd_range_kernel(queue, la.kernel, la.global_size, la.local_size)
+            self.enqueue_with_events(queue)
             return
         enqueue, q = self._enqueue, queue.int_ptr
         for i, (kernel, rank, global_size, local_size) in enumerate(self._calls):

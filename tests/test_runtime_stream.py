@@ -36,7 +36,7 @@ def test_a_pass_through_the_stream_equals_one_through_pyopencl(cl_device, tmp_pa
     # Poisoned, so that a pass that enqueued nothing could not pass.
     buffer = runtime.buffers[name]
     cl.enqueue_fill_buffer(runtime.queue, buffer, np.float32(np.nan), 0, buffer.size)
-    runtime.enqueue_with_events(runtime.queue)
+    runtime.stream.enqueue_with_events(runtime.queue)
     through_pyopencl = runtime.read(name)
     assert np.isfinite(through_stream).all() and np.abs(through_stream).max() > 0
     assert np.array_equal(through_stream, through_pyopencl)
