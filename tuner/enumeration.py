@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from octune.core.errors import SpaceError
-from octune.tuner.expr import Expression, Mask, Value
+from octune.tuner.expr import Expression, Mask, Value, any_true, is_array, negate
 from octune.tuner.limits import LIMIT_NAMES
 
 #: Enumeration refuses to hold more candidate rows than this at any point, rather than
@@ -176,7 +176,7 @@ class Enumerator:
                     else:
                         scalars[name] = value
                     if bad is not False:
-                        checks.append((f"derived {name}", expression, _invert(bad)))
+                        checks.append((f"derived {name}", expression, negate(bad)))
                 for expression in step.constraints:
                     checks.append(("constraint", expression, expression.holds(env)))
                 keep = self._keep(checks, len(key), env_limits)
@@ -196,8 +196,8 @@ class Enumerator:
         """Rows that pass every check: True for all, or a bool array; none left is an error."""
         keep: bool | NDArray[np.bool_] = True
         for _, _, mask in checks:
-            keep = np.logical_and(keep, mask) if _is_array(keep, mask) else keep and mask
-        if not _any(keep):
+            keep = np.logical_and(keep, mask) if is_array(keep, mask) else keep and mask
+        if not any_true(keep):
             raise self._empty(checks, rows, limits)
         if isinstance(keep, np.ndarray) and keep.all():
             return True
@@ -220,8 +220,8 @@ class Enumerator:
         alive: bool | NDArray[np.bool_] = True
         for what, expression, mask in checks:
             before = int(np.count_nonzero(np.broadcast_to(alive, (rows,))))
-            alive = np.logical_and(alive, mask) if _is_array(alive, mask) else alive and mask
-            if _any(alive):
+            alive = np.logical_and(alive, mask) if is_array(alive, mask) else alive and mask
+            if any_true(alive):
                 continue
             in_play = sorted(self._limits_behind(expression) & limits.keys())
             device = ", ".join(f"{name}={limits[name]}" for name in in_play)
@@ -257,15 +257,3 @@ class Enumerator:
             elif name in derived:
                 pending.extend(derived[name].names)
         return names
-
-
-def _is_array(*values: object) -> bool:
-    return any(isinstance(value, np.ndarray) for value in values)
-
-
-def _any(mask: Mask) -> bool:
-    return bool(mask.any()) if isinstance(mask, np.ndarray) else bool(mask)
-
-
-def _invert(mask: Mask) -> Mask:
-    return np.logical_not(mask) if isinstance(mask, np.ndarray) else not mask

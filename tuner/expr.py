@@ -77,13 +77,13 @@ class Expression:
     def evaluate(self, env: Mapping[str, Value]) -> Value:
         """Evaluate where a failure is the user's to fix (e.g. a launch size dividing by zero)."""
         value, bad = self.evaluate_masked(env)
-        if _any(bad):
+        if any_true(bad):
             if isinstance(bad, np.ndarray):
                 where = f"in {int(np.count_nonzero(bad))} of {bad.size} rows"
-            elif _is_array(*(env[name] for name in self.names)):
+            elif is_array(*(env[name] for name in self.names)):
                 where = "in every row"
             else:
-                where = "with " + _describe_env(self.names, env)
+                where = "with " + describe(self.names, env)
             raise SpaceError(
                 f"{self.kind} '{self.text}' divides by zero {where}; "
                 "guard the divisor, e.g. 'x // y if y else 0', or add a constraint"
@@ -109,7 +109,8 @@ def _unknown_name_message(name: str, text: str, kind: str, known_names: Collecti
     return f"unknown name '{name}' in {kind} '{text}'{hint}; known: {listed or '(none)'}"
 
 
-def _describe_env(names: Collection[str], env: Mapping[str, Value]) -> str:
+def describe(names: Collection[str], env: Mapping[str, Value]) -> str:
+    """``name=value`` of each of ``names`` that ``env`` binds, for messages."""
     return ", ".join(f"{name}={env[name]}" for name in sorted(names) if name in env)
 
 
@@ -148,7 +149,7 @@ def _compile(node: ast.expr) -> _Node:
 # --- values -------------------------------------------------------------------------------
 
 
-def _is_array(*values: Value) -> bool:
+def is_array(*values: Value) -> bool:
     return any(isinstance(value, np.ndarray) for value in values)
 
 
@@ -184,7 +185,8 @@ def _is_boolish(value: Value) -> bool:
     return isinstance(value, bool) or (isinstance(value, np.ndarray) and value.dtype == np.bool_)
 
 
-def _any(mask: Mask) -> bool:
+def any_true(mask: Mask) -> bool:
+    """Whether a mask (a bool or a bool array) holds anywhere."""
     return bool(mask.any()) if isinstance(mask, np.ndarray) else bool(mask)
 
 
@@ -193,7 +195,7 @@ def _mask_or(a: Mask, b: Mask) -> Mask:
         return b
     if b is False:
         return a
-    if _is_array(a, b):
+    if is_array(a, b):
         return np.logical_or(a, b)
     return bool(a or b)
 
@@ -204,12 +206,12 @@ def _mask_where(condition: bool | NDArray[np.bool_], bad: Mask) -> Mask:
         return False
     if condition is True:
         return bad
-    if _is_array(condition, bad):
+    if is_array(condition, bad):
         return np.logical_and(condition, bad)
     return bool(condition and bad)
 
 
-def _invert(condition: bool | NDArray[np.bool_]) -> bool | NDArray[np.bool_]:
+def negate(condition: bool | NDArray[np.bool_]) -> bool | NDArray[np.bool_]:
     if isinstance(condition, np.ndarray):
         return np.logical_not(condition)
     return not condition
@@ -240,7 +242,7 @@ def _arith(
     array_op: Callable[[Any, Any], Any], scalar_op: Callable[[Any, Any], Any]
 ) -> Callable[[Value, Value], tuple[Value, Mask]]:
     def apply(a: Value, b: Value) -> tuple[Value, Mask]:
-        if _is_array(a, b):
+        if is_array(a, b):
             return array_op(_num(a), _num(b)), False
         return _wrap(scalar_op(a, b)), False
 
@@ -252,7 +254,7 @@ def _division(
 ) -> Callable[[Value, Value], tuple[Value, Mask]]:
     def apply(a: Value, b: Value) -> tuple[Value, Mask]:
         b, bad = _safe_divisor(b)
-        if _is_array(a, b):
+        if is_array(a, b):
             return array_op(_num(a), _num(b)), bad
         return _wrap(scalar_op(a, b)), bad
 
@@ -260,7 +262,7 @@ def _division(
 
 
 def _ceil_div_values(a: Value, b: Value) -> Value:
-    if _is_array(a, b):
+    if is_array(a, b):
         return np.negative(np.floor_divide(np.negative(_num(a)), _num(b)))
     return _wrap(-(_wrap(-a) // b))
 
@@ -273,7 +275,7 @@ def _ceil_div(a: Value, b: Value) -> tuple[Value, Mask]:
 def _round_up(a: Value, multiple: Value) -> tuple[Value, Mask]:
     multiple, bad = _safe_divisor(multiple)
     blocks = _ceil_div_values(a, multiple)
-    if _is_array(blocks, multiple):
+    if is_array(blocks, multiple):
         return np.multiply(blocks, _num(multiple)), bad
     return _wrap(blocks * multiple), bad
 
@@ -354,7 +356,7 @@ def _unary_node(function: Callable[[Value], Value], operand: _Node) -> _Node:
 def _not_node(operand: _Node) -> _Node:
     def evaluate(env: Mapping[str, Value]) -> tuple[Value, Mask]:
         value, bad = operand(env)
-        return _invert(_truth(value)), bad
+        return negate(_truth(value)), bad
 
     return evaluate
 
@@ -367,10 +369,10 @@ def _boolop_node(is_and: bool, operands: list[_Node]) -> _Node:
         value, bad = first(env)
         for operand in rest:
             truth = _truth(value)
-            goes_on = truth if is_and else _invert(truth)  # rows where Python evaluates `operand`
+            goes_on = truth if is_and else negate(truth)  # rows where Python evaluates `operand`
             following, bad_following = operand(env)
             bad = _mask_or(bad, _mask_where(goes_on, bad_following))
-            if _is_array(value, following) and _is_boolish(value) and _is_boolish(following):
+            if is_array(value, following) and _is_boolish(value) and _is_boolish(following):
                 value = (np.logical_and if is_and else np.logical_or)(value, following)
             elif is_and:
                 value = _select(truth, following, value)
@@ -409,7 +411,7 @@ def _ifexp_node(test: _Node, body: _Node, orelse: _Node) -> _Node:
         if_true, bad_true = body(env)
         if_false, bad_false = orelse(env)
         bad = _mask_or(bad, _mask_where(truth, bad_true))
-        bad = _mask_or(bad, _mask_where(_invert(truth), bad_false))
+        bad = _mask_or(bad, _mask_where(negate(truth), bad_false))
         return _select(truth, if_true, if_false), bad
 
     return evaluate
@@ -422,7 +424,7 @@ def _reduce_node(
         results = [arg(env) for arg in args]
         values = [value for value, _ in results]
         bad = functools.reduce(_mask_or, (mask for _, mask in results), False)
-        if _is_array(*values):
+        if is_array(*values):
             return functools.reduce(array_op, (_num(v) for v in values)), bad
         return scalar_op(values), bad
 

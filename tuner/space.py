@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from octune.core.errors import SpaceError
 from octune.core.expressions import FUNCTIONS, ExpressionError, vet_integer
 from octune.tuner.enumeration import Enumerator, Parameter
-from octune.tuner.expr import Expression, Value
+from octune.tuner.expr import Expression, Value, describe
 from octune.tuner.limits import LIMIT_NAMES
 from octune.tuner.space_schema import (
     IDENTIFIER,
@@ -364,7 +364,7 @@ class SearchSpace:
             if bad:
                 raise self._error(
                     f"config makes derived {name} = '{expression.text}' divide by zero "
-                    f"({_describe(expression, env)}); it is not a legal config"
+                    f"({describe(expression.names, env)}); it is not a legal config"
                 )
             env[name] = value
         return env
@@ -388,7 +388,7 @@ class SearchSpace:
             if not expression.holds(env):
                 raise self._error(
                     f"config breaks constraint '{expression.text}' "
-                    f"({_describe(expression, env)}); pick values that satisfy it"
+                    f"({describe(expression.names, env)}); pick values that satisfy it"
                 )
         return env
 
@@ -468,7 +468,7 @@ class SearchSpace:
             if global_ % local:
                 raise self._error(
                     f"launch global[{i}]={global_} is not a multiple of local[{i}]={local} "
-                    f"({_describe(launch_global[i], env)}); round it up, "
+                    f"({describe(launch_global[i].names, env)}); round it up, "
                     f"e.g. 'round_up(..., {launch_local[i].text})'"
                 )
             limit = limits.get(f"max_work_item_size_{i}")
@@ -499,7 +499,7 @@ class SearchSpace:
         if size < 1:
             raise self._error(
                 f"{expression.kind} '{expression.text}' gave {size} "
-                f"({_describe(expression, env)}); work sizes must be at least 1"
+                f"({describe(expression.names, env)}); work sizes must be at least 1"
             )
         return size
 
@@ -516,10 +516,6 @@ class SearchSpace:
         if missing:
             raise self._error(f"config lacks parameter {', '.join(missing)}; give every parameter")
         return {name: int(config[name]) for name in self.parameter_names}
-
-
-def _describe(expression: Expression, env: Mapping[str, Value]) -> str:
-    return ", ".join(f"{name}={env[name]}" for name in sorted(expression.names) if name in env)
 
 
 class ConfigTable:
