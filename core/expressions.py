@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from octune.core.errors import OctuneError
 
@@ -53,7 +55,16 @@ _SYMBOLS: dict[type[ast.AST], str] = {
     ast.NotIn: "not in",
 }
 ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
-COMPARISONS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+#: The comparisons, as Python computes them on ints and numpy on arrays: the scalar and the
+#: numpy back ends both evaluate with this table.
+COMPARISONS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
 
 
 class ExpressionError(OctuneError):
@@ -140,7 +151,7 @@ class _Checker:
                 children = values
             case ast.Compare(left=left, ops=ops, comparators=comparators):
                 for op in ops:
-                    if not isinstance(op, COMPARISONS):
+                    if type(op) not in COMPARISONS:
                         symbol = _SYMBOLS.get(type(op), type(op).__name__)
                         raise self.reject(node, f"operator '{symbol}' in '{{segment}}'")
                 children = [left, *comparators]
@@ -275,14 +286,6 @@ _BINARY: dict[type[ast.operator], Callable[[int, int], int]] = {
     ast.FloorDiv: floordiv,
     ast.Mod: mod,
 }
-_COMPARE: dict[type[ast.cmpop], Callable[[int, int], bool]] = {
-    ast.Eq: lambda a, b: a == b,
-    ast.NotEq: lambda a, b: a != b,
-    ast.Lt: lambda a, b: a < b,
-    ast.LtE: lambda a, b: a <= b,
-    ast.Gt: lambda a, b: a > b,
-    ast.GtE: lambda a, b: a >= b,
-}
 _CALLS: dict[str, Callable[[int, int], int]] = {
     "ceil_div": ceil_div,
     "round_up": round_up,
@@ -356,7 +359,7 @@ def _compile(node: ast.expr, positions: Mapping[str, int], constants: Mapping[st
             return _boolop(isinstance(op, ast.And), [sub(value) for value in values])
         case ast.Compare(left=left, ops=ops, comparators=comparators):
             terms = [sub(term) for term in (left, *comparators)]
-            return _compare([_COMPARE[type(op)] for op in ops], terms)
+            return _compare([COMPARISONS[type(op)] for op in ops], terms)
         case ast.IfExp(test=test, body=body, orelse=orelse):
             condition, if_true, if_false = sub(test), sub(body), sub(orelse)
             return lambda v: if_true(v) if condition(v) else if_false(v)

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from octune.core.errors import SpaceError
-from octune.core.expressions import ExpressionError, Vetted, vet, wrap
+from octune.core.expressions import COMPARISONS, ExpressionError, Vetted, vet, wrap
 
 Scalar: TypeAlias = int | float | bool
 Value: TypeAlias = Scalar | NDArray[Any]
@@ -133,7 +133,7 @@ def _compile(node: ast.expr) -> _Node:
             return _boolop_node(isinstance(op, ast.And), [_compile(value) for value in values])
         case ast.Compare(left=left, ops=ops, comparators=comparators):
             operands = [_compile(left)] + [_compile(c) for c in comparators]
-            return _compare_node([_COMPARISONS[type(op)] for op in ops], operands)
+            return _compare_node([COMPARISONS[type(op)] for op in ops], operands)
         case ast.IfExp(test=test, body=body, orelse=orelse):
             return _ifexp_node(_compile(test), _compile(body), _compile(orelse))
         case ast.Call(func=ast.Name(id="min"), args=args):
@@ -304,14 +304,6 @@ _BINARY: dict[type[ast.operator], Callable[[Value, Value], tuple[Value, Mask]]] 
     ast.Div: _division(np.true_divide, operator.truediv),
     ast.FloorDiv: _division(np.floor_divide, operator.floordiv),
     ast.Mod: _division(np.remainder, operator.mod),
-}
-_COMPARISONS: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
-    ast.Eq: operator.eq,
-    ast.NotEq: operator.ne,
-    ast.Lt: operator.lt,
-    ast.LtE: operator.le,
-    ast.Gt: operator.gt,
-    ast.GtE: operator.ge,
 }
 # --- nodes: closures over child nodes ----------------------------------------------------
 

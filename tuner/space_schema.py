@@ -12,10 +12,9 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from octune.core.errors import SpaceError, validation_message
+from octune.core.expressions import INT64_MAX, INT64_MIN
 from octune.tuner.yaml_limits import YamlLimitError, check_limits
 
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FILE_STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -29,7 +28,7 @@ def _int_value(value: object) -> int:
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
-        if not _INT64_MIN <= value <= _INT64_MAX:
+        if not INT64_MIN <= value <= INT64_MAX:
             raise ValueError(f"{value} does not fit in 64 bits")
         return value
     raise ValueError(f"must be an integer (or true/false), not {value!r}")
