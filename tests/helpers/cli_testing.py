@@ -51,11 +51,9 @@ def octune(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[st
 def octune_process(
     *args: str, db: Path | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """``octune ARGS`` as a process of its own."""
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("OCTUNE_DATABASE_URL", None)
-    if db is not None:
-        env["OCTUNE_DATABASE_URL"] = f"sqlite:///{db}"
+    """``octune ARGS`` as a process of its own, seeing what ``octune`` would."""
+    changed = {**os.environ, **_environment(db)}
+    env = {name: value for name, value in changed.items() if value is not None}
     return subprocess.run(
         [*OCTUNE, *args], capture_output=True, text=True, env=env, timeout=timeout
     )
