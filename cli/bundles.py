@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from octune.cli.options import DbOption, PublicKey, open_store
+from octune.cli.options import DbOption, DtypeOption, PublicKey, checked_dtype, open_store
 from octune.core.errors import OctuneError
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 
@@ -53,6 +53,10 @@ def export(
         str, typer.Option("--format", help=f"bundle format: {', '.join(FORMATS)}")
     ] = "json",
     db: DbOption = None,
+    dtype: Annotated[
+        list[str] | None,
+        typer.Option(help="export the kernels of this element type only; repeatable"),
+    ] = None,
     model: Annotated[
         bool, typer.Option(help="add the cost model's answers for shapes far from all tuned")
     ] = True,
@@ -78,7 +82,8 @@ def export(
 
         answers = ModelAnswers()
     with open_store(db) as store:
-        manifest, tables = export_bundle(store, device, names, fmt, out, answers)
+        dtypes = [checked_dtype(value) for value in dtype] if dtype else None
+        manifest, tables = export_bundle(store, device, names, fmt, out, answers, dtypes)
     if sign_key is not None:
         from octune.firmware.signing import sign_manifest
 
@@ -118,7 +123,7 @@ def lookup(
     kernel: Annotated[
         str, typer.Argument(help="a family (its fastest kernel answers), e.g. gemm, or a kernel")
     ],
-    dtype: Annotated[str, typer.Option(help="element type")] = "float32",
+    dtype: DtypeOption = "float32",
     public_key: PublicKey = None,
 ) -> None:
     """Answer a lookup offline from a bundle, as the config service would (JSON). The shape
@@ -141,5 +146,5 @@ def lookup(
         for key, (low, high) in zip(problem.keys, problem.ranges, strict=True)
     ]
     shape = parse_shape_args(kernel, options, ctx.args)
-    answer = loaded.lookup(Query(kernel, shape, dtype))
+    answer = loaded.lookup(Query(kernel, shape, checked_dtype(dtype)))
     print(json.dumps(answer.to_dict(), indent=2))

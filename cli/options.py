@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from octune.core.errors import OctuneError
+from octune.core.precision import DTYPES, check_dtype
 from octune.core.results import OBJECTIVES, Objective
 
 if TYPE_CHECKING:
@@ -39,6 +41,20 @@ DimOption = Annotated[
     list[str] | None,
     typer.Option("--dim", help="NAME=SIZE for a dynamic dimension of the model; repeatable"),
 ]
+
+#: The element type of a workload, a lookup or an export (`docs/precision.md`).
+DtypeOption = Annotated[
+    str, typer.Option(help=f"element type: {', '.join(DTYPES)} (numpy's names)")
+]
+
+
+def checked_dtype(value: str) -> str:
+    """``--dtype``'s value, or a one-line error naming the choices."""
+    try:
+        return check_dtype(value)
+    except ValueError as error:
+        raise OctuneError(f"--dtype: {error}") from None
+
 
 PUBLIC_KEY_ENV_VAR = "OCTUNE_BUNDLE_PUBLIC_KEY"
 #: Every command that reads a bundle (`import`, `lookup`, `run --bundle`).

@@ -20,8 +20,10 @@ from octune.cli.options import (
     DbOption,
     DeviceOption,
     DimOption,
+    DtypeOption,
     KernelArgument,
     ObjectiveOption,
+    checked_dtype,
     open_store,
 )
 from octune.core.errors import OctuneError
@@ -91,6 +93,7 @@ def tune(
     ] = None,
     batch: BatchOption = None,
     dim: DimOption = None,
+    dtype: DtypeOption = "float32",
     device: DeviceOption = None,
     strategy: Annotated[
         str, typer.Option(help=f"search strategy: {', '.join(available_strategies())}")
@@ -154,7 +157,7 @@ def tune(
     db: DbOption = None,
 ) -> None:
     """Tune kernels on one device; every candidate is verified and stored as it is measured."""
-    from octune.tuner.campaign import for_device
+    from octune.tuner.campaign import extension_notes, for_device
     from octune.tuner.device import DeviceInfo, require_compiling, select_device
     from octune.tuner.energy import sensor_for
     from octune.tuner.session import Budget, Settings, check_seed, parse_duration
@@ -168,11 +171,11 @@ def tune(
     if model is not None:
         if kernel_name is not None or ctx.args or workloads is not None:
             raise OctuneError("give one of --model, --workloads FILE, or a kernel and its shape")
-        tasks = _model_tasks(model, batch, dim)
+        tasks = _model_tasks(model, batch, dim, checked_dtype(dtype))
     elif batch is not None or dim:
         raise OctuneError("--batch and --dim size the dynamic dimensions of a --model: add one")
     else:
-        tasks = _tasks(kernel_name, ctx.args, workloads)
+        tasks = _tasks(kernel_name, ctx.args, workloads, checked_dtype(dtype))
     total = Budget(
         candidates=budget,
         seconds=parse_duration(time_budget) if time_budget else None,
@@ -204,6 +207,8 @@ def tune(
                 f"Leaving out {', '.join(left_out)}: written for other devices than this "
                 f"{info.device_type} (--all-kernels tunes them too)"
             )
+    for note in extension_notes(tasks, f"{info.name} ({info.platform_name})", info.limits):
+        console.print(note, markup=False)
     console.print(
         f"Tuning {len(tasks)} workload(s) on [bold]{info.name}[/] with {strategy}, "
         f"{settings.jobs} build process(es), database {store.url}"
@@ -312,28 +317,32 @@ def _close(
         raise OctuneError(f"{problem}; see `octune devices` for whether this device compiles")
 
 
-def _tasks(kernel_name: str | None, shape_args: list[str], workloads: Path | None) -> list[Task]:
+def _tasks(
+    kernel_name: str | None, shape_args: list[str], workloads: Path | None, dtype: str
+) -> list[Task]:
     from octune.tuner.campaign import load_tasks, tasks_for
     from octune.tuner.registry import resolve_kernels
 
     if workloads is not None:
         if kernel_name is not None or shape_args:
             raise OctuneError("give either --workloads FILE or a kernel and its shape, not both")
+        if dtype != "float32":
+            raise OctuneError("a workloads file says each workload's dtype: leave out --dtype")
         return load_tasks(workloads)
     if kernel_name is None:
         raise OctuneError(
             "say what to tune: `octune tune gemm --m M --n N --k K` or `--workloads FILE.yaml`"
         )
     family = resolve_kernels(kernel_name)[0].family
-    return tasks_for(kernel_name, _shape_options(family, shape_args))
+    return tasks_for(kernel_name, _shape_options(family, shape_args), dtype)
 
 
-def _model_tasks(source: str, batch: int | None, dims: list[str] | None) -> list[Task]:
+def _model_tasks(source: str, batch: int | None, dims: list[str] | None, dtype: str) -> list[Task]:
     from octune.networks.workloads import describe, network_layers, network_tasks, parse_dims
 
     layers, untuned = network_layers(source, batch, parse_dims(dims or []))
     console.print(describe(source, layers, untuned))
-    return network_tasks(layers)
+    return network_tasks(layers, dtype)
 
 
 _KEPT_NOT_ANSWERING = (
@@ -454,6 +463,7 @@ def best(
     device: DeviceOption = None,
     db: DbOption = None,
     objective: ObjectiveOption = "time",
+    dtype: DtypeOption = "float32",
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
 ) -> None:
     """Show the fastest verified config stored for a workload on a device: of a family, the
@@ -462,7 +472,7 @@ def best(
     from octune.tuner.device import DeviceInfo, select_device
     from octune.tuner.family import host_seconds
 
-    tasks = _tasks(kernel_name, ctx.args, None)
+    tasks = _tasks(kernel_name, ctx.args, None, checked_dtype(dtype))
     workload = tasks[0].workload
     info = DeviceInfo.from_cl(select_device(device))
     store = open_store(db)

@@ -88,6 +88,8 @@ class Device(Base):
     local_mem_size: Mapped[int] = mapped_column(BigInteger)
     global_mem_size: Mapped[int] = mapped_column(BigInteger)
     device_type: Mapped[str] = mapped_column(String(32))
+    # CL_DEVICE_EXTENSIONS, space-separated ("" for a device stored before octune kept them).
+    extensions: Mapped[str] = mapped_column(Text, default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 

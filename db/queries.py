@@ -443,6 +443,7 @@ class StoredDevice:
     local_mem_size: int
     global_mem_size: int
     device_type: str
+    extensions: str = ""
 
     @classmethod
     def from_row(cls, row: Device) -> StoredDevice:
@@ -487,4 +488,5 @@ HISTORY_DEVICE = (
     "max_work_group_size",
     "local_mem_size",
     "global_mem_size",
+    "extensions",
 )

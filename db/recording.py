@@ -51,7 +51,7 @@ class Recording(Database):
     """
 
     def device_id(self, info: DeviceInfo) -> int:
-        return self._get_or_create(
+        device_id = self._get_or_create(
             Device,
             {"fingerprint": info.fingerprint},
             platform_name=info.platform_name,
@@ -64,7 +64,16 @@ class Recording(Database):
             local_mem_size=info.local_mem_size,
             global_mem_size=info.global_mem_size,
             device_type=info.device_type,
+            extensions=info.extensions,
         )
+        if info.extensions:  # a device stored before its extensions were kept learns them
+            with self._session() as session:
+                session.execute(
+                    update(Device)
+                    .where(Device.id == device_id, Device.extensions == "")
+                    .values(extensions=info.extensions)
+                )
+        return device_id
 
     def kernel_version_id(
         self, name: str, sha256: str, template_source: str, space_source: str
@@ -278,7 +287,8 @@ class Recording(Database):
             ).all()
             device_fields = ("platform_name", "platform_version", "vendor", "name",
                              "driver_version", "compute_units", "max_work_group_size",
-                             "local_mem_size", "global_mem_size", "device_type")  # fmt: skip
+                             "local_mem_size", "global_mem_size", "device_type",
+                             "extensions")  # fmt: skip
             measurement_fields = ("config", "status", "times_s", "flops", "max_error",
                                   "message", "extra")  # fmt: skip
             return {

@@ -349,5 +349,5 @@ def run_agent(
 def _device_in(info: DeviceInfo) -> dict[str, Any]:
     fields = ("platform_name", "platform_version", "vendor", "name", "driver_version",
               "compute_units", "max_work_group_size", "local_mem_size", "global_mem_size",
-              "device_type")  # fmt: skip
+              "device_type", "extensions")  # fmt: skip
     return {name: getattr(info, name) for name in fields}

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from octune.core.errors import OctuneError
+from octune.core.precision import check_dtype
 from octune.core.problem import Problem, kernel_version_sha256
 from octune.firmware import cheader
 from octune.lookup.data import (
@@ -128,6 +129,7 @@ def table_to_data(table: KernelTable) -> dict[str, Any]:
             "defaults": [list(d) for d in table.problem.defaults],
         },
         "requires": list(table.requires),
+        "dtype": table.dtype,
         "fit": table.fit,
         "parameters": list(table.parameters),
         "launch": {"global": list(table.launch_global), "local": list(table.launch_local)},
@@ -254,7 +256,12 @@ def table_from_data(data: Mapping[str, Any]) -> KernelTable:
         workspace=None if data.get("workspace") is None else _text(data["workspace"], "workspace"),
         then=_follow_ups(data.get("then", [])),
         fit=_fit(data.get("fit", 1)),  # bundles before 2026-11-28: every kernel for any device
+        dtype=_dtype(data.get("dtype", "float32")),  # bundles before 2026-11-29: float32 only
     )
+
+
+def _dtype(value: object) -> str:
+    return check_dtype(_text(value, "dtype"))
 
 
 def _fit(value: object) -> int:

@@ -219,7 +219,7 @@ def _kernel(table: KernelTable, template: str) -> dict[str, Any]:
     """
     p = _prefix(table)
     problem = table.problem
-    dtype = problem.dtypes[0]
+    dtype = table.dtype
     tuned = [e for e in table.tuned if e.dtype == dtype]
     predictions = [e for e in table.predictions if e.dtype == dtype]
     configs: dict[tuple[int, ...], int] = {table.default_config: 0}
@@ -314,14 +314,16 @@ def _kernel(table: KernelTable, template: str) -> dict[str, Any]:
     }
 
 
-def _family(name: str, tables: Sequence[KernelTable]) -> dict[str, Any]:
-    """What ``family.h.j2`` writes of a family's lookup: each kernel's answer, the fastest
-    kept (``best_answer``'s order).
+def _family(name: str, dtype: str, tables: Sequence[KernelTable]) -> dict[str, Any]:
+    """What ``family.h.j2`` writes of a family's lookup for one dtype: each kernel's answer,
+    the fastest kept (``best_answer``'s order). float32's is ``octune_gemm_lookup``, the
+    others' name their dtype (``octune_gemm_float16_lookup``), so no answer crosses dtypes.
     """
     keys = tables[0].problem.keys
+    function = name if dtype == "float32" else f"{name}_{dtype}"
     return {
-        "name": _comment(name),
-        "function": "octune_" + re.sub(r"[^A-Za-z0-9_]", "_", name),
+        "name": _comment(f"{name} {dtype}"),
+        "function": "octune_" + re.sub(r"[^A-Za-z0-9_]", "_", function),
         "key_names": ", ".join(keys),
         "nkeys": len(keys),
         "kernels": ", ".join(_comment(t.kernel) for t in tables),
@@ -342,9 +344,9 @@ def render(
     manifest: Mapping[str, Any],
 ) -> str:
     """The whole header for one device's tables (``templates/header.h.j2``)."""
-    by_family: dict[str, list[KernelTable]] = {}
+    by_family: dict[tuple[str, str], list[KernelTable]] = {}
     for table in tables:
-        by_family.setdefault(table.problem.name, []).append(table)
+        by_family.setdefault((table.problem.name, table.dtype), []).append(table)
     name, driver = (_comment(str(device.get(key, "?"))) for key in ("name", "driver_version"))
     return (
         _templates()
@@ -374,7 +376,9 @@ def render(
                 (len(t.problem.flag_defines) + len(t.parameters) for t in tables), default=1
             ),
             kernels=[_kernel(table, sources[table.sha256][0]) for table in tables],
-            families=[_family(name, group) for name, group in sorted(by_family.items())],
+            families=[
+                _family(name, dtype, group) for (name, dtype), group in sorted(by_family.items())
+            ],
         )
     )
 

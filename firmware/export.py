@@ -30,8 +30,10 @@ def export_bundle(
     fmt: str,
     out: Path,
     model: TableModel | None = None,
+    dtypes: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], list[KernelTable]]:
-    """Write the bundle of one stored device; every tuned kernel unless ``kernels`` names some.
+    """Write the bundle of one stored device; every tuned kernel unless ``kernels`` names some,
+    of the ``dtypes`` given (default: all).
     Each kernel is exported at the version last tuned on the device that is not retired, as
     lookups answer, with ``model``'s answers for far shapes (the server's ``ModelAnswers``, so
     both agree).
@@ -63,8 +65,15 @@ def export_bundle(
                 f"versions ({retired[latest.sha256]})"
                 + (f"; or leave it out with --kernels {others}" if others else "")
             )
-        tables.append(build_table(store, device, name, stored.sha256, model=model))
-        sources[stored.sha256] = (stored.template_source, stored.space_source)
+        table = build_table(store, device, name, stored.sha256, model=model)
+        if dtypes is None or table.dtype in dtypes:
+            tables.append(table)
+            sources[stored.sha256] = (stored.template_source, stored.space_source)
+    if not tables:
+        raise OctuneError(
+            f"no kernel of dtype {', '.join(dtypes or ())} is tuned on {device.name} in "
+            f"{store.url}: tune one with `octune tune ... --dtype`, or leave out --dtype"
+        )
     record = {**asdict(device), "limits": device_limits(device)}
     return write_bundle(out, fmt, record, tables, sources), tables
 
@@ -172,6 +181,7 @@ def _device_info(bundle: Bundle) -> DeviceInfo:
             local_mem_size=int(device["local_mem_size"]),
             global_mem_size=int(device["global_mem_size"]),
             device_type=str(device["device_type"]),
+            extensions=str(device.get("extensions", "")),
         )
     except (KeyError, TypeError, ValueError) as error:
         raise BundleError(f"bundle {bundle.path}: the manifest's device lacks {error}") from None

@@ -35,9 +35,8 @@ from octune.tuner.family import (
     OnnxReading,
     ShapeParam,
     Workload,
-    random_normal,
-    tolerance,
 )
+from octune.tuner.precision import random_normal, tolerance
 
 if TYPE_CHECKING:
     import pyopencl as cl

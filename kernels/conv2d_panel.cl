@@ -25,6 +25,7 @@
 #endif
 
 #define TRANSA 0  // the filter is K x C*R*S, row-major
+#include "precision.clh"
 #include "conv2d_arguments.clh"
 #define EPILOGUE_VW VW
 #include "epilogue.clh"
@@ -83,8 +84,7 @@ void conv2d_panel(CONV2D_ARGUMENTS,
     if (n0 >= pixels || m0 >= K) return;
     const int panels = (pixels + NR - 1) / NR;
     // Panels start at multiples of NR floats, and every buffer at least 128-byte aligned.
-    const __global floatv* panel =
-        (const __global floatv*)(workspace + ((size_t)n * panels * NR + n0) * taps);
+    const __global float* panel = workspace + ((size_t)n * panels * NR + n0) * taps;
     panel_block(K, pixels, taps, 1.0f, 0.0f, w, taps, panel, y + (size_t)n * K * pixels, pixels,
                 n * K * pixels, m0, n0 EPILOGUE_PASS);
 }

@@ -66,6 +66,7 @@
 #define WGT (WGS * KDIMC)    // the whole work-group
 
 #include "vector_io.clh"
+#include "precision.clh"
 #include "gemm_arguments.clh"
 #include "slice_handoff.clh"
 #include "epilogue.clh"

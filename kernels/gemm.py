@@ -1,6 +1,9 @@
-"""GEMM: C = alpha * op(A) * op(B) + beta * C in float32, row-major, op(X) = X or X^T.
+"""GEMM: C = alpha * op(A) * op(B) + beta * C, row-major, op(X) = X or X^T, in float32 or
+float16 (storage; float or half arithmetic); and its quantised form in int8 (``gemm_int8.cl``):
+C = requantize((A - a_zero) . B + bias) with A uint8, B int8, C uint8, a scale per column.
 
-Templates: ``gemm.cl`` (search space ``search_spaces/gemm.yaml``).
+Templates: ``gemm.cl``, ``gemv.cl``, ``gemm_panel.cl``, ``gemm_int8.cl`` (their spaces in
+``search_spaces/``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from octune.tuner.family import (
     OnnxReading,
     ShapeParam,
     Workload,
+)
+from octune.tuner.precision import (
+    EXACT,
+    FLOAT_TYPES,
+    random_int8,
     random_normal,
+    random_uint8,
+    requantize,
     tolerance,
 )
 
@@ -39,6 +49,23 @@ def gemm_arguments(m: int, n: int, k: int, lda: int, ldb: int, alpha: float = AL
             np.int32(m), np.int32(n), np.int32(k),
             np.float32(alpha), np.float32(0.0),
             a, np.int32(lda), b, np.int32(ldb), output, np.int32(n),
+        )  # fmt: skip
+
+    return arguments
+
+
+def gemm_int8_arguments(
+    m: int, n: int, k: int, lda: int, ldb: int, a_zero: int, c_zero: int
+) -> Arguments:
+    """gemm_int8.cl's arguments for A (uint8, lda), B (int8, ldb), the per-column scale
+    (float32) and bias (int32) buffers, and C (uint8, row stride n).
+    """
+
+    def arguments(inputs: Sequence[cl.Buffer], output: cl.Buffer) -> tuple[object, ...]:
+        a, b, scale, bias = inputs
+        return (
+            np.int32(m), np.int32(n), np.int32(k), a, np.int32(lda), b, np.int32(ldb),
+            scale, bias, np.int32(a_zero), np.int32(c_zero), output, np.int32(n),
         )  # fmt: skip
 
     return arguments
@@ -66,6 +93,7 @@ class Gemm(Family):
     )
     flops = "2 * M * N * K"
     extents = ("M * K", "K * N", "M * N")
+    dtypes = ("float32", "float16", "int8")
 
     onnx_ops = ("Gemm", "MatMul")
 
@@ -105,17 +133,49 @@ class Gemm(Family):
         s = workload.shape
         m, n, k = s["m"], s["n"], s["k"]
         shape_a, shape_b = stored_shapes(s)
+        if workload.dtype == "int8":
+            return self._bind_int8(workload, context, queue, rng)
+        dtype = workload.dtype
 
         def inputs() -> tuple[np.ndarray, ...]:
-            return random_normal(rng, shape_a), random_normal(rng, shape_b)
+            return random_normal(rng, shape_a, dtype), random_normal(rng, shape_b, dtype)
 
         def reference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             op_a, op_b = (x.astype(np.float64) for x in operands(a, b, s))
             magnitude = abs(ALPHA) * (np.abs(op_a) @ np.abs(op_b))
-            return ALPHA * (op_a @ op_b), tolerance(k, magnitude)
+            return ALPHA * (op_a @ op_b), tolerance(k, magnitude, dtype)
 
         arguments = gemm_arguments(m, n, k, shape_a[1], shape_b[1])
-        return Bound(context, queue, inputs, reference, arguments)
+        return Bound(context, queue, inputs, reference, arguments, FLOAT_TYPES[dtype])
+
+    def _bind_int8(
+        self,
+        workload: Workload,
+        context: cl.Context,
+        queue: cl.CommandQueue,
+        rng: np.random.Generator,
+    ) -> Bound:
+        """uint8 A with a zero point, int8 B, a bias and a scale per column sized so that the
+        outputs spread over 0..255 around their zero point (few saturate), exact reference.
+        """
+        s = workload.shape
+        m, n, k = s["m"], s["n"], s["k"]
+        shape_a, shape_b = stored_shapes(s)
+        a_zero, c_zero = int(rng.integers(96, 160)), int(rng.integers(96, 160))
+        spread = math.sqrt(k) * 74.0 * 73.0  # the sums' standard deviation, about
+        scale = (40.0 / spread * rng.uniform(0.5, 1.5, n)).astype(np.float32)
+        bias = rng.integers(-int(spread), int(spread) + 1, n).astype(np.int32)
+
+        def inputs() -> tuple[np.ndarray, ...]:
+            return random_uint8(rng, shape_a), random_int8(rng, shape_b), scale, bias
+
+        def reference(a: np.ndarray, b: np.ndarray, *_: np.ndarray) -> tuple[np.ndarray, float]:
+            op_a, op_b = (x.astype(np.int64) for x in operands(a, b, s))
+            sums = (op_a - a_zero) @ op_b + bias
+            return requantize(sums, scale, c_zero).astype(np.float64), EXACT
+
+        arguments = gemm_int8_arguments(m, n, k, shape_a[1], shape_b[1], a_zero, c_zero)
+        return Bound(context, queue, inputs, reference, arguments, np.uint8)
 
     def host_baseline(self, workload: Workload) -> Callable[[], object]:
         """NumPy's float32 product (its BLAS, every core), operands laid out as the workload's."""

@@ -1,5 +1,6 @@
-// octune GEMM for CPU devices: C = alpha * op(A) * op(B) + beta * C, float32, row-major, the
-// same arguments as gemm.cl (gemm_arguments.clh) and a workspace.
+// octune GEMM for CPU devices: C = alpha * op(A) * op(B) + beta * C, row-major, the same
+// arguments as gemm.cl (gemm_arguments.clh) and a workspace; float32, or float16 storage with
+// float or half arithmetic (kernels/precision.clh; search_spaces/gemm_panel_float16.yaml).
 //
 // A CPU runs a work-group as a loop over its work-items on one core, so what makes a GEMM fast
 // there is what makes a BLAS micro-kernel fast: each work-item keeps an MR x NR block of C in
@@ -33,6 +34,7 @@
 #error "workload defines missing: build with -D TRANSA=0|1 -D TRANSB=0|1"
 #endif
 
+#include "precision.clh"
 #include "gemm_arguments.clh"
 #define EPILOGUE_VW VW
 #include "epilogue.clh"
@@ -41,30 +43,31 @@
 
 // Work-item (k, p) copies row k of panel p: op(B)[k][p * NR .. p * NR + NR), zeros past N.
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
-void gemm_panel_pack(GEMM_ARGUMENTS, __global float* restrict workspace EPILOGUE_ARGUMENTS) {
+void gemm_panel_pack(GEMM_ARGUMENTS, __global BITS* restrict workspace EPILOGUE_ARGUMENTS) {
     const int k = get_global_id(0);
     const int p = get_global_id(1);
     if (k >= K) return;
     const int n0 = p * NR;
-    __global float* dst = workspace + ((size_t)p * K + k) * NR;
+    const __global BITS* b = (const __global BITS*)B;  // elements copied, not computed with
+    __global BITS* dst = workspace + ((size_t)p * K + k) * NR;
 #pragma unroll
     for (int j = 0; j < NR; ++j) {
         const int n = min(n0 + j, N - 1);  // a valid place; its value is replaced by 0 past N
 #if TRANSB
-        const float value = B[n * ldb + k];
+        const BITS value = b[n * ldb + k];
 #else
-        const float value = B[k * ldb + n];
+        const BITS value = b[k * ldb + n];
 #endif
-        dst[j] = n0 + j < N ? value : 0.0f;
+        dst[j] = n0 + j < N ? value : (BITS)0;  // +0.0 in float and in half
     }
 }
 
 __kernel __attribute__((reqd_work_group_size(LN, LM, 1)))
-void gemm_panel(GEMM_ARGUMENTS, const __global float* restrict workspace EPILOGUE_ARGUMENTS) {
+void gemm_panel(GEMM_ARGUMENTS, const __global STORED* restrict workspace EPILOGUE_ARGUMENTS) {
     const int n0 = get_global_id(0) * NR;
     const int m0 = get_global_id(1) * MR;
     if (n0 >= N || m0 >= M) return;
-    // Panels start at multiples of NR floats, and every buffer at least 128-byte aligned.
-    const __global floatv* panel = (const __global floatv*)(workspace + (size_t)n0 * K);
+    // Panels start at multiples of NR elements, and every buffer at least 128-byte aligned.
+    const __global STORED* panel = workspace + (size_t)n0 * K;
     panel_block(M, N, K, alpha, beta, A, lda, panel, C, ldc, 0, m0, n0 EPILOGUE_PASS);
 }

@@ -51,6 +51,7 @@
 #endif
 
 #include "vector_io.clh"
+#include "precision.clh"
 #include "gemm_arguments.clh"
 #include "slice_handoff.clh"
 

@@ -61,6 +61,8 @@ class KernelTable:
     # How the kernel suits the device (``SearchSpace.fit``): 2 written for its type, 1 for any,
     # 0 for others. Of equal answers (an untuned device's defaults) the better fit wins.
     fit: int = 1
+    # The element type the kernel computes in (its space's ``dtype:``): it answers no other.
+    dtype: str = "float32"
 
     def __post_init__(self) -> None:
         """Canonical entry order (the tie-break of equal distances), then consistency checks."""

@@ -270,6 +270,8 @@ class KernelIndex:
         if query.kernel != table.kernel:
             raise QueryError(f"this table answers kernel '{table.kernel}', not '{query.kernel}'")
         shape = check_shape(table.problem, query, self._rules)
+        if query.dtype != table.dtype:
+            raise QueryError(f"kernel {table.kernel} computes {table.dtype}, not {query.dtype}")
         why = self.takes(shape)
         if why is not None:
             raise QueryError(why)

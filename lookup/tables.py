@@ -54,6 +54,7 @@ class DeviceLimits(Protocol):
     global_mem_size: int
     compute_units: int
     platform_name: str
+    extensions: str
 
 
 def device_limits(device: DeviceLimits) -> dict[str, int]:
@@ -67,6 +68,7 @@ def device_limits(device: DeviceLimits) -> dict[str, int]:
         compute_units=device.compute_units,
         global_mem_size=device.global_mem_size,
         platform_name=device.platform_name,
+        extensions=device.extensions,
     )
 
 
@@ -254,6 +256,7 @@ def build_table(
             *default_layouts(problem, stored),
         ),
         fit=space.fit(device.device_type),
+        dtype=space.dtype,
     )
     if model is None:
         return table

@@ -46,7 +46,7 @@ class ShapeFields(BaseModel):
     model_config = ConfigDict(extra="allow")
     __pydantic_extra__: dict[str, ShapeValue]
 
-    dtype: Literal["float32"] = "float32"
+    dtype: Literal["float32", "float16", "int8"] = "float32"  # core.precision.DTYPES
 
     @model_validator(mode="after")
     def _shape_keys(self) -> Self:
@@ -180,6 +180,9 @@ class DeviceIn(Strict):
     local_mem_size: Annotated[int, Field(ge=0, le=1 << 40)]
     global_mem_size: Annotated[int, Field(ge=0, le=1 << 60)]
     device_type: Literal["gpu", "cpu", "accelerator", "other"]
+    extensions: Annotated[str, Field(max_length=8192, pattern=r"^[A-Za-z0-9_ ]*$")] = Field(
+        default="", description="CL_DEVICE_EXTENSIONS, space-separated"
+    )
 
 
 class KernelIn(Strict):

@@ -9,7 +9,7 @@ import pytest
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.family import tolerance as family_tolerance
+from octune.tuner.precision import tolerance as family_tolerance
 from octune.tuner.registry import KernelSpec, kernels_of, load_kernel
 from octune.tuner.space import ConfigTable
 

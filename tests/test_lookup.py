@@ -202,7 +202,8 @@ def test_nearest_skips_configs_whose_launch_is_illegal_for_the_query():
     [
         (gemm_query(0, 4, 4), "m=0 is out of range"),
         (gemm_query(4, 4, 1 << 21), "out of range"),
-        (gemm_query(4, 4, 4, dtype="float16"), "supports dtype float32"),
+        (gemm_query(4, 4, 4, dtype="float16"), "computes float32, not float16"),
+        (gemm_query(4, 4, 4, dtype="bfloat16"), "supports dtype float32, float16, int8"),
         (replace(gemm_query(4, 4, 4), shape={"m": 4, "n": 4}), "missing: k"),
         (replace(gemm_query(4, 4, 4), shape={**gemm_query(4, 4, 4).shape, "x": 1}), "unknown: x"),
         (replace(gemm_query(4, 4, 4), shape={**gemm_query(4, 4, 4).shape, "m": 4.0}), "integer"),

@@ -36,6 +36,7 @@ from octune.core.errors import OctuneError, validation_message
 from octune.core.results import Measurement
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
+from octune.tuner.limits import missing_extensions
 from octune.tuner.registry import KernelSpec, families, resolve_kernels
 from octune.tuner.session import (
     Budget,
@@ -163,6 +164,23 @@ def tasks_for(
     from_family = name in families()
     part = weight / len(takers)
     return [Task(kernel, workload, part, from_family=from_family) for kernel in takers]
+
+
+def extension_notes(tasks: Sequence[Task], device: str, limits: Mapping[str, int]) -> list[str]:
+    """One line per kernel whose variants need an extension the device lacks (a float16
+    kernel's half arithmetic without cl_khr_fp16): those variants are not enumerated, so they
+    cost no build failures, and the user learns why they are missing.
+    """
+    notes = {}
+    for task in tasks:
+        space = task.kernel.space
+        missing = missing_extensions(space.limit_names, limits)
+        if missing:
+            notes[task.kernel.name] = (
+                f"{device} has no {', '.join(missing)}: {task.kernel.name} tunes its "
+                f"{space.dtype} storage with float arithmetic only"
+            )
+    return list(notes.values())
 
 
 def for_device(tasks: Sequence[Task], device_type: str) -> tuple[list[Task], list[str]]:

@@ -87,6 +87,7 @@ class Context:
             compute_units=int(device.get("compute_units", 0) or 0),
             global_mem_size=int(device.get("global_mem_size", 0) or 0),
             platform_name=str(device.get("platform_name", "")),
+            extensions=str(device.get("extensions", "")),
         )
 
 

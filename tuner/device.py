@@ -55,6 +55,9 @@ class DeviceInfo:
     local_mem_size: int
     global_mem_size: int
     device_type: str
+    # CL_DEVICE_EXTENSIONS, space-separated: what the ``EXTENSION_LIMITS`` read (cl_khr_fp16).
+    # Not part of the fingerprint: the extensions come with the driver, which it names.
+    extensions: str = ""
 
     @property
     def fingerprint(self) -> str:
@@ -78,6 +81,7 @@ class DeviceInfo:
             compute_units=self.compute_units,
             global_mem_size=self.global_mem_size,
             platform_name=self.platform_name,
+            extensions=self.extensions,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -98,6 +102,7 @@ class DeviceInfo:
             local_mem_size=int(device.local_mem_size),
             global_mem_size=int(device.global_mem_size),
             device_type=_type_name(device.type),
+            extensions=" ".join(sorted(device.extensions.split())),
         )
 
 

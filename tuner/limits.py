@@ -5,7 +5,7 @@ driver, and so that a live device and a stored one give the same values.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 #: The device limits a space may name: the keys of ``device_limits``.
 LIMIT_NAMES: tuple[str, ...] = (
@@ -17,7 +17,13 @@ LIMIT_NAMES: tuple[str, ...] = (
     "compute_units",
     "max_buffer_bytes",
     "async_copy",
+    "fp16",
 )
+
+#: Device limits that say whether the device reports an OpenCL extension (1) or not (0): a
+#: space constrains its variants with them (``HALF <= fp16``), and the tuner names the missing
+#: extension in one line where a variant is left out (``missing_extensions``).
+EXTENSION_LIMITS: dict[str, str] = {"fp16": "cl_khr_fp16"}
 
 
 def device_limits(
@@ -28,6 +34,7 @@ def device_limits(
     compute_units: int,
     global_mem_size: int,
     platform_name: str,
+    extensions: str = "",
 ) -> dict[str, int]:
     """The values of LIMIT_NAMES for a device, from what its driver reports (a live device) or
     what the database keeps of it (the same figures, so both agree on which configs are legal).
@@ -42,6 +49,7 @@ def device_limits(
         "compute_units": compute_units,
         "max_buffer_bytes": max_buffer_bytes(global_mem_size),
         "async_copy": async_copy(platform_name),
+        **extension_limits(extensions),
     }
 
 
@@ -60,3 +68,20 @@ def async_copy(platform_name: str) -> int:
     tuner records as build errors like any other.
     """
     return int(platform_name.startswith("NVIDIA"))
+
+
+def extension_limits(extensions: str) -> dict[str, int]:
+    """``EXTENSION_LIMITS``' values for a device's extension string (CL_DEVICE_EXTENSIONS, as
+    the database keeps it: a device stored before octune kept it reports none).
+    """
+    reported = set(extensions.split())
+    return {name: int(extension in reported) for name, extension in EXTENSION_LIMITS.items()}
+
+
+def missing_extensions(names: Iterable[str], limits: Mapping[str, int]) -> list[str]:
+    """The extensions, of those a space's expressions ``names``, that the device lacks."""
+    return [
+        extension
+        for name, extension in EXTENSION_LIMITS.items()
+        if name in names and not limits.get(name, 0)
+    ]

@@ -77,7 +77,15 @@ class KernelSpec:
         defines = [
             f"-D{name}={int(value)}" for name, value in self.defines(config, workload).items()
         ]
-        return [*defines, f"-DOCTUNE_ENTRY_{self.space.entry}", "-w"]
+        return [*defines, *self.dtype_options, f"-DOCTUNE_ENTRY_{self.space.entry}", "-w"]
+
+    @property
+    def dtype_options(self) -> list[str]:
+        """``-DOCTUNE_FLOAT16=1`` and the like: which element type a template shared by several
+        dtypes' kernels computes (none for float32, so float32 answers keep their options).
+        """
+        dtype = self.space.dtype
+        return [] if dtype == "float32" else [f"-DOCTUNE_{dtype.upper()}=1"]
 
     @property
     def fuses_epilogue(self) -> bool:
@@ -89,6 +97,8 @@ class KernelSpec:
 
     def takes(self, workload: Workload) -> str | None:
         """Why this kernel cannot run the workload (its space's ``requires:``), or None."""
+        if workload.dtype != self.space.dtype:
+            return f"kernel {self.name} computes {self.space.dtype}, not {workload.dtype}"
         why = self.space.why_not_applicable(workload.shape_vars())
         return None if why is None else f"kernel {self.name} {why}"
 

@@ -81,6 +81,9 @@ class SearchSpace:
         self.devices: frozenset[str] | None = (
             None if model.devices is None else frozenset(model.devices)
         )
+        # The element type the kernel computes in (``docs/precision.md``): a kernel answers
+        # and tunes workloads of that dtype only.
+        self.dtype: str = model.dtype
         self.source_text = text
         self.shape_names: frozenset[str] = frozenset(shape_names)
 
@@ -131,7 +134,8 @@ class SearchSpace:
         # The tables of the last few devices: a run tunes many shapes on one device, and each
         # session of it asks again (0.26 s for conv2d_1x1's 292,944 configs on an H200).
         self._tables: dict[tuple[tuple[str, object], ...], ConfigTable] = {}
-        self._limit_names = frozenset(
+        # The device limits the space's expressions name (``tuner.limits.LIMIT_NAMES``).
+        self.limit_names = frozenset(
             name
             for expression in self._expressions()
             for name in expression.names
@@ -312,13 +316,13 @@ class SearchSpace:
         return self._enumerator.raw_size
 
     def _limits(self, limits: Mapping[str, int]) -> dict[str, int]:
-        missing = sorted(self._limit_names - limits.keys())
+        missing = sorted(self.limit_names - limits.keys())
         if missing:
             raise self._error(
                 f"device limits lack {', '.join(missing)}; pass DeviceInfo.limits of the device"
             )
         try:
-            return {name: int(limits[name]) for name in self._limit_names}
+            return {name: int(limits[name]) for name in self.limit_names}
         except (TypeError, ValueError):
             raise self._error("device limits must be integers") from None
 

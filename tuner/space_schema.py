@@ -13,6 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from octune.core.errors import SpaceError, validation_message
 from octune.core.expressions import INT64_MAX, INT64_MIN
+from octune.core.precision import check_dtype
 from octune.tuner.yaml_limits import YamlLimitError, check_limits
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -69,6 +70,10 @@ def _reason(value: object) -> object:
     return value
 
 
+def _dtype(value: object) -> object:
+    return check_dtype(value) if isinstance(value, str) else value
+
+
 _IntValue = Annotated[int, BeforeValidator(_int_value)]
 _ExpressionText = Annotated[str, BeforeValidator(_expression_text)]
 _Sha256 = Annotated[str, BeforeValidator(_sha256)]
@@ -99,6 +104,7 @@ class SpaceModel(BaseModel):
     description: Annotated[str, _none_to(str)] = ""
     devices: list[Literal["cpu", "gpu", "accelerator"]] | None = Field(default=None, min_length=1)
     parameters: dict[str, ParameterModel]
+    dtype: Annotated[str, BeforeValidator(_dtype)] = "float32"
     derived: Annotated[dict[str, _ExpressionText], _none_to(dict)] = Field(default_factory=dict)
     constraints: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)
     requires: Annotated[list[_ExpressionText], _none_to(list)] = Field(default_factory=list)

@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from octune.core.precision import DTYPES
 from octune.server.lookups import LookupService
 from octune.server.schemas import BatchAnswer, BatchLookup, LookupAnswer, LookupQuery
 
@@ -25,7 +26,9 @@ _QUERY_DOC = {
         {"name": "device", "in": "query", "required": True, "schema": {"type": "string"}},
         {"name": "kernel", "in": "query", "required": True, "schema": {"type": "string"},
          "description": "a family (its fastest kernel answers), e.g. gemm, conv2d; or a kernel"},
-        {"name": "dtype", "in": "query", "schema": {"type": "string", "default": "float32"}},
+        {"name": "dtype", "in": "query",
+         "schema": {"type": "string", "enum": list(DTYPES), "default": "float32"},
+         "description": "element type: an answer tuned for one dtype is never given for another"},
     ],
     "description": "Plus the family's shape keys as query parameters: gemm m, n, k, transa, "
     "transb; conv2d n, c, h, w, k, r, s, stride, pad, dilation, groups (GET /v1/families).",

@@ -1,0 +1,20 @@
+"""The element types octune tunes, as every layer names them (numpy's names): what a workload,
+a kernel's space, a lookup query, a bundle and the C header key their answers by. Standard
+library only, like the lookup that bundles carry. ``docs/precision.md`` says what each one
+means for storage, arithmetic and verification.
+"""
+
+from __future__ import annotations
+
+#: float32 first: the default of every command, query and stored row.
+DTYPES: tuple[str, ...] = ("float32", "float16", "int8")
+
+#: Bytes an element of each dtype takes in a device buffer.
+ELEMENT_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "int8": 1}
+
+
+def check_dtype(dtype: str) -> str:
+    """``dtype`` if octune knows it, else a one-line ValueError naming the choices."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    return dtype
