@@ -26,6 +26,11 @@ import numpy as np
 from octune.core.errors import WorkloadError
 from octune.core.problem import Problem, ShapeRules
 
+# A family module's inputs and tolerances (tuner/precision.py): part of the plug-in interface,
+# so a user's family imports everything it needs from this module.
+from octune.tuner.precision import random_normal as random_normal
+from octune.tuner.precision import tolerance as tolerance
+
 if TYPE_CHECKING:
     import pyopencl as cl
 
@@ -241,7 +246,8 @@ class Workload:
         return f"{self.problem}:{fields},dtype={self.dtype}"
 
     def __str__(self) -> str:
-        return self.family.describe(self.shape)
+        described = self.family.describe(self.shape)
+        return described if self.dtype == "float32" else f"{described} {self.dtype}"
 
     def shape_vars(self) -> dict[str, int]:
         """Every variable a launch expression may name: shape variables, then derived ones."""

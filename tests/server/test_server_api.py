@@ -427,3 +427,38 @@ def test_a_loopback_server_answers_only_its_loopback_names(store):
     assert client.get("http://rebound.example:8000/v1/health").status_code == 400
     assert _loopback("127.0.0.1") and _loopback("::1") and _loopback("localhost")
     assert not _loopback("0.0.0.0") and not _loopback("192.168.1.5")
+
+
+def test_lookups_answer_each_dtype_from_its_own_kernels(client, store, device_info):
+    """An int8 tuning answers int8 queries exactly; float32 and float16 queries of the same
+    shape never get its config (a default of their own dtype's kernels instead), and the
+    batch lookup keys by dtype as well.
+    """
+    from helpers.server_testing import Seeder
+
+    from octune.kernels.gemm import FAMILY
+    from octune.tuner.registry import load_kernel
+
+    kernel = load_kernel("gemm_int8")
+    int8 = FAMILY.workload({"m": 64, "n": 64, "k": 64}, "int8")
+    Seeder(store, device_info, kernel, kernel.space.enumerate(device_info.limits)).session(
+        int8, [4, 5]
+    )
+    fp = device_info.fingerprint
+    answers = {
+        dtype: lookup(client, fp, m=64, n=64, k=64, dtype=dtype).json()
+        for dtype in ("int8", "float16", "float32")
+    }
+    assert (answers["int8"]["match"], answers["int8"]["kernel"]) == ("exact", "gemm_int8")
+    assert answers["int8"]["dtype"] == "int8"
+    assert answers["float16"]["match"] == "default"
+    assert answers["float16"]["kernel"] == "gemm_panel_float16"
+    assert answers["float32"]["match"] == "default"
+    assert answers["float32"]["kernel"] not in ("gemm_int8", "gemm_panel_float16")
+    bad = lookup(client, fp, m=64, n=64, k=64, dtype="bfloat16")
+    assert bad.status_code == 422 and "float16" in bad.text
+    batch = client.post("/v1/lookup/batch", json={"device": fp, "kernel": "gemm", "workloads": [
+        {"m": 64, "n": 64, "k": 64, "dtype": "int8"}, {"m": 64, "n": 64, "k": 64}]})  # fmt: skip
+    assert batch.status_code == 200, batch.text
+    kernels = [a["kernel"] for a in batch.json()["answers"]]
+    assert kernels[0] == "gemm_int8" and kernels[1] != "gemm_int8"
