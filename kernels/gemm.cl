@@ -65,8 +65,8 @@
 #define WGS (MDIMC * NDIMC)  // one K group: the work-items that load and compute a K tile
 #define WGT (WGS * KDIMC)    // the whole work-group
 
-#include "vector_io.clh"
 #include "precision.clh"
+#include "vector_io.clh"
 #include "gemm_arguments.clh"
 #include "slice_handoff.clh"
 #include "epilogue.clh"

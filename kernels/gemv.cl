@@ -50,15 +50,15 @@
 #define GEMV_EVERY_ENTRY
 #endif
 
-#include "vector_io.clh"
 #include "precision.clh"
+#include "vector_io.clh"
 #include "gemm_arguments.clh"
 #include "slice_handoff.clh"
 
 // The product as y = mat . x, whichever of A and B is the vector.
 typedef struct {
-    const __global float* mat;
-    const __global float* x;
+    const __global STORED* mat;
+    const __global STORED* x;
     int outputs;  // R
     int batch;    // x vectors, each giving R outputs
     int ldm;      // matrix row stride in elements
@@ -68,8 +68,8 @@ typedef struct {
     int ldy;      // stride from one x vector's outputs to the next's
 } Operands;
 
-inline Operands operands(const int M, const int N, const __global float* A, const int lda,
-                         const __global float* B, const int ldb, const int ldc) {
+inline Operands operands(const int M, const int N, const __global STORED* A, const int lda,
+                         const __global STORED* B, const int ldb, const int ldc) {
     Operands o;
     const bool rows_of_a = N > 1 || M == 1;  // y (M x N) = x (M x K) . op(B)
     o.outputs = rows_of_a ? N : M;
@@ -91,10 +91,10 @@ inline void batch_offsets(const Operands o, const int b0, int* x_of) {
     for (int b = 0; b < MB; ++b) x_of[b] = min(b0 + b, o.batch - 1) * o.ldx;
 }
 
-inline void store_output(__global float* C, const int index, const float sum, const float alpha,
+inline void store_output(__global STORED* C, const int index, const float sum, const float alpha,
                          const float beta) {
     const float scaled = alpha * sum;
-    C[index] = beta == 0.0f ? scaled : scaled + beta * C[index];
+    STORE(C, index, beta == 0.0f ? scaled : scaled + beta * LOAD(C, index));
 }
 
 // Loads W elements of the x vector at x_at from k on (aligned to W floats when contiguous).
@@ -102,7 +102,7 @@ inline void load_x(const int w, const Operands o, const int x_at, const int k, f
     if (o.incx == 1) {
         load_vec(w, o.x + x_at + k, xv);
     } else {
-        for (int e = 0; e < w; ++e) xv[e] = o.x[x_at + (k + e) * o.incx];
+        for (int e = 0; e < w; ++e) xv[e] = LOAD(o.x, x_at + (k + e) * o.incx);
     }
 }
 
@@ -153,7 +153,7 @@ inline void dot_rows(const int w, const Operands o, const int K, const int* rows
             float sum = 0.0f;
             for (int e = 0; e < w; ++e) sum += acc[b * DOT_ACC + i * VW + e];
             for (int kk = whole + t0; kk < K; kk += WG0) {
-                sum += o.mat[rows[i] * o.ldm + kk] * o.x[x_of[b] + kk * o.incx];
+                sum += LOAD(o.mat, rows[i] * o.ldm + kk) * LOAD(o.x, x_of[b] + kk * o.incx);
             }
             sums[b * ROWS_PER_ITEM + i] = sum;
         }
@@ -187,7 +187,7 @@ void gemv_dot(GEMM_ARGUMENTS) {
 #pragma unroll
         for (int b = 0; b < MB; ++b) {
             if (b0 + b >= o.batch) break;  // the same for the whole work-group
-            __global float* y = C + (b0 + b) * o.ldy;
+            __global STORED* y = C + (b0 + b) * o.ldy;
 #if WG0 > 1
 #pragma unroll
             for (int i = 0; i < ROWS_PER_ITEM; ++i) {
@@ -240,15 +240,15 @@ inline void axpy_step(const bool edge, const Operands o, const int* x_of, const 
                       const int t0, const int k, float* acc) {
     float xk[MB];
 #pragma unroll
-    for (int b = 0; b < MB; ++b) xk[b] = o.x[x_of[b] + k * o.incx];
-    const __global float* row = o.mat + k * o.ldm + r0;
+    for (int b = 0; b < MB; ++b) xk[b] = LOAD(o.x, x_of[b] + k * o.incx);
+    const __global STORED* row = o.mat + k * o.ldm + r0;
 #pragma unroll
     for (int j = 0; j < VECS_PER_ITEM; ++j) {
         const int c = (j * WG0 + t0) * VW;
         float a[VW];
         if (edge) {
 #pragma unroll
-            for (int e = 0; e < VW; ++e) a[e] = r0 + c + e < o.outputs ? row[c + e] : 0.0f;
+            for (int e = 0; e < VW; ++e) a[e] = r0 + c + e < o.outputs ? LOAD(row, c + e) : 0.0f;
         } else {
             load_vec(VW, row + c, a);
         }
@@ -274,7 +274,7 @@ inline void axpy_rows(const bool edge, const Operands o, const int* x_of, const 
 // (y: C as the operands lay it out), for the passes of x vectors pass, pass + passes, ...
 // `partial` holds the WG1 partial sums of the tile.
 inline void axpy_tile(const Operands o, const int K, const float alpha, const float beta,
-                      __global float* C, __local float* partial, const int pass,
+                      __global STORED* C, __local float* partial, const int pass,
                       const int passes) {
     const int t0 = get_local_id(0);
     const int t1 = get_local_id(1);
@@ -295,7 +295,7 @@ inline void axpy_tile(const Operands o, const int K, const float alpha, const fl
 #pragma unroll
         for (int b = 0; b < MB; ++b) {
             if (b0 + b >= o.batch) break;  // the same for the whole work-group
-            __global float* y = C + (b0 + b) * o.ldy;
+            __global STORED* y = C + (b0 + b) * o.ldy;
 #if WG1 > 1
 #pragma unroll
             for (int j = 0; j < VECS_PER_ITEM; ++j) {

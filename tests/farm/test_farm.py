@@ -24,6 +24,7 @@ from helpers.server_testing import LiveServer
 from octune.db.server_store import ServerStore
 from octune.server.client import OctuneClient
 from octune.server.tokens import create_token
+from octune.tuner.device import DeviceInfo, select_device
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +47,11 @@ def farm(db_url, tmp_path):
 
 
 def submit(server, token, **fields) -> int:
-    body = {"devices": "*", "workloads": WORKLOADS, "strategy": "exhaustive", "budget": 12,
-            "wait_for_device": True, **fields}  # fmt: skip
+    """A submission for the suite's test device only: an agent drives every device that
+    compiles (Intel's CPU runtime beside PoCL, say), and each would get a job of its own.
+    """
+    body = {"devices": DeviceInfo.from_cl(select_device()).fingerprint, "workloads": WORKLOADS,
+            "strategy": "exhaustive", "budget": 12, "wait_for_device": True, **fields}  # fmt: skip
     with OctuneClient(server.url, token) as client:
         return client.submit_job(body).submission_id
 
