@@ -36,7 +36,7 @@ from octune.tuner.family import (
     ShapeParam,
     Workload,
 )
-from octune.tuner.precision import random_normal, tolerance
+from octune.tuner.precision import FLOAT_TYPES, random_normal, tolerance
 
 if TYPE_CHECKING:
     import pyopencl as cl
@@ -75,6 +75,7 @@ class Conv2d(Family):
     )
     flops = "2 * N * K * OH * OW * (C // GROUPS) * R * S"
     extents = ("N * C * H * W", "K * (C // GROUPS) * R * S", "N * K * OH * OW")
+    dtypes = ("float32", "float16")
 
     def bind(
         self,
@@ -93,18 +94,20 @@ class Conv2d(Family):
         if nhwc:
             x_shape, w_shape = _channels_last(x_shape), _channels_last(w_shape)
 
+        dtype = workload.dtype
+
         def inputs() -> tuple[np.ndarray, ...]:
-            return random_normal(rng, x_shape), random_normal(rng, w_shape)
+            return random_normal(rng, x_shape, dtype), random_normal(rng, w_shape, dtype)
 
         def reference(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             geometry = (s["stride"], s["pad"], s["dilation"], s["groups"], nhwc)
             expected = conv2d_reference(x, w, *geometry)
             magnitude = conv2d_reference(np.abs(x), np.abs(w), *geometry)
             terms = s["c"] // s["groups"] * s["r"] * s["s"]
-            return expected, tolerance(terms, magnitude)
+            return expected, tolerance(terms, magnitude, dtype)
 
         arguments = conv2d_arguments(workload, load_kernel(kernel).space.entry)
-        return Bound(context, queue, inputs, reference, arguments)
+        return Bound(context, queue, inputs, reference, arguments, FLOAT_TYPES[dtype])
 
     onnx_ops = ("Conv",)
 

@@ -1,4 +1,5 @@
-// octune depthwise convolution: y = conv2d(x, w, stride, pad, groups = C), float32, NCHW or NHWC.
+// octune depthwise convolution: y = conv2d(x, w, stride, pad, groups = C), NCHW or NHWC, in
+// float32 or with float16 storage (kernels/precision.clh; conv2d_depthwise_float16.yaml).
 //
 // NCHW: x is N x C x H x W, w is C x 1 x R x S (R = S = 3, one filter per channel), y is
 // N x C x OH x OW:
@@ -60,19 +61,31 @@
 #define WGS (WGX * WGY * WGC)
 #define WIN_ROWS ((OHPT - 1) * STRIDE + R)              // input rows of a work-item's window
 
+#include "precision.clh"
 #include "epilogue.clh"
 
-// VEC is VW floats; TO_PRIVATE(v, p) and FROM_PRIVATE(p) move one to and from a private array.
+// VEC is VW floats; TO_PRIVATE(v, p) and FROM_PRIVATE(p) move one to and from a private array;
+// LOAD_VEC(p) and STORE_VEC(v, p) read and write one at p in global memory, whose elements are
+// STORED (kernels/precision.clh: float, or half through vload_halfN and vstore_halfN).
 #if VW == 1
 #define VEC float
 #define TO_PRIVATE(v, p) ((p)[0] = (v))
 #define FROM_PRIVATE(p) ((p)[0])
+#define LOAD_VEC(p) LOAD(p, 0)
+#define STORE_VEC(v, p) STORE(p, 0, v)
 #else
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define VEC CAT(float, VW)
 #define TO_PRIVATE(v, p) CAT(vstore, VW)(v, 0, p)
 #define FROM_PRIVATE(p) CAT(vload, VW)(0, p)
+#ifdef OCTUNE_FLOAT16
+#define LOAD_VEC(p) CAT(vload_half, VW)(0, p)
+#define STORE_VEC(v, p) CAT(vstore_half, CAT(VW, _rte))(v, 0, p)
+#else
+#define LOAD_VEC(p) (*(const __global VEC*)(p))
+#define STORE_VEC(v, p) (*(__global VEC*)(p) = (v))
+#endif
 #endif
 
 #if !NHWC
@@ -84,8 +97,8 @@
 #define TILE_COLS ((WGX - 1) * OWPT * STRIDE + SEG)
 
 __kernel __attribute__((reqd_work_group_size(WGX, WGY, WGC)))
-void conv2d_depthwise(const __global float* restrict x, const __global float* restrict w,
-                      __global float* restrict y, const int N, const int C, const int H,
+void conv2d_depthwise(const __global STORED* restrict x, const __global STORED* restrict w,
+                      __global STORED* restrict y, const int N, const int C, const int H,
                       const int W, const int K, const int OH, const int OW EPILOGUE_ARGUMENTS) {
     const int tx = get_local_id(0), ty = get_local_id(1), tz = get_local_id(2);
     const int ow0 = get_global_id(0) * OWPT;  // this work-item's first output column and row
@@ -115,12 +128,12 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
         const int ih = th0 + r, iw = tw0 + c;
         const int at = ((p0 + p) * H + ih) * W + iw;
         if (interior) {
-            *(__local VEC*)&tile[p][r][c] = *(const __global VEC*)(x + at);
+            *(__local VEC*)&tile[p][r][c] = LOAD_VEC(x + at);
         } else {
             const bool row_inside = p0 + p < planes && ih >= 0 && ih < H;
 #pragma unroll
             for (int e = 0; e < VW; ++e) {
-                tile[p][r][c + e] = row_inside && iw + e >= 0 && iw + e < W ? x[at + e] : 0.0f;
+                tile[p][r][c + e] = row_inside && iw + e >= 0 && iw + e < W ? LOAD(x, at + e) : 0.0f;
             }
         }
     }
@@ -139,7 +152,7 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
 
         float taps[R * S];
 #pragma unroll
-        for (int t = 0; t < R * S; ++t) taps[t] = w[plane % C * (R * S) + t];
+        for (int t = 0; t < R * S; ++t) taps[t] = LOAD(w, plane % C * (R * S) + t);
         float acc[OHPT][OWPT];
 #pragma unroll
         for (int i = 0; i < OHPT; ++i) {
@@ -157,17 +170,15 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
             for (int j = 0; j < SEG; j += VW) TO_PRIVATE(*(const __local VEC*)(src + j), seg + j);
 #else
             const int ih = ih0 + ir;
-            const __global float* src = x + (plane * H + ih) * W + iwa;
+            const __global STORED* src = x + (plane * H + ih) * W + iwa;
             if (interior) {
 #pragma unroll
-                for (int j = 0; j < SEG; j += VW) {
-                    TO_PRIVATE(*(const __global VEC*)(src + j), seg + j);
-                }
+                for (int j = 0; j < SEG; j += VW) TO_PRIVATE(LOAD_VEC(src + j), seg + j);
             } else {
                 const bool row_inside = ih >= 0 && ih < H;
 #pragma unroll
                 for (int j = 0; j < SEG; ++j) {
-                    seg[j] = row_inside && iwa + j >= 0 && iwa + j < W ? src[j] : 0.0f;
+                    seg[j] = row_inside && iwa + j >= 0 && iwa + j < W ? LOAD(src, j) : 0.0f;
                 }
             }
 #endif
@@ -187,7 +198,7 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
             }
         }
 
-        __global float* out = y + (plane * OH + oh0) * OW + ow0;
+        __global STORED* out = y + (plane * OH + oh0) * OW + ow0;
 #pragma unroll
         for (int i = 0; i < OHPT; ++i) {
             if (oh0 + i >= OH) break;
@@ -195,12 +206,12 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
 #pragma unroll
                 for (int j = 0; j < OWPT; j += VW) {
                     EPILOGUE_RUN(acc[i] + j, VW, out + i * OW + j - y);
-                    *(__global VEC*)(out + i * OW + j) = FROM_PRIVATE(acc[i] + j);
+                    STORE_VEC(FROM_PRIVATE(acc[i] + j), out + i * OW + j);
                 }
             } else {
 #pragma unroll
                 for (int j = 0; j < OWPT; ++j) {
-                    if (ow0 + j < OW) out[i * OW + j] = EPILOGUE(acc[i][j], out + i * OW + j - y);
+                    if (ow0 + j < OW) STORE(out, i * OW + j, EPILOGUE(acc[i][j], out + i * OW + j - y));
                 }
             }
         }
@@ -212,18 +223,18 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
 
 // The VW channels at p: one vector where `whole` (C % VW == 0: aligned, inside C), else element
 // by element, channels from c_left on reading as zero; zero outside the image (!inside).
-inline VEC load_channels(const __global float* p, const bool inside, const bool whole,
+inline VEC load_channels(const __global STORED* p, const bool inside, const bool whole,
                          const int c_left) {
-    if (inside && whole) return *(const __global VEC*)p;
+    if (inside && whole) return LOAD_VEC(p);
     float v[VW];
 #pragma unroll
-    for (int e = 0; e < VW; ++e) v[e] = inside && e < c_left ? p[e] : 0.0f;
+    for (int e = 0; e < VW; ++e) v[e] = inside && e < c_left ? LOAD(p, e) : 0.0f;
     return FROM_PRIVATE(v);
 }
 
 __kernel __attribute__((reqd_work_group_size(WGC, WGX, WGY)))
-void conv2d_depthwise(const __global float* restrict x, const __global float* restrict w,
-                      __global float* restrict y, const int N, const int C, const int H,
+void conv2d_depthwise(const __global STORED* restrict x, const __global STORED* restrict w,
+                      __global STORED* restrict y, const int N, const int C, const int H,
                       const int W, const int K, const int OH, const int OW EPILOGUE_ARGUMENTS) {
     const int c0 = get_global_id(0) * VW;  // this work-item's first channel, column and row
     const int ow0 = get_global_id(1) * OWPT;
@@ -244,7 +255,7 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
     for (int t = 0; t < R * S; ++t) {
         float tap[VW];
 #pragma unroll
-        for (int e = 0; e < VW; ++e) tap[e] = e < c_left ? w[(c0 + e) * (R * S) + t] : 0.0f;
+        for (int e = 0; e < VW; ++e) tap[e] = e < c_left ? LOAD(w, (c0 + e) * (R * S) + t) : 0.0f;
         taps[t] = FROM_PRIVATE(tap);
     }
     VEC acc[OHPT][OWPT];
@@ -257,7 +268,7 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
 #pragma unroll
     for (int ir = 0; ir < WIN_ROWS; ++ir) {
         const int ih = ih0 + ir;
-        const __global float* src = x + ((image * H + ih) * W + iw0) * C + c0;
+        const __global STORED* src = x + ((image * H + ih) * W + iw0) * C + c0;
         VEC seg[WIN_COLS];  // input row ih, pixels iw0 ...
 #pragma unroll
         for (int j = 0; j < WIN_COLS; ++j) {
@@ -284,16 +295,16 @@ void conv2d_depthwise(const __global float* restrict x, const __global float* re
 #pragma unroll
         for (int j = 0; j < OWPT; ++j) {
             if (ow0 + j >= OW) break;
-            __global float* out = y + ((image * OH + oh0 + i) * OW + ow0 + j) * C + c0;
+            __global STORED* out = y + ((image * OH + oh0 + i) * OW + ow0 + j) * C + c0;
             float v[VW];
             TO_PRIVATE(acc[i][j], v);
             EPILOGUE_RUN(v, VW, out - y);
             if (whole) {
-                *(__global VEC*)out = FROM_PRIVATE(v);
+                STORE_VEC(FROM_PRIVATE(v), out);
             } else {
 #pragma unroll
                 for (int e = 0; e < VW; ++e) {
-                    if (e < c_left) out[e] = v[e];
+                    if (e < c_left) STORE(out, e, v[e]);
                 }
             }
         }

@@ -110,7 +110,7 @@ inline void tile_vector(const int l, const int tid, const int ROWS, const int CO
 
 // Reads this work-item's vectors of the tile at src into regs. Elements outside the matrix
 // (rows_left, cols_left) read as zero, which adds nothing to the dot products.
-inline void load_tile(float* regs, const __global float* src, const int ld, const int rows_left,
+inline void load_tile(float* regs, const __global STORED* src, const int ld, const int rows_left,
                       const int cols_left, const int ROWS, const int COLS, const int VW,
                       const int transpose, const bool fast, const int tid) {
 #pragma unroll
@@ -123,7 +123,7 @@ inline void load_tile(float* regs, const __global float* src, const int ld, cons
         } else {
 #pragma unroll
             for (int e = 0; e < VW; ++e) {
-                x[e] = (r < rows_left && c + e < cols_left) ? src[r * ld + c + e] : 0.0f;
+                x[e] = (r < rows_left && c + e < cols_left) ? LOAD(src, r * ld + c + e) : 0.0f;
             }
         }
     }
@@ -223,7 +223,7 @@ inline void copy_tile(__local float* dst, const __global float* src, const int l
 #define A_ROWS (A_KEPT && SA)  // the compute loop reads A along k ...
 #define KSTEP (A_ROWS ? (KUNROLL < 4 ? KUNROLL : 4) : 1)  // ... this many values at a time
 
-inline void fetch_tile(float* regs, __local float* dst, const __global float* src, const int ld,
+inline void fetch_tile(float* regs, __local float* dst, const __global STORED* src, const int ld,
                        const int rows_left, const int cols_left, const int ROWS, const int COLS,
                        const int VW, const int transpose, const bool fast, const int tid) {
 #if ASYNC
@@ -241,7 +241,7 @@ inline void fetch_tile(float* regs, __local float* dst, const __global float* sr
 #define A_VECS ((MWG * KWG / VWA) / WGS)
 #define B_VECS ((NWG * KWG / VWB) / WGS)
 
-inline void load_a(float* regs, __local float* Als, const __global float* A, const int lda,
+inline void load_a(float* regs, __local float* Als, const __global STORED* A, const int lda,
                    const int m0, const int m_left, const int kb, const int k_left,
                    const bool aligned, const int tid) {
     const bool fast = aligned && k_left >= KWG && m_left >= MWG;
@@ -264,7 +264,7 @@ inline void store_a(__local float* Als, const float* regs, const int tid) {
 #endif
 }
 
-inline void load_b(float* regs, __local float* Bls, const __global float* B, const int ldb,
+inline void load_b(float* regs, __local float* Bls, const __global STORED* B, const int ldb,
                    const int n0, const int n_left, const int kb, const int k_left,
                    const bool aligned, const int tid) {
     const bool fast = aligned && k_left >= KWG && n_left >= NWG;
@@ -478,9 +478,9 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles EPILOGUE_ARGUMENTS) {
                         const int m = m_of[i];
                         const bool inside = m < m_left && k < k_left;
 #if A_KM
-                        a[i] = inside ? A[(k0 + k) * lda + m0 + m] : 0.0f;
+                        a[i] = inside ? LOAD(A, (k0 + k) * lda + m0 + m) : 0.0f;
 #else
-                        a[i] = inside ? A[(m0 + m) * lda + k0 + k] : 0.0f;
+                        a[i] = inside ? LOAD(A, (m0 + m) * lda + k0 + k) : 0.0f;
 #endif
                     }
 #endif
@@ -493,9 +493,9 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles EPILOGUE_ARGUMENTS) {
                         const int n = n_of[j];
                         const bool inside = n < n_left && k < k_left;
 #if TRANSB
-                        b[j] = inside ? B[(n0 + n) * ldb + k0 + k] : 0.0f;
+                        b[j] = inside ? LOAD(B, (n0 + n) * ldb + k0 + k) : 0.0f;
 #else
-                        b[j] = inside ? B[(k0 + k) * ldb + n0 + n] : 0.0f;
+                        b[j] = inside ? LOAD(B, (k0 + k) * ldb + n0 + n) : 0.0f;
 #endif
                     }
 #endif
@@ -573,7 +573,7 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles EPILOGUE_ARGUMENTS) {
 #pragma unroll
     for (int i = 0; i < MWI; ++i) {
         const int m = m_of[i];
-        __global float* c_row = C + (m0 + m) * ldc + n0;
+        __global STORED* c_row = C + (m0 + m) * ldc + n0;
         if (fast_store) {
 #pragma unroll
             for (int j = 0; j < NWI; j += VWN) {
@@ -603,8 +603,8 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles EPILOGUE_ARGUMENTS) {
                 if (n < n_left) {
 #endif
                     const float value = alpha * acc[i][j];
-                    const float stored = beta != 0.0f ? beta * c_row[n] + value : value;
-                    c_row[n] = TILE_EPILOGUE(stored, (m0 + m) * ldc + n0 + n);
+                    const float stored = beta != 0.0f ? beta * LOAD(c_row, n) + value : value;
+                    STORE(c_row, n, TILE_EPILOGUE(stored, (m0 + m) * ldc + n0 + n));
                 }
             }
         }

@@ -43,6 +43,8 @@ from octune.tuner.yaml_limits import YamlLimitError, safe_load
 KERNEL_PATH_ENV = "OCTUNE_KERNEL_PATH"
 #: What kernels/epilogue.clh pastes into a template that includes it.
 EPILOGUE_MARK = "#define EPILOGUE_ARGUMENTS"
+#: How many spaces one may extend through (``_extended``): a float16 1x1 conv is three deep.
+MAX_EXTENDS = 3
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
 
 
@@ -264,11 +266,14 @@ def _kernel_files() -> dict[str, tuple[str, str, str]]:
     return found
 
 
-def _extended(text: str, spaces: Mapping[str, str], origin: str) -> str:
-    """A space that says ``extends: OTHER`` is OTHER's with its own sections on top: its
+def _extended(
+    text: str, spaces: Mapping[str, str], origin: str, chain: tuple[str, ...] = ()
+) -> str:
+    """A space that says ``extends: OTHER`` is OTHER's (itself extended first, so a float16
+    variant can extend conv2d_1x1, which extends gemm) with its own sections on top: its
     parameters and derived variables added or replacing OTHER's of the same name, its
     constraints added to OTHER's, any other section replacing OTHER's. The result, written out
-    whole, is the space's text, so the kernel version covers both files and a bundle carries
+    whole, is the space's text, so the kernel version covers every file and a bundle carries
     one self-contained space; it keeps ``extends``, so that a search can start from OTHER's
     best tiles (``octune.tuner.session``).
     """
@@ -281,9 +286,12 @@ def _extended(text: str, spaces: Mapping[str, str], origin: str) -> str:
             f"{origin}: extends {base_name!r}, which is no kernel's space: name one of "
             f"{', '.join(sorted(spaces))}"
         )
-    base = _yaml_mapping(spaces[base_name])
-    if "extends" in base:
-        raise OctuneError(f"{origin}: extends {base_name}, which extends another: extend that")
+    if base_name in chain or len(chain) >= MAX_EXTENDS:
+        raise OctuneError(
+            f"{origin}: extends {' -> '.join((*chain, base_name))}: a circle or a chain of more "
+            f"than {MAX_EXTENDS}; extend a space that extends fewer"
+        )
+    base = _yaml_mapping(_extended(spaces[base_name], spaces, origin, (*chain, base_name)))
     merged = {**base, **own}
     for section in ("parameters", "derived"):
         merged[section] = {**(base.get(section) or {}), **(own.get(section) or {})}
