@@ -70,6 +70,7 @@
 #define B_COLS (NWG > WGS ? NWG / WGS : 1)
 #define NBUF (PF ? 2 : 1)
 
+#include "precision.clh"
 #include "vector_io.clh"
 #include "epilogue.clh"
 

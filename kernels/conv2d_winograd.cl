@@ -70,6 +70,7 @@
 #define M_SIZE (EDIM > 1 ? 16 * KDIM * TWG : 0)  // one row of M per work-item row, staged
 #define LDS_SIZE (NBUF * CHUNK_SIZE > M_SIZE ? NBUF * CHUNK_SIZE : M_SIZE)
 
+#include "precision.clh"
 #include "vector_io.clh"
 #include "epilogue.clh"
 
