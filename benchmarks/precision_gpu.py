@@ -2,8 +2,8 @@
 matrix-vector products (batch-1 fully connected layers), depthwise and 1x1 convolutions.
 
 Each case is tuned twice with the same time, the kernels of its family that take it and are
-written for the device, as `octune tune --dtype float32|float16` does; the fastest stored config of each dtype is
-re-measured (and re-verified) here. Beside them, PyTorch's own float32 and float16 (cuBLAS,
+written for the device, as `octune tune --dtype float32|float16` does; the fastest stored
+config of each dtype is re-measured (and re-verified) here. Beside them, PyTorch's own float32 and float16 (cuBLAS,
 cuDNN; TF32 off) timed as CUDA graphs of back-to-back calls, where torch and a GPU are present.
 Ratios are within this run only (benchmarks/results/gpu_kernels.md, "float16 storage").
 
@@ -123,8 +123,9 @@ def main() -> None:
             for dtype, element in (("float32", 4), ("float16", 2)):
                 workload = family.workload(shape, dtype)
                 kept, _ = for_device(tasks_for(name, shape, dtype), info.device_type)
+                only = [task.kernel.name for task in kept]
                 tune_workload(store, info, workload, args.seconds, "model", settings, 0,
-                              only=[task.kernel.name for task in kept], workers=workers)  # fmt: skip
+                              only=only, workers=workers)  # fmt: skip
                 timed = fastest_stored(store, cl_device, info, workload)
                 if timed is None:
                     row[dtype] = None
