@@ -3,8 +3,9 @@ matrix-vector products (batch-1 fully connected layers), depthwise and 1x1 convo
 
 Each case is tuned twice with the same time, the kernels of its family that take it and are
 written for the device, as `octune tune --dtype float32|float16` does; the fastest stored
-config of each dtype is re-measured (and re-verified) here. Beside them, PyTorch's own float32 and float16 (cuBLAS,
-cuDNN; TF32 off) timed as CUDA graphs of back-to-back calls, where torch and a GPU are present.
+config of each dtype is re-measured (and re-verified) here. Beside them, PyTorch's own float32
+and float16 (cuBLAS, cuDNN; TF32 off) timed as CUDA graphs of back-to-back calls, where torch
+and a GPU are present.
 Ratios are within this run only (benchmarks/results/gpu_kernels.md, "float16 storage").
 
     benchmarks/device_run.sh python3 benchmarks/precision_gpu.py --seconds 20 --out "$OUT/p.json"
