@@ -9,6 +9,9 @@ and a GPU are present.
 Ratios are within this run only (benchmarks/results/gpu_kernels.md, "float16 storage").
 
     benchmarks/device_run.sh python3 benchmarks/precision_gpu.py --seconds 20 --out "$OUT/p.json"
+
+`--batch 16 --nhwc --only depthwise --only 1x1` runs the convolutions at batch 16 in NHWC (the
+1x1 kernels for NCHW take batch 1 only).
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ def torch_call(family: str, shape: dict[str, int], half: bool) -> Callable[[], o
     groups = shape.get("groups", 1)
     w = torch.randn(shape["k"], shape["c"] // groups, shape["r"], shape["s"], device=device,
                     dtype=kind)  # fmt: skip
+    if shape.get("nhwc"):
+        x, w = (t.to(memory_format=torch.channels_last) for t in (x, w))
     stride, pad = shape.get("stride", 1), shape.get("pad", 0)
     return lambda: torch.nn.functional.conv2d(x, w, stride=stride, padding=pad, groups=groups)
 
@@ -106,8 +111,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20, help="tuning per case and dtype")
     parser.add_argument("--device", default="NVIDIA", help="as `octune tune --device`")
+    parser.add_argument("--only", action="append", help="cases whose label contains this")
+    parser.add_argument("--batch", type=int, default=1, help="batch of the convolutions")
+    parser.add_argument("--nhwc", action="store_true", help="convolutions in NHWC")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    cases = [
+        (label if name == "gemm" else f"{label} b{args.batch}{' nhwc' if args.nhwc else ''}",
+         name, shape if name == "gemm" else {**shape, "n": args.batch, "nhwc": int(args.nhwc)})
+        for label, name, shape in CASES
+        if not args.only or any(part in label for part in args.only)
+    ]  # fmt: skip
     cl_device = select_device(args.device)
     info = DeviceInfo.from_cl(cl_device)
     print(f"{info.name} ({info.platform_name}), extensions fp16: {info.limits['fp16']}")
@@ -118,7 +132,7 @@ def main() -> None:
         Store(f"sqlite:///{folder}/p.db") as store,
         open_workers(info, settings) as workers,
     ):
-        for label, name, shape in CASES:
+        for label, name, shape in cases:
             family = GEMM if name == "gemm" else CONV2D
             row: dict[str, object] = {"case": label, "shape": shape}
             for dtype, element in (("float32", 4), ("float16", 2)):
