@@ -65,8 +65,9 @@
 #include "epilogue.clh"
 
 // VEC is VW floats; TO_PRIVATE(v, p) and FROM_PRIVATE(p) move one to and from a private array;
-// LOAD_VEC(p) and STORE_VEC(v, p) read and write one at p in global memory, whose elements are
-// STORED (kernels/precision.clh: float, or half through vload_halfN and vstore_halfN).
+// LOAD_VEC(p) and STORE_VEC(v, p) read and write one at p in global memory, aligned to VW
+// elements, whose elements are STORED (kernels/precision.clh: float, or half through
+// vloada_halfN and vstorea_halfN, one aligned access as the float path's vector is).
 #if VW == 1
 #define VEC float
 #define TO_PRIVATE(v, p) ((p)[0] = (v))
@@ -80,8 +81,8 @@
 #define TO_PRIVATE(v, p) CAT(vstore, VW)(v, 0, p)
 #define FROM_PRIVATE(p) CAT(vload, VW)(0, p)
 #ifdef OCTUNE_FLOAT16
-#define LOAD_VEC(p) CAT(vload_half, VW)(0, p)
-#define STORE_VEC(v, p) CAT(vstore_half, CAT(VW, _rte))(v, 0, p)
+#define LOAD_VEC(p) CAT(vloada_half, VW)(0, p)
+#define STORE_VEC(v, p) CAT(vstorea_half, CAT(VW, _rte))(v, 0, p)
 #else
 #define LOAD_VEC(p) (*(const __global VEC*)(p))
 #define STORE_VEC(v, p) (*(__global VEC*)(p) = (v))
