@@ -162,3 +162,24 @@ def _cpu_limits(fp16: int) -> dict[str, int]:
     info = DeviceInfo("P", "1", "V", "cpu", "1", 2, 4096, (4096, 4096, 4096), 1 << 15, 1 << 34,
                       "cpu", "cl_khr_fp16" if fp16 else "")  # fmt: skip
     return info.limits
+
+
+def test_half_arithmetic_verifies_where_the_device_has_cl_khr_fp16(
+    cl_device, device_info: DeviceInfo
+) -> None:
+    """CI installs Intel's CPU runtime beside PoCL, so the test device has cl_khr_fp16 on every
+    x86-64 machine and the half-arithmetic configs are built, run and verified for real.
+    """
+    from octune.tuner.measure import DeviceRunner
+
+    if not device_info.limits["fp16"]:
+        pytest.skip(f"{device_info.name} has no cl_khr_fp16 (install the intel-cpu extra)")
+    kernel = load_kernel("gemm_panel_float16")
+    table = kernel.space.enumerate(device_info.limits)
+    half = [table.config(i) for i in range(len(table)) if table.config(i)["HALF"] == 1]
+    workload = FAMILY.workload({"m": 37, "n": 45, "k": 300, "transa": 1}, "float16")
+    runner = DeviceRunner(cl_device, kernel, workload, seed=5, repeats=1, min_repeats=1)
+    for config in half[:: len(half) // 3][:3]:
+        measurement = runner.measure(config)
+        assert measurement.ok, (config, measurement.message)
+        assert measurement.max_error is not None and measurement.max_error < 1.0
