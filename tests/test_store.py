@@ -215,6 +215,36 @@ def test_tokens_made_before_trusted_ones_existed_stay_answering(tmp_path):
     assert scopes == {"lab": "trusted", "runtime": "read"}
 
 
+def test_devices_stored_before_extensions_were_kept_learn_them_when_seen_again(
+    tmp_path, device_info
+):
+    """Revision 0006 adds the devices' extensions: a device row of an older database reports
+    none (so no half-arithmetic variant is offered for it) until a run on it stores them.
+    """
+    from dataclasses import replace
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_engine(url)
+    info = replace(device_info, extensions="cl_khr_fp16 cl_khr_fp64")
+    try:
+        with engine.begin() as connection:
+            command.upgrade(alembic_config(connection), "0005")
+            connection.execute(
+                text("INSERT INTO devices (fingerprint, platform_name, platform_version, vendor, "
+                     "name, driver_version, compute_units, max_work_group_size, local_mem_size, "
+                     "global_mem_size, device_type, created_at) VALUES (:fp, 'P', '1', 'V', 'D', "
+                     "'1', 2, 1024, 32768, 1073741824, 'cpu', CURRENT_TIMESTAMP)"),
+                {"fp": info.fingerprint},
+            )  # fmt: skip
+        with Store(url) as store:  # migrates to head
+            (before,) = store.stored_devices()
+            store.device_id(info)
+            (after,) = store.stored_devices()
+    finally:
+        engine.dispose()
+    assert before.extensions == "" and after.extensions == "cl_khr_fp16 cl_khr_fp64"
+
+
 def test_sqlite_pragmas(store, url):
     engine = create_engine(url)
     try:
