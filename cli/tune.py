@@ -508,7 +508,8 @@ def best(
     if "host_numpy_gflops" in payload:
         host = cast(float, payload["host_numpy_gflops"])
         ratio = (result.gflops or 0.0) / host
-        table.add_row("NumPy on this host", f"{host:,.1f} GFLOP/s (octune's config: {ratio:.2f} x)")
+        numpy = "NumPy on this host" + ("" if workload.dtype == "float32" else " (float32)")
+        table.add_row(numpy, f"{host:,.1f} GFLOP/s (octune's config: {ratio:.2f} x)")
     table.add_row("kernel version", f"{result.kernel_sha256[:16]}")
     table.add_row("candidates", f"{result.measured} measured, {result.failed} failed")
     table.add_row("measured at", str(payload["measured_at"]))
