@@ -1,5 +1,5 @@
-// octune conv2d, implicit GEMM: im2col fused into the tile loads of a tiled GEMM, float32, NCHW
-// or NHWC.
+// octune conv2d, implicit GEMM: im2col fused into the tile loads of a tiled GEMM, NCHW or NHWC,
+// in float32 or with float16 storage (kernels/precision.clh; conv2d_igemm_float16.yaml).
 //
 // y[n, k, oh, ow] = sum over c, r, s of w[k, c, r, s] * x[n, g*Cg + c, oh*STRIDE - PAD +
 // r*DILATION, ow*STRIDE - PAD + s*DILATION] (zero outside the input), g = k / Kg, as PyTorch's
@@ -77,13 +77,13 @@
 // VWK elements along the reduction from src (a vector where `whole`: aligned, and inside Cg
 // whenever its first element is). Elements from c_left on, and all of them outside the image,
 // read as zero.
-inline void load_run(float* dst, const __global float* src, const bool inside, const int c_left,
+inline void load_run(float* dst, const __global STORED* src, const bool inside, const int c_left,
                      const bool whole) {
     if (inside && whole && c_left > 0) {
         load_vec(VWK, src, dst);
     } else {
 #pragma unroll
-        for (int e = 0; e < VWK; ++e) dst[e] = inside && e < c_left ? src[e] : 0.0f;
+        for (int e = 0; e < VWK; ++e) dst[e] = inside && e < c_left ? LOAD(src, e) : 0.0f;
     }
 }
 
@@ -91,8 +91,8 @@ inline void load_run(float* dst, const __global float* src, const bool inside, c
 // registers. wg points at W_g; a_row[l] is the clamped row offset of A vector l (rows past Kg
 // repeat row Kg-1: their results are never stored). xg points at image n's group g; ih0/iw0 are
 // the top-left input pixel of each gathered column (clamped the same way past OH*OW).
-inline void load_tiles(float* ra, float* rb, const int t, const __global float* wg,
-                       const int* a_row, const __global float* xg, const int* ih0,
+inline void load_tiles(float* ra, float* rb, const int t, const __global STORED* wg,
+                       const int* a_row, const __global STORED* xg, const int* ih0,
                        const int* iw0, const int Cg, const int C, const int H, const int W,
                        const int tid) {
 #if NHWC
@@ -110,9 +110,9 @@ inline void load_tiles(float* ra, float* rb, const int t, const __global float* 
     for (int l = 0; l < A_VECS; ++l) {
         const int k = (tid + l * WGS) / MWG * VWK;
 #if NHWC
-        const __global float* src = wg + a_row[l] + rs * Cg + c0 + k;
+        const __global STORED* src = wg + a_row[l] + rs * Cg + c0 + k;
 #else
-        const __global float* src = wg + a_row[l] + (c0 + k) * RS + rs;
+        const __global STORED* src = wg + a_row[l] + (c0 + k) * RS + rs;
 #endif
         load_run(ra + l * VWK, src, true, c_left - k, whole);
     }
@@ -138,9 +138,9 @@ inline void load_tiles(float* ra, float* rb, const int t, const __global float* 
         const int j = l % B_COLS;
         const int k = (tid + l * WGS) / NWG * VWK;
 #if NHWC
-        const __global float* src = xg + offset[j] + k;
+        const __global STORED* src = xg + offset[j] + k;
 #else
-        const __global float* src = xg + offset[j] + k * (H * W);
+        const __global STORED* src = xg + offset[j] + k * (H * W);
 #endif
         load_run(rb + l * VWK, src, inside[j], c_left - k, whole);
     }
@@ -167,8 +167,8 @@ inline void store_tiles(__local float* Als, __local float* Bls, const float* ra,
 }
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
-void conv2d_igemm(const __global float* restrict x, const __global float* restrict w,
-                  __global float* restrict y, const int N, const int C, const int H, const int W,
+void conv2d_igemm(const __global STORED* restrict x, const __global STORED* restrict w,
+                  __global STORED* restrict y, const int N, const int C, const int H, const int W,
                   const int K, const int OH, const int OW EPILOGUE_ARGUMENTS) {
     const int tn = get_local_id(0);
     const int tm = get_local_id(1);
@@ -182,13 +182,13 @@ void conv2d_igemm(const __global float* restrict x, const __global float* restri
     const int P = OH * OW;
     const int ld = Cg * RS;  // row length of W_g
 
-    const __global float* wg = w + g * Kg * ld;
+    const __global STORED* wg = w + g * Kg * ld;
 #if NHWC
-    const __global float* xg = x + image * (H * W * C) + g * Cg;
-    __global float* yg = y + image * (P * K) + g * Kg;
+    const __global STORED* xg = x + image * (H * W * C) + g * Cg;
+    __global STORED* yg = y + image * (P * K) + g * Kg;
 #else
-    const __global float* xg = x + (image * C + g * Cg) * (H * W);
-    __global float* yg = y + (image * K + g * Kg) * P;
+    const __global STORED* xg = x + (image * C + g * Cg) * (H * W);
+    __global STORED* yg = y + (image * K + g * Kg) * P;
 #endif
 
     // Per work-item, once: the filter rows it loads and the output pixels it gathers for.
@@ -280,7 +280,7 @@ void conv2d_igemm(const __global float* restrict x, const __global float* restri
 #pragma unroll
     for (int j = 0; j < NWI; ++j) {
         const int n = n_of[j];
-        __global float* y_pixel = yg + (n0 + n) * K + m0;
+        __global STORED* y_pixel = yg + (n0 + n) * K + m0;
         if (fast_store) {
 #pragma unroll
             for (int i = 0; i < MWI; i += VWM) {
@@ -293,7 +293,7 @@ void conv2d_igemm(const __global float* restrict x, const __global float* restri
         } else if (n < n_left) {
 #pragma unroll
             for (int i = 0; i < MWI; ++i) {
-                if (m_of[i] < m_left) y_pixel[m_of[i]] = EPILOGUE(acc[i][j], y_pixel + m_of[i] - y);
+                if (m_of[i] < m_left) STORE(y_pixel, m_of[i], EPILOGUE(acc[i][j], y_pixel + m_of[i] - y));
             }
         }
     }
@@ -302,7 +302,7 @@ void conv2d_igemm(const __global float* restrict x, const __global float* restri
 #pragma unroll
     for (int i = 0; i < MWI; ++i) {
         const int m = m_of[i];
-        __global float* y_row = yg + (m0 + m) * P + n0;
+        __global STORED* y_row = yg + (m0 + m) * P + n0;
         if (fast_store) {
 #pragma unroll
             for (int j = 0; j < NWI; j += VWN) {
@@ -312,7 +312,7 @@ void conv2d_igemm(const __global float* restrict x, const __global float* restri
         } else if (m < m_left) {
 #pragma unroll
             for (int j = 0; j < NWI; ++j) {
-                if (n_of[j] < n_left) y_row[n_of[j]] = EPILOGUE(acc[i][j], y_row + n_of[j] - y);
+                if (n_of[j] < n_left) STORE(y_row, n_of[j], EPILOGUE(acc[i][j], y_row + n_of[j] - y));
             }
         }
     }

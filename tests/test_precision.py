@@ -183,3 +183,17 @@ def test_half_arithmetic_verifies_where_the_device_has_cl_khr_fp16(
         measurement = runner.measure(config)
         assert measurement.ok, (config, measurement.message)
         assert measurement.max_error is not None and measurement.max_error < 1.0
+
+
+def test_a_network_tunes_in_float16_layer_by_layer(tmp_path: Path) -> None:
+    """Every Conv and Gemm of a network has a float16 kernel (conv2d_igemm_float16 takes any
+    convolution), so `tune --model --dtype float16` tunes the network's layers in float16.
+    """
+    db = tmp_path / "net.db"
+    result = octune("tune", "--model", "squeezenet1.1", "--batch", "1", "--dtype", "float16",
+                    "--budget", "4", "--confirm", "0", "--seed", "1", db=db)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    with Store(f"sqlite:///{db}") as store:
+        (device,) = store.stored_devices()
+        kernels = store.tuned_kernel_names(device.fingerprint)
+    assert kernels and all(name.endswith("_float16") for name in kernels)
