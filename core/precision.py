@@ -9,9 +9,6 @@ from __future__ import annotations
 #: float32 first: the default of every command, query and stored row.
 DTYPES: tuple[str, ...] = ("float32", "float16", "int8")
 
-#: Bytes an element of each dtype takes in a device buffer.
-ELEMENT_BYTES: dict[str, int] = {"float32": 4, "float16": 2, "int8": 1}
-
 
 def check_dtype(dtype: str) -> str:
     """``dtype`` if octune knows it, else a one-line ValueError naming the choices."""

@@ -130,12 +130,11 @@ class Gemm(Family):
         queue: cl.CommandQueue,
         rng: np.random.Generator,
     ) -> Bound:
-        s = workload.shape
-        m, n, k = s["m"], s["n"], s["k"]
-        shape_a, shape_b = stored_shapes(s)
         if workload.dtype == "int8":
             return self._bind_int8(workload, context, queue, rng)
-        dtype = workload.dtype
+        s, dtype = workload.shape, workload.dtype
+        m, n, k = s["m"], s["n"], s["k"]
+        shape_a, shape_b = stored_shapes(s)
 
         def inputs() -> tuple[np.ndarray, ...]:
             return random_normal(rng, shape_a, dtype), random_normal(rng, shape_b, dtype)

@@ -197,3 +197,12 @@ def test_a_network_tunes_in_float16_layer_by_layer(tmp_path: Path) -> None:
         (device,) = store.stored_devices()
         kernels = store.tuned_kernel_names(device.fingerprint)
     assert kernels and all(name.endswith("_float16") for name in kernels)
+
+
+def test_the_rest_schema_offers_exactly_octunes_dtypes() -> None:
+    from typing import get_args
+
+    from octune.core.precision import DTYPES
+    from octune.server.schemas import ShapeFields
+
+    assert get_args(ShapeFields.model_fields["dtype"].annotation) == DTYPES

@@ -1,6 +1,6 @@
 """Device extensions: CL_DEVICE_EXTENSIONS, which say whether a device computes in half
-precision (cl_khr_fp16) or has integer dot products (cl_khr_integer_dot_product), so that a
-lookup never answers a device with a variant it cannot build. Devices stored before this
+precision (cl_khr_fp16), so that a lookup never answers a device with a variant it cannot
+build. Devices stored before this
 revision report none until a tuning run on them sees them again.
 
 Revision ID: 0006
