@@ -73,6 +73,13 @@ def run(
             "stores where the kernel allows it; --no-fuse: in a launch of their own"
         ),
     ] = True,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            help="what tensors and weights are stored as: float32 or float16 (float16 kernels; "
+            "the accuracy cost against the float32 result is reported); default: the model's"
+        ),
+    ] = None,
     json_out: Annotated[
         Path | None, typer.Option("--json", help="also write the results to this JSON file")
     ] = None,
@@ -80,6 +87,7 @@ def run(
     """Run a network on random inputs with octune's configs: check it against onnxruntime,
     then time it per layer (OpenCL profiling) and whole (back to back, one finish).
     """
+    from octune.core.precision import STORAGE
     from octune.networks.layers import load_model
     from octune.networks.workloads import parse_dims
     from octune.runtime.executor import Runtime
@@ -89,6 +97,8 @@ def run(
 
     if configs not in POLICIES:
         raise OctuneError(f"unknown --configs '{configs}': use one of {', '.join(POLICIES)}")
+    if dtype is not None and dtype not in STORAGE:
+        raise OctuneError(f"--dtype: octune run stores float32 or float16, not {dtype!r}")
     given = [flag for flag, value in (("--server", server), ("--bundle", bundle), ("--db", db))
              if value is not None]  # fmt: skip
     if len(given) > 1:
@@ -100,8 +110,11 @@ def run(
     policy = cast("Policy", configs)
     source = None if policy == "default" else _source(info, server, token, bundle, public_key, db)
     where = "octune's defaults" if source is None else source.where
-    console.print(f"Running {model} on [bold]{info.name}[/] with {policy} configs from {where}")
-    runtime = Runtime(network, cl_device, source, policy, fuse=fuse)
+    runtime = Runtime(network, cl_device, source, policy, fuse=fuse, dtype=dtype)
+    console.print(
+        f"Running {model} in {runtime.dtype} on [bold]{info.name}[/] with {policy} configs "
+        f"from {where}"
+    )
     inputs = random_inputs(runtime, seed)
     outputs = check(runtime, inputs)
     timing = runtime.time(repeat)
@@ -134,8 +147,6 @@ def _source(
 
 
 def _print(runtime: Runtime, timing: Timing, outputs: list[Comparison], reference_s: float) -> None:
-    from octune.runtime.verify import TOLERANCE
-
     total = timing.total_kernel_s or 1.0
     table = Table(title=f"{runtime.graph.name} on {runtime.info.name}")
     for column in ("layer", "op", "kernel", "match", "time µs", "share"):
@@ -151,8 +162,15 @@ def _print(runtime: Runtime, timing: Timing, outputs: list[Comparison], referenc
         f"wall {timing.wall_s * 1e3:.3f} ms (best of {timing.repeats}, back to back), "
         f"{runtime.launches} launches; onnxruntime CPU {reference_s * 1e3:.3f} ms. Output agrees "
         f"with onnxruntime: max error {worst.error:.3g} = {worst.ratio:.2g} x the tolerance "
-        f"({TOLERANCE:g} x max |output| {worst.magnitude:.3g})"
+        f"({worst.tolerance:.3g} x max |output| {worst.magnitude:.3g})"
     )
+    if runtime.dtype != "float32":
+        for c in outputs:  # the accuracy cost, as a user of half precision reads it
+            console.print(
+                f"{runtime.dtype} against the float32 result, output '{c.tensor}': max error "
+                f"{c.error:.3g} ({c.error / (c.magnitude or 1):.2%} of max |output| "
+                f"{c.magnitude:.3g}), mean error {c.mean_error:.3g}"
+            )
     for fixed in (c for c in outputs if not c.depends_on_input):
         console.print(
             f"[yellow]Output '{fixed.tensor}' does not depend on the input[/] (onnxruntime gives "
@@ -171,8 +189,6 @@ def _payload(
     outputs: list[Comparison],
     reference_s: float,
 ) -> dict[str, object]:
-    from octune.runtime.verify import TOLERANCE
-
     layers = [
         {
             "layer": planned.step.name,
@@ -192,6 +208,7 @@ def _payload(
         "device": info.name,
         "device_fingerprint": info.fingerprint,
         "configs": policy,
+        "dtype": runtime.dtype,
         "source": where,
         "layers": layers,
         "kernel_s": timing.total_kernel_s,
@@ -199,12 +216,13 @@ def _payload(
         "repeats": timing.repeats,
         "launches": runtime.launches,
         "onnxruntime_s": reference_s,
-        "tolerance": TOLERANCE,
         "outputs": [
             {
                 "tensor": c.tensor,
                 "max_error": c.error,
+                "mean_error": c.mean_error,
                 "magnitude": c.magnitude,
+                "tolerance": c.tolerance,
                 "depends_on_input": c.depends_on_input,
             }
             for c in outputs

@@ -27,6 +27,7 @@ from octune.cli.options import (
     open_store,
 )
 from octune.core.errors import OctuneError
+from octune.core.precision import DTYPES
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies import available_strategies
 
@@ -93,7 +94,13 @@ def tune(
     ] = None,
     batch: BatchOption = None,
     dim: DimOption = None,
-    dtype: DtypeOption = "float32",
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            help=f"element type: {', '.join(DTYPES)} (numpy's names); default: float32, or "
+            "a --model's own (a float16 file tunes its layers in float16)"
+        ),
+    ] = None,
     device: DeviceOption = None,
     strategy: Annotated[
         str, typer.Option(help=f"search strategy: {', '.join(available_strategies())}")
@@ -171,11 +178,11 @@ def tune(
     if model is not None:
         if kernel_name is not None or ctx.args or workloads is not None:
             raise OctuneError("give one of --model, --workloads FILE, or a kernel and its shape")
-        tasks = _model_tasks(model, batch, dim, checked_dtype(dtype))
+        tasks = _model_tasks(model, batch, dim, checked_dtype(dtype) if dtype else None)
     elif batch is not None or dim:
         raise OctuneError("--batch and --dim size the dynamic dimensions of a --model: add one")
     else:
-        tasks = _tasks(kernel_name, ctx.args, workloads, checked_dtype(dtype))
+        tasks = _tasks(kernel_name, ctx.args, workloads, dtype and checked_dtype(dtype))
     total = Budget(
         candidates=budget,
         seconds=parse_duration(time_budget) if time_budget else None,
@@ -318,7 +325,7 @@ def _close(
 
 
 def _tasks(
-    kernel_name: str | None, shape_args: list[str], workloads: Path | None, dtype: str
+    kernel_name: str | None, shape_args: list[str], workloads: Path | None, dtype: str | None
 ) -> list[Task]:
     from octune.tuner.campaign import load_tasks, tasks_for
     from octune.tuner.registry import resolve_kernels
@@ -326,7 +333,7 @@ def _tasks(
     if workloads is not None:
         if kernel_name is not None or shape_args:
             raise OctuneError("give either --workloads FILE or a kernel and its shape, not both")
-        if dtype != "float32":
+        if dtype is not None:
             raise OctuneError("a workloads file says each workload's dtype: leave out --dtype")
         return load_tasks(workloads)
     if kernel_name is None:
@@ -334,10 +341,12 @@ def _tasks(
             "say what to tune: `octune tune gemm --m M --n N --k K` or `--workloads FILE.yaml`"
         )
     family = resolve_kernels(kernel_name)[0].family
-    return tasks_for(kernel_name, _shape_options(family, shape_args), dtype)
+    return tasks_for(kernel_name, _shape_options(family, shape_args), dtype or "float32")
 
 
-def _model_tasks(source: str, batch: int | None, dims: list[str] | None, dtype: str) -> list[Task]:
+def _model_tasks(
+    source: str, batch: int | None, dims: list[str] | None, dtype: str | None
+) -> list[Task]:
     from octune.networks.workloads import describe, network_layers, network_tasks, parse_dims
 
     layers, untuned = network_layers(source, batch, parse_dims(dims or []))

@@ -15,3 +15,8 @@ def check_dtype(dtype: str) -> str:
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
     return dtype
+
+
+#: The dtypes a whole network runs in (``octune run --dtype``), by the numpy type its tensors
+#: and weights are stored as; int8 is a layer's dtype, set by a quantized model's nodes.
+STORAGE: dict[str, str] = {"float32": "float32", "float16": "float16"}

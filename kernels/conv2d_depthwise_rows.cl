@@ -27,6 +27,7 @@
 #error "conv2d_depthwise_rows takes NCHW layers (search_spaces/conv2d_depthwise_rows.yaml)"
 #endif
 
+#include "precision.clh"  // float32 only: STORED is float
 #include "conv2d_arguments.clh"
 
 #define ROWS_CAT_(a, b) a##b

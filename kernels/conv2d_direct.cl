@@ -101,6 +101,7 @@ inline float x_at(const __global float* plane, const int iy, const int ix, const
 #define STOREK(v, p) CAT(vstore, KPT)(v, 0, p)
 #endif
 
+#include "precision.clh"
 #include "epilogue.clh"
 
 __kernel __attribute__((reqd_work_group_size(WGX, WGY, WGZ)))

@@ -10,6 +10,7 @@ and a user's family its own), so a layer is a workload as ``octune tune`` takes 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -54,16 +55,31 @@ class Layer:
 
     ``shape`` holds the family's keys as ``octune tune <family> --key value`` takes them;
     ``count`` is how many launches of that shape one forward pass makes (a batched MatMul
-    makes one per matrix of its batch).
+    makes one per matrix of its batch); ``dtype`` is what its model stores (``model_dtype``).
     """
 
     family: str
     shape: dict[str, int]
     nodes: tuple[str, ...]
     count: int
+    dtype: str = "float32"
 
-    def workload(self) -> Workload:
-        return family(self.family).workload(self.shape)
+    def workload(self, dtype: str | None = None) -> Workload:
+        """The layer's workload in its own dtype, or in ``dtype`` (a run that stores another)."""
+        return family(self.family).workload(self.shape, dtype or self.dtype)
+
+
+def model_dtype(model: onnx.ModelProto) -> str:
+    """float16 for a model that stores most of its weights' elements in half precision (what
+    onnxconverter-common's float16 converter and a ``.half()`` PyTorch export write), else
+    float32.
+    """
+    counts = {onnx.TensorProto.FLOAT: 0, onnx.TensorProto.FLOAT16: 0}
+    for tensor in model.graph.initializer:
+        if tensor.data_type in counts:
+            counts[tensor.data_type] += math.prod(tensor.dims)
+    half = counts[onnx.TensorProto.FLOAT16] > counts[onnx.TensorProto.FLOAT]
+    return "float16" if half else "float32"
 
 
 def node_name(node: onnx.NodeProto, index: int) -> str:
@@ -275,6 +291,7 @@ def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str], dict[str, 
     untuned: Counter[str] = Counter()
     reasons: dict[str, str] = {}
     readers = _readers()
+    dtype = model_dtype(model)
     for index, node in enumerate(graph.node):
         name = node_name(node, index)
         if node.domain not in ("", "ai.onnx"):
@@ -300,7 +317,7 @@ def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str], dict[str, 
             untuned[f"{node.op_type} ({error})"] += 1
             reasons[name] = str(error)
             continue
-        layers.append(Layer(reader.name, workload.shape, (name,), count))
+        layers.append(Layer(reader.name, workload.shape, (name,), count, dtype))
     return layers, untuned, reasons
 
 

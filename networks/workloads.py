@@ -61,12 +61,14 @@ def time_shares(layers: Sequence[Layer]) -> list[float]:
     return [float(f"{100 * cost / sum(costs):.3g}") for cost in costs]
 
 
-def network_tasks(layers: Sequence[Layer], dtype: str = "float32") -> list[Task]:
-    """The layers as tuning tasks, as the workloads file ``workloads_yaml`` writes reads."""
+def network_tasks(layers: Sequence[Layer], dtype: str | None = None) -> list[Task]:
+    """The layers as tuning tasks, as the workloads file ``workloads_yaml`` writes reads: each
+    in its own dtype (its model's), or in ``dtype``.
+    """
     return [
         replace(task, nodes=layer.nodes)
         for layer, weight in zip(layers, time_shares(layers), strict=True)
-        for task in tasks_for(layer.family, layer.shape, dtype, weight=weight)
+        for task in tasks_for(layer.family, layer.shape, dtype or layer.dtype, weight=weight)
     ]
 
 

@@ -20,6 +20,7 @@ import onnx
 import pyopencl as cl
 
 from octune.core.errors import OctuneError
+from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
 from octune.runtime import layout
 from octune.runtime.fold import Folder, gap_offsets, live
@@ -112,7 +113,10 @@ class Runtime:
     """A model loaded onto a device with configs from ``configs`` under ``policy``; without a
     source (or with policy ``default``), octune's default configs. With ``fuse``, a layer's
     epilogue runs in its kernel's stores where the kernel's template allows it; without, in a
-    launch of its own (to compare, or to rule a fused store out).
+    launch of its own (to compare, or to rule a fused store out). ``dtype`` float16 stores
+    every tensor and weight in half precision and runs each conv and GEMM with its float16
+    kernel (arithmetic in float, or in half where the tuned config says so); the host's
+    inputs and outputs stay float32.
     """
 
     def __init__(
@@ -123,10 +127,20 @@ class Runtime:
         policy: Policy = "tuned",
         cache: ProgramCache | None = None,
         fuse: bool = True,
+        dtype: str | None = None,
     ) -> None:
         self.model = model
         self.fuse = fuse
         self.graph: Graph = load_graph(model)
+        #: What every tensor and weight is stored as on the device (``precision.STORAGE``):
+        #: ``dtype``, else the model's own (a float16 file runs in float16).
+        self.dtype = check_dtype(dtype or self.graph.dtype)
+        if self.dtype not in STORAGE:
+            raise OctuneError(
+                f"octune run stores tensors as {' or '.join(STORAGE)}, not {self.dtype}: "
+                "int8 models run through their QDQ or QLinear nodes' dtype"
+            )
+        self.storage = np.dtype(STORAGE[self.dtype])
         self.device = device
         self.info = DeviceInfo.from_cl(device)
         self.context = cl.Context([device])
@@ -159,8 +173,8 @@ class Runtime:
             steps = [step for step in tuned if step.layer.family == family]
             distinct = {tuple(s.layer.shape.items()): s.layer for s in steps}
             layers = list(distinct.values())
-            answers = source.answers(family, [layer.shape for layer in layers])
-            workloads = [layer.workload() for layer in layers]
+            answers = source.answers(family, [layer.shape for layer in layers], self.dtype)
+            workloads = [layer.workload(self.dtype) for layer in layers]
             chosen = choose(source, workloads, answers, policy, self.info.limits)
             if policy == "confirmed":
                 chosen = [
@@ -178,7 +192,7 @@ class Runtime:
         used = {name for step in graph.steps for name in self._reads(step)}
         self._check_memory(used & graph.constants.keys())
         for name in sorted(used & graph.constants.keys()):
-            value = np.ascontiguousarray(graph.constants[name], dtype=np.float32)
+            value = np.ascontiguousarray(graph.constants[name], dtype=self.storage)
             self.buffers[name] = cl.Buffer(
                 self.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=value
             )
@@ -221,6 +235,7 @@ class Runtime:
         the Concats that only such maps read laid out gapped, their inputs written in place.
         """
         folder, align = Folder(self.graph), self.device.mem_base_addr_align // 8
+        size = self.storage.itemsize
         gapped: dict[str, tuple[int, ...]] = {}
         # A map's fold depends on its chain's start alone: a gapped Concat's readers keep the
         # fold their trial found.
@@ -232,7 +247,7 @@ class Runtime:
             maps = [step for step in readers if isinstance(step, IndexMap)]
             if not readers or len(maps) != len(readers):
                 continue
-            trial = {**gapped, concat.output: gap_offsets(self.graph, concat, align)}
+            trial = {**gapped, concat.output: gap_offsets(self.graph, concat, align, size)}
             reads = {step.output: folder.fold(step, trial) for step in maps}
             if all(reads.values()):
                 gapped = trial
@@ -248,12 +263,13 @@ class Runtime:
 
     def _gap(self, concat: Concat, offsets: tuple[int, ...]) -> None:
         """A Concat's buffer with each input a sub-buffer at ``offsets`` (elements)."""
-        buffer = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=4 * offsets[-1])
+        item = self.storage.itemsize
+        buffer = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=item * offsets[-1])
         self.buffers[concat.output] = buffer
         parts = []
         for name, start in zip(concat.inputs, offsets, strict=False):
             size = math.prod(self.graph.shapes[name])
-            self.buffers[name] = self._hold(buffer.get_sub_region(4 * start, 4 * size))
+            self.buffers[name] = self._hold(buffer.get_sub_region(item * start, item * size))
             parts.append((start, size))
         self._gapped[concat.output] = tuple(parts)
         self._in_place.add(concat.output)
@@ -274,7 +290,7 @@ class Runtime:
         for whole in sorted(concats, key=lambda step: len(step.inputs), reverse=True):
             offsets = [0]
             for name in whole.inputs:
-                offsets.append(offsets[-1] + 4 * math.prod(graph.shapes[name]))
+                offsets.append(offsets[-1] + self.storage.itemsize * math.prod(graph.shapes[name]))
             if (
                 whole.output in self.buffers
                 or any(offset % align for offset in offsets[:-1])
@@ -300,7 +316,8 @@ class Runtime:
         """Refuse, before allocating anything, a model whose tensors the device cannot hold."""
         graph = self.graph
         tensors = [*graph.inputs, *(s.output for s in graph.steps if not isinstance(s, Alias))]
-        sizes = {name: 4 * math.prod(graph.shapes[name]) for name in (*constants, *tensors)}
+        item = self.storage.itemsize
+        sizes = {name: item * math.prod(graph.shapes[name]) for name in (*constants, *tensors)}
         largest = max(sizes, key=sizes.__getitem__, default=None)
         total, limit = sum(sizes.values()), self.device.global_mem_size
         if total > limit:
@@ -317,7 +334,7 @@ class Runtime:
             )
 
     def _tensor_buffer(self, name: str) -> cl.Buffer:
-        size = 4 * max(math.prod(self.graph.shapes[name]), 1)
+        size = self.storage.itemsize * max(math.prod(self.graph.shapes[name]), 1)
         return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=size)
 
     @staticmethod
@@ -346,6 +363,8 @@ class Runtime:
     ) -> BoundLaunch:
         """A launch of one of the runtime's own kernels over ``n`` work-items."""
         options = [f"-D{key}={value}" for key, value in defines.items()]
+        if self.dtype != "float32":
+            options.append(f"-DOCTUNE_{self.dtype.upper()}=1")
         program = self._build(step, f"the runtime's {name}", _ops_source(), options)
         kernel = cl.Kernel(program, name)
         kernel.set_args(*args)
@@ -521,7 +540,7 @@ class Runtime:
 
     def _tuned(self, step: Tuned) -> Planned:
         choice = self.choices[step.name]
-        spec, config, workload = choice.kernel, choice.config, step.layer.workload()
+        spec, config, workload = choice.kernel, choice.config, step.layer.workload(self.dtype)
         if step.layer.count > 1 and not self._splits(step, workload.extents):
             return self._batched_matmul(step)
         entry = spec.space.entry
@@ -572,7 +591,8 @@ class Runtime:
         """
         batch_a, batch_b = (self.graph.shapes[name][:-2] for name in step.inputs)
         align = self.device.mem_base_addr_align // 8
-        return batch_a == batch_b and not any(4 * size % align for size in sizes)
+        item = self.storage.itemsize
+        return batch_a == batch_b and not any(item * size % align for size in sizes)
 
     def _batches(
         self, step: Tuned, buffers: tuple[cl.Buffer, ...], sizes: tuple[int, ...]
@@ -583,10 +603,10 @@ class Runtime:
         a, b, y = buffers
         if step.layer.count == 1:
             return [((a, b), y)]
-        operands = []
+        operands, item = [], self.storage.itemsize
         for i in range(step.layer.count):
             a_i, b_i, y_i = (
-                self._hold(buffer.get_sub_region(4 * i * size, 4 * size))
+                self._hold(buffer.get_sub_region(item * i * size, item * size))
                 for buffer, size in zip(buffers, sizes, strict=True)
             )
             operands.append(((a_i, b_i), y_i))
@@ -615,26 +635,29 @@ class Runtime:
     # --- running --------------------------------------------------------------------------
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The model's outputs for these inputs (one array per graph input)."""
+        """The model's outputs for these inputs (one array per graph input), as float32."""
         for name in self.graph.inputs:
             value = inputs.get(name)
             if value is None or value.shape != self.graph.shapes[name]:
                 raise OctuneError(
                     f"input '{name}' must be a float32 array of shape {self.graph.shapes[name]}"
                 )
-            cl.enqueue_copy(self.queue, self.buffers[name], np.ascontiguousarray(value, np.float32))
+            stored = np.ascontiguousarray(value, self.storage)
+            cl.enqueue_copy(self.queue, self.buffers[name], stored)
         self.stream.enqueue(self.queue)
         return {name: self.read(name) for name in self.graph.outputs}
 
     def read(self, tensor: str) -> np.ndarray:
-        """A tensor of the last forward pass (every planned step's output is kept)."""
+        """A tensor of the last forward pass (every planned step's output is kept), as
+        float32.
+        """
         shape = self.graph.shapes[tensor]
         parts = self._gapped.get(tensor)
-        value = np.empty(parts[-1][0] + parts[-1][1] if parts else shape, dtype=np.float32)
+        value = np.empty(parts[-1][0] + parts[-1][1] if parts else shape, dtype=self.storage)
         cl.enqueue_copy(self.queue, value, self.buffers[tensor])
         if parts:
             value = np.concatenate([value[start : start + n] for start, n in parts])
-        return value.reshape(shape)
+        return value.reshape(shape).astype(np.float32, copy=False)
 
     def time(self, repeats: int) -> Timing:
         """Kernel time (profiling events) and wall time (the model's own queue, without

@@ -162,14 +162,14 @@ def _physical(found: np.ndarray, graph: Graph, concat: str, offsets: Sequence[in
     return found - starts[part] + np.asarray(offsets)[part]
 
 
-def gap_offsets(graph: Graph, step: Concat, align: int) -> tuple[int, ...]:
-    """Where a Concat's inputs start (elements) if each starts at a multiple of ``align``
-    bytes: the last offset is the buffer's length.
+def gap_offsets(graph: Graph, step: Concat, align: int, itemsize: int) -> tuple[int, ...]:
+    """Where a Concat's inputs start (elements of ``itemsize`` bytes) if each starts at a
+    multiple of ``align`` bytes: the last offset is the buffer's length.
     """
     offsets = [0]
     for name in step.inputs:
         end = offsets[-1] + math.prod(graph.shapes[name])
-        offsets.append(-(-end * 4 // align) * align // 4)
+        offsets.append(-(-end * itemsize // align) * align // itemsize)
     offsets[-1] = offsets[-2] + math.prod(graph.shapes[step.inputs[-1]])
     return tuple(offsets)
 

@@ -33,7 +33,7 @@ from onnx import numpy_helper
 
 from octune.core.errors import OctuneError
 from octune.kernels.conv2d import conv_pads
-from octune.networks.layers import Layer, node_layers, onnx_node
+from octune.networks.layers import Layer, model_dtype, node_layers, onnx_node
 from octune.runtime import layout
 
 ALIASES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Identity"})
@@ -84,6 +84,14 @@ _INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.
                             onnx.TensorProto.INT64, onnx.TensorProto.UINT8,
                             onnx.TensorProto.UINT16, onnx.TensorProto.UINT32,
                             onnx.TensorProto.UINT64})  # fmt: skip
+
+
+_FLOAT_INPUTS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16})
+
+
+def _widened(value: np.ndarray) -> np.ndarray:
+    """A float16 constant as float32 (exactly), any other as it is."""
+    return value.astype(np.float32) if value.dtype == np.float16 else value
 
 
 @dataclass(frozen=True)
@@ -237,6 +245,7 @@ class Alias(Step):
 @dataclass
 class Graph:
     name: str
+    dtype: str  # what the model stores its weights as (``model_dtype``): float32 or float16
     steps: list[Step]
     shapes: dict[str, tuple[int, ...]]
     constants: dict[str, np.ndarray]
@@ -267,7 +276,10 @@ class _Loader:
     def __init__(self, model: onnx.ModelProto) -> None:
         graph = model.graph
         self.label = graph.name or "the model"
-        self.constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.dtype = model_dtype(model)
+        # Folding (batch-norm into weights, epilogue vectors) computes in float32 whatever the
+        # file stores; the runtime rounds to its storage type when it uploads.
+        self.constants = {t.name: _widened(numpy_helper.to_array(t)) for t in graph.initializer}
         self.shapes = {name: tuple(v.shape) for name, v in self.constants.items()}
         for value in (*graph.input, *graph.value_info, *graph.output):
             tensor = value.type.tensor_type
@@ -284,10 +296,10 @@ class _Loader:
         self.inputs = [v.name for v in graph.input if v.name not in self.constants]
         for value in graph.input:
             kind = value.type.tensor_type.elem_type
-            if value.name in self.inputs and kind != onnx.TensorProto.FLOAT:
+            if value.name in self.inputs and kind not in _FLOAT_INPUTS:
                 raise OctuneError(
                     f"{self.label}: input '{value.name}' is {onnx.TensorProto.DataType.Name(kind)}"
-                    "; octune run feeds float32 inputs"
+                    "; octune run feeds float32 or float16 inputs"
                 )
         self.layers, self.untunable = node_layers(model)
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
@@ -328,7 +340,18 @@ class _Loader:
                 tensor = _attribute(node, "value", None)
                 if not isinstance(tensor, onnx.TensorProto):
                     raise self.fail(node, "is not a tensor constant: use value=")
-                value = numpy_helper.to_array(tensor)
+                value = _widened(numpy_helper.to_array(tensor))
+                self.constants[node.output[0]] = value
+                self.shapes[node.output[0]] = value.shape
+                self.done.add(node.name)
+                continue
+            if node.op_type == "Cast" and node.input[0] in self.constants:
+                # A weight cast to float (what onnxruntime's CPU provider leaves in a float16
+                # model: its InsertedPrecisionFreeCast nodes): a constant of its own.
+                kind = onnx.helper.tensor_dtype_to_np_dtype(
+                    _int(node, "to", onnx.TensorProto.FLOAT)
+                )
+                value = _widened(self.constants[node.input[0]].astype(kind))
                 self.constants[node.output[0]] = value
                 self.shapes[node.output[0]] = value.shape
                 self.done.add(node.name)
@@ -1016,6 +1039,7 @@ def load_graph(model: onnx.ModelProto) -> Graph:
             raise OctuneError(f"{loader.label}: tensor '{tensor}' has no static shape")
     return Graph(
         name=loader.label,
+        dtype=loader.dtype,
         steps=steps,
         shapes=loader.shapes,
         constants=loader.constants,

@@ -17,14 +17,15 @@
 // buffer `meta`, six axes, leading ones of size 1.
 #define RANK 6
 
+#include "precision.clh"
 #include "epilogue.clh"
 
 // The epilogue of a conv or GEMM whose kernel does not fuse it (kernels/epilogue.clh), or of an
 // element-wise chain with no such producer, over n elements, in place (y == x) or not.
 #ifdef EPILOGUE
-__kernel void epilogue(const __global float* x, __global float* y, const int n EPILOGUE_ARGUMENTS) {
+__kernel void epilogue(const __global STORED* x, __global STORED* y, const int n EPILOGUE_ARGUMENTS) {
     const int i = get_global_id(0);
-    if (i < n) y[i] = EPILOGUE(x[i], i);
+    if (i < n) STORE(y, i, EPILOGUE(LOAD(x, i), i));
 }
 #endif
 
@@ -32,18 +33,18 @@ __kernel void epilogue(const __global float* x, __global float* y, const int n E
 // run past the input (padding, ceil mode) skip those taps. An average divides by the taps
 // inside the input, or with INCLUDE_PAD by the window clipped to the padded input (ONNX).
 #ifdef INCLUDE_PAD
-__kernel void pool(const __global float* x, __global float* y, const int planes, const int H,
+__kernel void pool(const __global STORED* x, __global STORED* y, const int planes, const int H,
                    const int W, const int OH, const int OW) {
     const int i = get_global_id(0);
     if (i >= planes * OH * OW) return;
     const int ow = i % OW, oh = (i / OW) % OH;
-    const __global float* plane = x + (size_t)(i / (OW * OH)) * H * W;
+    const __global STORED* plane = x + (size_t)(i / (OW * OH)) * H * W;
     const int h0 = oh * SH - PT, w0 = ow * SW - PL;
     float acc = MAX ? -INFINITY : 0.0f;
     int taps = 0;
     for (int r = max(h0, 0); r < min(h0 + KH, H); ++r) {
         for (int s = max(w0, 0); s < min(w0 + KW, W); ++s) {
-            const float v = plane[r * W + s];
+            const float v = LOAD(plane, r * W + s);
             acc = MAX ? fmax(acc, v) : acc + v;
             ++taps;
         }
@@ -54,7 +55,7 @@ __kernel void pool(const __global float* x, __global float* y, const int planes,
 #endif
     acc /= (float)max(taps, 1);
 #endif
-    y[i] = acc;
+    STORE(y, i, acc);
 }
 #endif
 
@@ -82,61 +83,68 @@ GROUP_REDUCE(group_sum, SUM)
 GROUP_REDUCE(group_max, MAXIMUM)
 
 // Softmax over `length` elements `inner` apart, for rows = outer x inner rows.
-__kernel void softmax(const __global float* x, __global float* y, const int length,
+__kernel void softmax(const __global STORED* x, __global STORED* y, const int length,
                       const int inner) {
     __local float scratch[GROUP];
     const int r = get_group_id(0), lane = get_local_id(0);
     const size_t base = (size_t)(r / inner) * length * inner + r % inner;
     float top = -INFINITY;
-    for (int j = lane; j < length; j += GROUP) top = fmax(top, x[base + (size_t)j * inner]);
+    for (int j = lane; j < length; j += GROUP) top = fmax(top, LOAD(x, base + (size_t)j * inner));
     top = group_max(top, scratch);
     float sum = 0.0f;
-    for (int j = lane; j < length; j += GROUP) {
-        const float e = exp(x[base + (size_t)j * inner] - top);
-        y[base + (size_t)j * inner] = e;
-        sum += e;
-    }
+    for (int j = lane; j < length; j += GROUP) sum += exp(LOAD(x, base + (size_t)j * inner) - top);
     const float scale = 1.0f / group_sum(sum, scratch);
-    for (int j = lane; j < length; j += GROUP) y[base + (size_t)j * inner] *= scale;
+    // Each exponential again rather than read back from y: half storage would round it twice.
+    for (int j = lane; j < length; j += GROUP) {
+        const size_t at = base + (size_t)j * inner;
+        STORE(y, at, exp(LOAD(x, at) - top) * scale);
+    }
 }
 
 // Layer normalisation over the last `length` elements of each row, then * gamma + beta.
-__kernel void layer_norm(const __global float* x, __global float* y, const __global float* gamma,
-                         const __global float* beta, const int length, const float epsilon) {
+__kernel void layer_norm(const __global STORED* x, __global STORED* y, const __global STORED* gamma,
+                         const __global STORED* beta, const int length, const float epsilon) {
     __local float scratch[GROUP];
     const int r = get_group_id(0), lane = get_local_id(0);
-    const __global float* row = x + (size_t)r * length;
+    const __global STORED* row = x + (size_t)r * length;
     float sum = 0.0f;
-    for (int j = lane; j < length; j += GROUP) sum += row[j];
+    for (int j = lane; j < length; j += GROUP) sum += LOAD(row, j);
     const float mean = group_sum(sum, scratch) / length;
     float squares = 0.0f;
-    for (int j = lane; j < length; j += GROUP) squares += (row[j] - mean) * (row[j] - mean);
+    for (int j = lane; j < length; j += GROUP) {
+        const float d = LOAD(row, j) - mean;
+        squares += d * d;
+    }
     const float scale = rsqrt(group_sum(squares, scratch) / length + epsilon);
     for (int j = lane; j < length; j += GROUP)
-        y[(size_t)r * length + j] = (row[j] - mean) * scale * gamma[j] + beta[j];
+        STORE(y, (size_t)r * length + j,
+              (LOAD(row, j) - mean) * scale * LOAD(gamma, j) + LOAD(beta, j));
 }
 
 // Max or average of each plane of `length` elements: global pooling.
 #ifdef MAX
-__kernel void global_pool(const __global float* x, __global float* y, const int length) {
+__kernel void global_pool(const __global STORED* x, __global STORED* y, const int length) {
     __local float scratch[GROUP];
     const int r = get_group_id(0), lane = get_local_id(0);
-    const __global float* plane = x + (size_t)r * length;
+    const __global STORED* plane = x + (size_t)r * length;
     float acc = MAX ? -INFINITY : 0.0f;
-    for (int j = lane; j < length; j += GROUP) acc = MAX ? fmax(acc, plane[j]) : acc + plane[j];
+    for (int j = lane; j < length; j += GROUP) {
+        const float v = LOAD(plane, j);
+        acc = MAX ? fmax(acc, v) : acc + v;
+    }
     acc = MAX ? group_max(acc, scratch) : group_sum(acc, scratch);
-    if (lane == 0) y[r] = MAX ? acc : acc / length;
+    if (lane == 0) STORE(y, r, MAX ? acc : acc / length);
 }
 #endif
 #endif
 
 // Copy x[outer x inner] into columns offset .. offset + inner - 1 of y[outer x out_inner]:
 // one input of a concatenation.
-__kernel void concat(const __global float* x, __global float* y, const int n, const int inner,
+__kernel void concat(const __global STORED* x, __global STORED* y, const int n, const int inner,
                      const int out_inner, const int offset) {
     const int i = get_global_id(0);
     if (i >= n) return;
-    y[(size_t)(i / inner) * out_inner + offset + i % inner] = x[i];
+    STORE(y, (size_t)(i / inner) * out_inner + offset + i % inner, LOAD(x, i));
 }
 
 // Element i's offset in an input whose strides along the output's axes are `strides`
@@ -153,14 +161,14 @@ inline size_t offset_of(int i, const __global int* dims, const __global int* str
 // y = f(a, b[, c]) with numpy's broadcasting: meta holds the output's dims, then each
 // input's strides along them.
 #ifdef FUNCTION
-__kernel void broadcast(const __global float* a, const __global float* b,
-                        const __global float* c, __global float* y, const __global int* meta,
+__kernel void broadcast(const __global STORED* a, const __global STORED* b,
+                        const __global STORED* c, __global STORED* y, const __global int* meta,
                         const int n) {
     const int i = get_global_id(0);
     if (i >= n) return;
-    const float u = a[offset_of(i, meta, meta + RANK)];
+    const float u = LOAD(a, offset_of(i, meta, meta + RANK));
 #if INPUTS > 1
-    const float v = b[offset_of(i, meta, meta + 2 * RANK)];
+    const float v = LOAD(b, offset_of(i, meta, meta + 2 * RANK));
 #endif
 #if FUNCTION == 0
     float r = u + v;
@@ -200,11 +208,11 @@ __kernel void broadcast(const __global float* a, const __global float* b,
 #elif FUNCTION == 17  // PRelu: slope b
     float r = u >= 0.0f ? u : u * v;
 #elif FUNCTION == 18  // Where: condition a, then b, else c
-    float r = u != 0.0f ? v : c[offset_of(i, meta, meta + 3 * RANK)];
+    float r = u != 0.0f ? v : LOAD(c, offset_of(i, meta, meta + 3 * RANK));
 #elif FUNCTION == 19  // Expand: a alone
     float r = u;
 #endif
-    y[i] = r;
+    STORE(y, i, r);
 }
 #endif
 
@@ -247,14 +255,14 @@ inline size_t index_source(const __global int* meta, const __global int* table,
     return source;
 }
 
-__kernel void index_map(const __global float* x, __global float* y, const __global int* meta,
+__kernel void index_map(const __global STORED* x, __global STORED* y, const __global int* meta,
                         const __global int* table, const int table_axis, const int n,
                         const float value EPILOGUE_ARGUMENTS) {
     const int i = get_global_id(0);
     if (i >= n) return;
     int inside = 1;
     const size_t source = index_source(meta, table, table_axis, i, &inside);
-    y[i] = EPILOGUE(inside ? x[source] : value, i);
+    STORE(y, i, EPILOGUE(inside ? LOAD(x, source) : value, i));
 }
 
 // Two plain index maps (built with MODE 0, TABLE 1) of one input, n elements each, in one
@@ -263,7 +271,7 @@ __kernel void index_map(const __global float* x, __global float* y, const __glob
 // table_axis1; -1: no table). ShuffleNet's split of a block's input into the half it convolves
 // and the half it passes on: one launch where two would each pay the host's cost of an enqueue.
 #if PAIR
-__kernel void index_map_pair(const __global float* x, __global float* y0, __global float* y1,
+__kernel void index_map_pair(const __global STORED* x, __global STORED* y0, __global STORED* y1,
                              const __global int* meta, const __global int* table,
                              const int table_axis0, const int table_axis1, const int table_start1,
                              const int n) {
@@ -274,7 +282,7 @@ __kernel void index_map_pair(const __global float* x, __global float* y0, __glob
     int inside = 1;
     const size_t source = index_source(meta + second * 5 * RANK, gathered,
                                        second ? table_axis1 : table_axis0, index, &inside);
-    (second ? y1 : y0)[index] = x[source];
+    STORE(second ? y1 : y0, index, LOAD(x, source));
 }
 #endif
 #endif
@@ -282,7 +290,7 @@ __kernel void index_map_pair(const __global float* x, __global float* y0, __glob
 // A reduction per output element over the reduced axes: meta holds the output's dims, the
 // input's strides, then the reduced axes' sizes (1 on the others); count is their product.
 #ifdef REDUCTION
-__kernel void reduce(const __global float* x, __global float* y, const __global int* meta,
+__kernel void reduce(const __global STORED* x, __global STORED* y, const __global int* meta,
                      const int n, const int count) {
     const int i = get_global_id(0);
     if (i >= n) return;
@@ -297,7 +305,7 @@ __kernel void reduce(const __global float* x, __global float* y, const __global 
     float acc = 0.0f;
 #endif
     for (int r = 0; r < count; ++r) {
-        const float v = x[base + offset_of(r, meta + 2 * RANK, meta + RANK)];
+        const float v = LOAD(x, base + offset_of(r, meta + 2 * RANK, meta + RANK));
 #if REDUCTION == 2
         acc = fmax(acc, v);
 #elif REDUCTION == 3
@@ -315,7 +323,7 @@ __kernel void reduce(const __global float* x, __global float* y, const __global 
 #elif REDUCTION == 4
     acc = sqrt(acc);
 #endif
-    y[i] = acc;
+    STORE(y, i, acc);
 }
 #endif
 
@@ -351,13 +359,13 @@ inline int nearest(const float c, const int size) {
     return clamp(r, 0, size - 1);
 }
 
-__kernel void resize(const __global float* x, __global float* y, const int planes, const int H,
+__kernel void resize(const __global STORED* x, __global STORED* y, const int planes, const int H,
                      const int W, const int OH, const int OW, const float scale_h,
                      const float scale_w) {
     const int i = get_global_id(0);
     if (i >= planes * OH * OW) return;
     const int ow = i % OW, oh = (i / OW) % OH;
-    const __global float* plane = x + (size_t)(i / (OW * OH)) * H * W;
+    const __global STORED* plane = x + (size_t)(i / (OW * OH)) * H * W;
     const float ch = source_coordinate(oh, scale_h, H, OH);
     const float cw = source_coordinate(ow, scale_w, W, OW);
 #if LINEAR
@@ -365,11 +373,11 @@ __kernel void resize(const __global float* x, __global float* y, const int plane
     const int h0 = (int)floor(fh), w0 = (int)floor(fw);
     const int h1 = min(h0 + 1, H - 1), w1 = min(w0 + 1, W - 1);
     const float dh = fh - h0, dw = fw - w0;
-    const float top = plane[h0 * W + w0] * (1.0f - dw) + plane[h0 * W + w1] * dw;
-    const float bottom = plane[h1 * W + w0] * (1.0f - dw) + plane[h1 * W + w1] * dw;
-    y[i] = top * (1.0f - dh) + bottom * dh;
+    const float top = LOAD(plane, h0 * W + w0) * (1.0f - dw) + LOAD(plane, h0 * W + w1) * dw;
+    const float bottom = LOAD(plane, h1 * W + w0) * (1.0f - dw) + LOAD(plane, h1 * W + w1) * dw;
+    STORE(y, i, top * (1.0f - dh) + bottom * dh);
 #else
-    y[i] = plane[nearest(ch, H) * W + nearest(cw, W)];
+    STORE(y, i, LOAD(plane, nearest(ch, H) * W + nearest(cw, W)));
 #endif
 }
 #endif
@@ -377,8 +385,8 @@ __kernel void resize(const __global float* x, __global float* y, const int plane
 // A transposed 2-D convolution, one output element per work-item: x[N x C x H x W],
 // weight[C x K/GROUPS x KH x KW], y[N x K x OH x OW]. Untuned: segmentation decoders use few.
 #ifdef GROUPS
-__kernel void conv_transpose(const __global float* x, const __global float* weight,
-                             const __global float* bias, __global float* y, const int N,
+__kernel void conv_transpose(const __global STORED* x, const __global STORED* weight,
+                             const __global STORED* bias, __global STORED* y, const int N,
                              const int C, const int H, const int W, const int K, const int OH,
                              const int OW) {
     const int i = get_global_id(0);
@@ -386,13 +394,13 @@ __kernel void conv_transpose(const __global float* x, const __global float* weig
     const int ow = i % OW, oh = (i / OW) % OH, k = (i / (OW * OH)) % K, n = i / (OW * OH * K);
     const int per_group_out = K / GROUPS, per_group_in = C / GROUPS, g = k / per_group_out;
 #if HAS_BIAS
-    float acc = bias[k];
+    float acc = LOAD(bias, k);
 #else
     float acc = 0.0f;
 #endif
     for (int c = g * per_group_in; c < (g + 1) * per_group_in; ++c) {
-        const __global float* plane = x + ((size_t)n * C + c) * H * W;
-        const __global float* taps = weight + ((size_t)c * per_group_out + k % per_group_out) * KH * KW;
+        const __global STORED* plane = x + ((size_t)n * C + c) * H * W;
+        const __global STORED* taps = weight + ((size_t)c * per_group_out + k % per_group_out) * KH * KW;
         for (int r = 0; r < KH; ++r) {
             const int th = oh + PT - r * DH;
             if (th < 0 || th % SH) continue;
@@ -402,11 +410,11 @@ __kernel void conv_transpose(const __global float* x, const __global float* weig
                 const int tw = ow + PL - s * DW;
                 if (tw < 0 || tw % SW) continue;
                 const int w = tw / SW;
-                if (w < W) acc += plane[h * W + w] * taps[r * KW + s];
+                if (w < W) acc += LOAD(plane, h * W + w) * LOAD(taps, r * KW + s);
             }
         }
     }
-    y[i] = acc;
+    STORE(y, i, acc);
 }
 #endif
 
@@ -414,16 +422,16 @@ __kernel void conv_transpose(const __global float* x, const __global float* weig
 // their tensors (broadcast batch axes, sizes off the device's alignment): one output element
 // per work-item. meta: the output's batch dims, then each operand's matrix strides along them.
 #ifdef BATCHED
-__kernel void batched_matmul(const __global float* a, const __global float* b,
-                             __global float* y, const __global int* meta, const int n,
+__kernel void batched_matmul(const __global STORED* a, const __global STORED* b,
+                             __global STORED* y, const __global int* meta, const int n,
                              const int M, const int N, const int K, const float alpha) {
     const int i = get_global_id(0);
     if (i >= n) return;
     const int col = i % N, row = (i / N) % M, batch = i / (M * N);
-    const __global float* ra = a + offset_of(batch, meta, meta + RANK) * M * K + (size_t)row * K;
-    const __global float* cb = b + offset_of(batch, meta, meta + 2 * RANK) * K * N + col;
+    const __global STORED* ra = a + offset_of(batch, meta, meta + RANK) * M * K + (size_t)row * K;
+    const __global STORED* cb = b + offset_of(batch, meta, meta + 2 * RANK) * K * N + col;
     float acc = 0.0f;
-    for (int k = 0; k < K; ++k) acc += ra[k] * cb[(size_t)k * N];
-    y[i] = alpha * acc;
+    for (int k = 0; k < K; ++k) acc += LOAD(ra, k) * LOAD(cb, (size_t)k * N);
+    STORE(y, i, alpha * acc);
 }
 #endif

@@ -65,7 +65,9 @@ class ConfigSource(Protocol):
 
     where: str  # for messages: the URL, bundle or database
 
-    def answers(self, family: str, shapes: Sequence[Mapping[str, int]]) -> list[Answer]: ...
+    def answers(
+        self, family: str, shapes: Sequence[Mapping[str, int]], dtype: str = "float32"
+    ) -> list[Answer]: ...
 
     def kernel(self, answer: Answer) -> KernelSpec: ...
 
@@ -110,10 +112,12 @@ class ServerConfigs:
         self.public_key = public_key
         self._kernels: dict[str, KernelSpec] = {}
 
-    def answers(self, family: str, shapes: Sequence[Mapping[str, int]]) -> list[Answer]:
+    def answers(
+        self, family: str, shapes: Sequence[Mapping[str, int]], dtype: str = "float32"
+    ) -> list[Answer]:
         found = []
         for start in range(0, len(shapes), BATCH_LIMIT):
-            part = shapes[start : start + BATCH_LIMIT]
+            part = [{**shape, "dtype": dtype} for shape in shapes[start : start + BATCH_LIMIT]]
             for answer in self.client.lookup_batch(self.device.fingerprint, family, part):
                 fields = answer.model_dump()
                 sizes = {key: tuple(fields[key]) for key in ("global_size", "local_size")}
@@ -156,14 +160,17 @@ class BundleConfigs:
                 "that runs the model: export one for this device, or pick it with --device"
             )
 
-    def answers(self, family: str, shapes: Sequence[Mapping[str, int]]) -> list[Answer]:
+    def answers(
+        self, family: str, shapes: Sequence[Mapping[str, int]], dtype: str = "float32"
+    ) -> list[Answer]:
         answers = []
         for shape in shapes:
             try:
-                answers.append(self.bundle.lookup(Query(family, dict(shape))))
+                answers.append(self.bundle.lookup(Query(family, dict(shape), dtype)))
             except QueryError as error:
+                described = dict(shape) if dtype == "float32" else f"{dict(shape)} {dtype}"
                 raise OctuneError(
-                    f"bundle {self.where} has no kernel for the {family} layer {dict(shape)} "
+                    f"bundle {self.where} has no kernel for the {family} layer {described} "
                     f"({error}): tune a kernel that takes it, then export again"
                 ) from None
         return answers
@@ -188,8 +195,12 @@ class StoreConfigs:
         self.device = StoredDevice.of(device)
         self.lookup = StoreLookup(store)
 
-    def answers(self, family: str, shapes: Sequence[Mapping[str, int]]) -> list[Answer]:
-        return [self.lookup.lookup(self.device, Query(family, dict(shape))) for shape in shapes]
+    def answers(
+        self, family: str, shapes: Sequence[Mapping[str, int]], dtype: str = "float32"
+    ) -> list[Answer]:
+        return [
+            self.lookup.lookup(self.device, Query(family, dict(shape), dtype)) for shape in shapes
+        ]
 
     def kernel(self, answer: Answer) -> KernelSpec:
         spec = _installed(answer)
@@ -289,7 +300,7 @@ def confirm(
         if kernel.name == choice.kernel.name or kernel.takes(workload) is not None:
             continue
         try:
-            (answer,) = source.answers(kernel.name, [workload.shape])
+            (answer,) = source.answers(kernel.name, [workload.shape], workload.dtype)
         except OctuneError:
             continue  # a source without that kernel: nothing to compare
         candidates.append(Choice(_kernel(source, answer), dict(answer.config), answer.match))

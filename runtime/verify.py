@@ -1,11 +1,19 @@
 """The runtime's forward pass against onnxruntime's CPU provider, on the same weights and inputs.
 
-A tensor agrees when max |octune - onnxruntime| <= ``TOLERANCE`` x max |onnxruntime| over it:
+A tensor agrees when max |octune - onnxruntime| <= its tolerance x max |onnxruntime| over it:
 relative to the tensor's magnitude, so that ReLU's zeros and softmax's small probabilities
 neither hide a wrong kernel nor fail a right one. float32 kernels that sum in other orders
-than onnxruntime's differ by about 1e-6 of that per layer; a wrong index or a dropped term
-differs by the magnitude itself. Every step's output is kept on the device, so a mismatch
-names the first layer whose output diverged.
+than onnxruntime's differ by about 1e-6 of that per layer, so the float32 tolerance is
+``TOLERANCE``; a wrong index or a dropped term differs by the magnitude itself. Every step's
+output is kept on the device, so a mismatch names the first layer whose output diverged.
+
+The reference is always float32: a float16 file is compared with its float32 twin (the same
+weights, widened exactly), so the comparison is the float16 run's accuracy cost. In float16
+storage each step rounds the values it reads and writes, about 2^-11 of the magnitude each
+(``UNIT_ROUNDOFF``), and passes on what its inputs carried: a tensor's tolerance is
+``FLOAT16_STAGE`` unit roundoffs for each step on its longest path from the inputs, times
+sqrt(terms) for a tuned step that sums ``terms`` products in half (``HALF=1``), at most
+``FLOAT16_MOST``. docs/precision.md states the bound and the errors measured against it.
 """
 
 from __future__ import annotations
@@ -18,12 +26,19 @@ from dataclasses import dataclass, replace
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import numpy_helper
 
 from octune.core.errors import OctuneError
 from octune.runtime.executor import Runtime
-from octune.runtime.graph import Alias
+from octune.runtime.graph import Alias, Tuned
 
 TOLERANCE = 1e-3
+UNIT_ROUNDOFF = 2.0**-11
+#: Unit roundoffs one float16 step may add: its input's, its weights' and its output's
+#: rounding, with room for the sum's order (measured: at most 1.3 on five built-in networks).
+FLOAT16_STAGE = 4
+#: Past this a comparison would no longer tell a rounding from a wrong kernel.
+FLOAT16_MOST = 0.25
 
 
 class DivergenceError(OctuneError):
@@ -35,6 +50,8 @@ class Comparison:
     tensor: str
     error: float  # max |octune - onnxruntime|
     magnitude: float  # max |onnxruntime|
+    mean_error: float  # mean |octune - onnxruntime|
+    tolerance: float = TOLERANCE  # relative to the magnitude
     #: False where onnxruntime gives this output bit for bit on other random inputs too: the
     #: output then says nothing of the layers before it (the per-layer checks still do).
     depends_on_input: bool = True
@@ -42,14 +59,18 @@ class Comparison:
     @property
     def ratio(self) -> float:
         """Error over the tolerance: below 1 agrees (NaN or inf: infinite)."""
-        allowed = TOLERANCE * self.magnitude or np.finfo(np.float32).tiny
+        allowed = self.tolerance * self.magnitude or np.finfo(np.float32).tiny
         return self.error / allowed if math.isfinite(self.error) else math.inf
 
     @staticmethod
-    def of(tensor: str, ours: np.ndarray, reference: np.ndarray) -> Comparison:
+    def of(
+        tensor: str, ours: np.ndarray, reference: np.ndarray, tolerance: float = TOLERANCE
+    ) -> Comparison:
         difference = np.abs(ours.astype(np.float64) - reference)
-        error = math.inf if not np.isfinite(difference).all() else float(difference.max())
-        return Comparison(tensor, error, float(np.abs(reference).max()))
+        finite = np.isfinite(difference).all()
+        error = float(difference.max()) if finite else math.inf
+        mean = float(difference.mean()) if finite and difference.size else error
+        return Comparison(tensor, error, float(np.abs(reference).max()), mean, tolerance)
 
 
 def random_inputs(runtime: Runtime, seed: int = 0) -> dict[str, np.ndarray]:
@@ -65,6 +86,54 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
+def as_float32(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with every float16 tensor, input, output and cast widened to float32: the
+    float32 result a float16 run is held to (the same model when nothing is float16).
+    """
+    half, single = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
+    wide = onnx.ModelProto()
+    wide.CopyFrom(model)
+    graph = wide.graph
+
+    def widen(tensor: onnx.TensorProto) -> None:
+        if tensor.data_type == half:
+            value = numpy_helper.to_array(tensor).astype(np.float32)
+            tensor.CopyFrom(numpy_helper.from_array(value, tensor.name))
+
+    for tensor in graph.initializer:
+        widen(tensor)
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        if value.type.tensor_type.elem_type == half:
+            value.type.tensor_type.elem_type = single
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.TENSOR:
+                widen(attribute.t)
+            elif node.op_type == "Cast" and attribute.name == "to" and attribute.i == half:
+                attribute.i = single
+    return wide
+
+
+def tolerances(runtime: Runtime) -> dict[str, float]:
+    """Each planned step's output tolerance, relative to its magnitude (the module's header)."""
+    tensors = [*runtime.graph.inputs, *(planned.step.output for planned in runtime.plan)]
+    if runtime.dtype == "float32":
+        return dict.fromkeys(tensors, TOLERANCE)
+    allowed = dict.fromkeys(runtime.graph.inputs, FLOAT16_STAGE * UNIT_ROUNDOFF)
+    for planned in runtime.plan:
+        step = planned.step
+        e = step.epilogue
+        carried = max((allowed.get(name, 0.0) for name in (*step.inputs, e.other) if name),
+                      default=0.0)  # fmt: skip
+        stage = 0.0 if isinstance(step, Alias) else FLOAT16_STAGE * UNIT_ROUNDOFF
+        if isinstance(step, Tuned) and planned.config.get("HALF"):
+            outputs = math.prod(runtime.graph.shapes[step.output])
+            terms = step.layer.workload().flops * step.layer.count / (2 * max(outputs, 1))
+            stage *= math.sqrt(max(terms, 1.0))
+        allowed[step.output] = min(carried + stage, FLOAT16_MOST)
+    return allowed
+
+
 def check(runtime: Runtime, inputs: Mapping[str, np.ndarray]) -> list[Comparison]:
     """Run both on ``inputs`` and compare every step's output, in order; the graph outputs'
     comparisons (each saying whether it depends on the inputs at all), or a one-line
@@ -72,14 +141,14 @@ def check(runtime: Runtime, inputs: Mapping[str, np.ndarray]) -> list[Comparison
     """
     runtime.run(inputs)
     graph = runtime.graph
+    allowed = tolerances(runtime)
     produced = {tensor for node in runtime.model.graph.node for tensor in node.output}
     steps = [  # the runtime's own tensors (an uneven conv's padded input) have no reference
         planned
         for planned in runtime.plan
         if not isinstance(planned.step, Alias) and planned.step.output in produced
     ]
-    probed = onnx.ModelProto()
-    probed.CopyFrom(runtime.model)
+    probed = as_float32(runtime.model)
     outputs = {value.name for value in probed.graph.output}
     types = {v.name: v.type.tensor_type.elem_type for v in probed.graph.value_info}
     for planned in steps:
@@ -97,17 +166,20 @@ def check(runtime: Runtime, inputs: Mapping[str, np.ndarray]) -> list[Comparison
     again = dict(zip(graph.outputs, session.run(graph.outputs, others), strict=True))
     for planned in steps:
         step = planned.step
-        found = Comparison.of(step.output, runtime.read(step.output), reference[step.output])
+        found = Comparison.of(
+            step.output, runtime.read(step.output), reference[step.output], allowed[step.output]
+        )
         if found.ratio >= 1:
             config = f" config {planned.config}" if planned.config else ""
             raise DivergenceError(
                 f"{graph.name}: the output disagrees with onnxruntime; layer '{step.name}' "
                 f"({step.op}, kernel {planned.kernel}{config}) diverged first: max error "
-                f"{found.error:.3g} against {TOLERANCE:g} x its magnitude {found.magnitude:.3g}"
+                f"{found.error:.3g} against {found.tolerance:.3g} x its magnitude "
+                f"{found.magnitude:.3g}" + ("" if runtime.dtype == "float32" else " (float16)")
             )
     return [
         replace(
-            Comparison.of(name, runtime.read(name), reference[name]),
+            Comparison.of(name, runtime.read(name), reference[name], allowed[name]),
             depends_on_input=not np.array_equal(again[name], reference[name]),
         )
         for name in graph.outputs
@@ -117,8 +189,10 @@ def check(runtime: Runtime, inputs: Mapping[str, np.ndarray]) -> list[Comparison
 def onnxruntime_seconds(
     model: onnx.ModelProto, inputs: Mapping[str, np.ndarray], repeats: int
 ) -> float:
-    """onnxruntime's best time for one forward pass on the CPU (its default threads)."""
-    session = _session(model)
+    """onnxruntime's best time for one forward pass on the CPU (its default threads), in
+    float32 (a float16 file's float32 twin: its CPU provider computes in float).
+    """
+    session = _session(as_float32(model))
     session.run(None, dict(inputs))
     best = math.inf
     for _ in range(repeats):
