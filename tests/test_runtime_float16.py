@@ -108,9 +108,9 @@ def test_run_reports_the_accuracy_cost(model_file: Path, tmp_path: Path) -> None
     payload = json.loads(out.read_text())
     assert payload["dtype"] == "float16"
     (output,) = payload["outputs"]
-    assert 0 < output["mean_error"] <= output["max_error"] <= output["tolerance"] * output[
-        "magnitude"
-    ]
+    assert (
+        0 < output["mean_error"] <= output["max_error"] <= output["tolerance"] * output["magnitude"]
+    )
     assert all(layer["kernel"].endswith("_float16") for layer in payload["layers"]
                if "Conv" in layer["op"] or "Gemm" in layer["op"])  # fmt: skip
 
