@@ -171,6 +171,12 @@ def _print(runtime: Runtime, timing: Timing, outputs: list[Comparison], referenc
                 f"{c.error:.3g} ({c.error / (c.magnitude or 1):.2%} of max |output| "
                 f"{c.magnitude:.3g}), mean error {c.mean_error:.3g}"
             )
+            if c.magnitude < c.floor:
+                console.print(
+                    f"[yellow]Output '{c.tensor}' is below {runtime.dtype}'s least normal number "
+                    f"({c.floor:.2g})[/]: half storage keeps little or nothing of it; run it in "
+                    "float32 (an untrained model's outputs are often this small)"
+                )
     for fixed in (c for c in outputs if not c.depends_on_input):
         console.print(
             f"[yellow]Output '{fixed.tensor}' does not depend on the input[/] (onnxruntime gives "

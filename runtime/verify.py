@@ -13,7 +13,9 @@ storage each step rounds the values it reads and writes, about 2^-11 of the magn
 (``UNIT_ROUNDOFF``), and passes on what its inputs carried: a tensor's tolerance is
 ``FLOAT16_STAGE`` unit roundoffs for each step on its longest path from the inputs, times
 sqrt(terms) for a tuned step that sums ``terms`` products in half (``HALF=1``), at most
-``FLOAT16_MOST``. docs/precision.md states the bound and the errors measured against it.
+``FLOAT16_MOST``; and a tensor smaller than half's least normal number (2^-14, where its
+precision becomes absolute: an untrained MobileNet v2's late layers) is held as if that large.
+docs/precision.md states the bound and the errors measured against it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Comparison:
     magnitude: float  # max |onnxruntime|
     mean_error: float  # mean |octune - onnxruntime|
     tolerance: float = TOLERANCE  # relative to the magnitude
+    floor: float = 0.0  # the least magnitude the tolerance scales (the format's least normal)
     #: False where onnxruntime gives this output bit for bit on other random inputs too: the
     #: output then says nothing of the layers before it (the per-layer checks still do).
     depends_on_input: bool = True
@@ -59,18 +62,23 @@ class Comparison:
     @property
     def ratio(self) -> float:
         """Error over the tolerance: below 1 agrees (NaN or inf: infinite)."""
-        allowed = self.tolerance * self.magnitude or np.finfo(np.float32).tiny
+        allowed = self.tolerance * max(self.magnitude, self.floor) or np.finfo(np.float32).tiny
         return self.error / allowed if math.isfinite(self.error) else math.inf
 
     @staticmethod
     def of(
-        tensor: str, ours: np.ndarray, reference: np.ndarray, tolerance: float = TOLERANCE
+        tensor: str,
+        ours: np.ndarray,
+        reference: np.ndarray,
+        tolerance: float = TOLERANCE,
+        floor: float = 0.0,
     ) -> Comparison:
         difference = np.abs(ours.astype(np.float64) - reference)
         finite = np.isfinite(difference).all()
         error = float(difference.max()) if finite else math.inf
         mean = float(difference.mean()) if finite and difference.size else error
-        return Comparison(tensor, error, float(np.abs(reference).max()), mean, tolerance)
+        magnitude = float(np.abs(reference).max())
+        return Comparison(tensor, error, magnitude, mean, tolerance, floor)
 
 
 def random_inputs(runtime: Runtime, seed: int = 0) -> dict[str, np.ndarray]:
@@ -142,6 +150,7 @@ def check(runtime: Runtime, inputs: Mapping[str, np.ndarray]) -> list[Comparison
     runtime.run(inputs)
     graph = runtime.graph
     allowed = tolerances(runtime)
+    floor = 0.0 if runtime.dtype == "float32" else float(np.finfo(np.float16).tiny)
     produced = {tensor for node in runtime.model.graph.node for tensor in node.output}
     steps = [  # the runtime's own tensors (an uneven conv's padded input) have no reference
         planned
@@ -167,7 +176,11 @@ def check(runtime: Runtime, inputs: Mapping[str, np.ndarray]) -> list[Comparison
     for planned in steps:
         step = planned.step
         found = Comparison.of(
-            step.output, runtime.read(step.output), reference[step.output], allowed[step.output]
+            step.output,
+            runtime.read(step.output),
+            reference[step.output],
+            allowed[step.output],
+            floor,
         )
         if found.ratio >= 1:
             config = f" config {planned.config}" if planned.config else ""
@@ -175,11 +188,12 @@ def check(runtime: Runtime, inputs: Mapping[str, np.ndarray]) -> list[Comparison
                 f"{graph.name}: the output disagrees with onnxruntime; layer '{step.name}' "
                 f"({step.op}, kernel {planned.kernel}{config}) diverged first: max error "
                 f"{found.error:.3g} against {found.tolerance:.3g} x its magnitude "
-                f"{found.magnitude:.3g}" + ("" if runtime.dtype == "float32" else " (float16)")
+                f"{found.magnitude:.3g}"
+                + ("" if runtime.dtype == "float32" else f" (float16, at least {floor:.2g})")
             )
     return [
         replace(
-            Comparison.of(name, runtime.read(name), reference[name], allowed[name]),
+            Comparison.of(name, runtime.read(name), reference[name], allowed[name], floor),
             depends_on_input=not np.array_equal(again[name], reference[name]),
         )
         for name in graph.outputs
