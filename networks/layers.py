@@ -36,6 +36,7 @@ from octune.tuner.registry import families, family
 # fmt: off
 ELEMENTWISE = frozenset({
     "Abs", "Add", "And", "ArgMax", "ArgMin", "AveragePool", "BatchNormalization", "Cast", "Ceil",
+    "DequantizeLinear", "QuantizeLinear",
     "Clip", "Concat", "Constant", "ConstantOfShape", "Cos", "DepthToSpace", "Div", "Dropout",
     "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gelu",
     "GlobalAveragePool", "GlobalMaxPool", "Greater", "GroupNormalization", "HardSigmoid",

@@ -13,6 +13,9 @@ onnxruntime is the library octune already checks its runtime against, so what it
 folded exactly as the reference computes it; onnxsim would add a dependency to do the same
 through the same onnxruntime. ``benchmarks/zoo.py`` measures what the pass takes.
 
+Quantized models in onnxruntime's QOperator format (QLinearConv and the like) are first
+rewritten in their QDQ form (``octune.networks.qoperator``), so one reader serves both.
+
 One rewrite is octune's own: an ``Einsum`` that is a (batched) matrix product, as attention
 layers write it (``bhid,bhjd->bhij``), becomes a ``MatMul`` with its operands transposed where
 the equation says, so the tuner tunes it and the runtime runs it as any other MatMul.
@@ -27,6 +30,7 @@ import onnx
 from onnx import helper
 
 from octune.core.errors import OctuneError
+from octune.networks.qoperator import qdq_form
 
 #: protobuf cannot hold a model past 2 GiB in one message.
 LIMIT_BYTES = 2**31 - 1
@@ -40,6 +44,7 @@ def normalize(model: onnx.ModelProto, label: str) -> onnx.ModelProto:
     """
     import onnxruntime as ort
 
+    model = qdq_form(model)
     if any(node.domain not in ("", "ai.onnx") for node in model.graph.node):
         return einsums_as_matmuls(model)
     if model.ByteSize() > LIMIT_BYTES:

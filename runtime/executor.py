@@ -70,6 +70,7 @@ ACTIVATIONS = _numbered(
     "none", "relu", "clip", "erf", "sigmoid", "hardsigmoid", "hardswish", "tanh", "leakyrelu",
     "elu", "gelu", "gelu_tanh", "silu", "softplus", "exp", "log", "sqrt", "reciprocal", "neg",
     "abs", "pow", "floor", "ceil", "round", "not", "bool", "trunc", "sign", "sin", "cos",
+    "quantize",
 )  # fmt: skip
 FUNCTIONS = _numbered(
     "add", "sub", "mul", "div", "pow", "min", "max", "mod", "fmod", "equal", "less",

@@ -68,6 +68,11 @@ RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asym
 RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 INDEXING = frozenset({"Transpose", "Slice", "Split", "Gather", "Tile", "Pad"})
 POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
+#: A quantized model's QDQ nodes (onnxruntime's quantizer, QDQ format): on weights, folded into
+#: float32 constants; on activations, an epilogue's scale and bias, Quantize ending in the
+#: ``quantize`` activation (round half to even, saturate to the zero point's type).
+QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
+_QUANTIZED_RANGES = {onnx.TensorProto.UINT8: (0.0, 255.0), onnx.TensorProto.INT8: (-128.0, 127.0)}
 OTHERS = frozenset({"Conv", "Gemm", "MatMul", "Concat", "Softmax", "LayerNormalization",
                     "Constant", "Resize", "Upsample", "ConvTranspose"})  # fmt: skip
 SUPPORTED = sorted(
@@ -79,6 +84,7 @@ SUPPORTED = sorted(
     | INDEXING
     | POOLS
     | OTHERS
+    | QDQ
 )
 _INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
                             onnx.TensorProto.INT64, onnx.TensorProto.UINT8,
@@ -345,6 +351,14 @@ class _Loader:
                 self.shapes[node.output[0]] = value.shape
                 self.done.add(node.name)
                 continue
+            if node.op_type == "DequantizeLinear" and all(
+                name in self.constants for name in node.input if name
+            ):
+                value = self.dequantized(node)
+                self.constants[node.output[0]] = value
+                self.shapes[node.output[0]] = value.shape
+                self.done.add(node.name)
+                continue
             if node.op_type == "Cast" and node.input[0] in self.constants:
                 # A weight cast to float (what onnxruntime's CPU provider leaves in a float16
                 # model: its InsertedPrecisionFreeCast nodes): a constant of its own.
@@ -391,6 +405,39 @@ class _Loader:
         if op == "ConvTranspose":
             return [self.conv_transpose(node, common)]
         return [self.elementwise(node, common)]
+
+    def quantization(self, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray, int]:
+        """A QDQ node's scale, zero point (0 where absent) and axis: per tensor, or per slice
+        along the axis (weights quantized per output channel).
+        """
+        if _int(node, "block_size", 0):
+            raise self.fail(node, "quantizes by blocks; octune run takes per tensor or per axis")
+        scale = self.constant(node, node.input[1]).astype(np.float64)
+        zero = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        point = self.constant(node, zero).astype(np.float64) if zero else np.zeros(scale.shape)
+        return scale, point, _int(node, "axis", 1)
+
+    def dequantized(self, node: onnx.NodeProto) -> np.ndarray:
+        """A DequantizeLinear of a constant (weights, bias) as float32: (q - zero) * scale."""
+        scale, point, axis = self.quantization(node)
+        q = self.constants[node.input[0]].astype(np.float64)
+        if scale.size > 1:
+            axis %= q.ndim
+            shape = [1] * q.ndim
+            shape[axis] = scale.size
+            scale, point = scale.reshape(shape), point.reshape(shape)
+        return ((q - point) * scale).astype(np.float32)
+
+    def quantized_range(self, node: onnx.NodeProto) -> tuple[float, float]:
+        """What a QuantizeLinear saturates to: its zero point's type (uint8 when absent)."""
+        zero = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        kind = onnx.TensorProto.UINT8
+        if zero is not None:
+            kind = onnx.helper.np_dtype_to_tensor_dtype(self.constant(node, zero).dtype)
+        found = _QUANTIZED_RANGES.get(kind)
+        if found is None:
+            raise self.fail(node, "quantizes to a type other than uint8 and int8")
+        return found
 
     def cast(self, node: onnx.NodeProto) -> str:
         """A Cast as an activation: none (to a float type), bool, or trunc (to an integer)."""
@@ -624,7 +671,7 @@ class _Loader:
         x = fits[0] if fits else None
         if node.op_type in ("Sub", "Div") and x != node.input[0]:
             x = None
-        if node.op_type not in ARITHMETIC and self.activation(node) is None:
+        if node.op_type not in ARITHMETIC | QDQ and self.activation(node) is None:
             x = None
         chain = _Chain(self, node, out)
         written = [(t, self.gate(t)) for t in tensors]  # an activation written out, from node
@@ -873,7 +920,7 @@ class _Chain:
                 return
             node = users[0]
             if node.name in loader.done or (
-                node.op_type not in ARITHMETIC and loader.activation(node) is None
+                node.op_type not in ARITHMETIC | QDQ and loader.activation(node) is None
             ):
                 return
             if node.op_type in ("Sub", "Div") and node.input[0] != tensor:
@@ -912,6 +959,8 @@ class _Chain:
         if self.activation != "none" or node.output[0] not in self.loader.shapes:
             return False
         op, loader = node.op_type, self.loader
+        if op in QDQ:
+            return self.quantize(node) if op == "QuantizeLinear" else self.dequantize(node)
         activation = loader.activation(node)
         if activation is not None:
             if loader.shapes[node.output[0]] != self.shape:
@@ -947,6 +996,26 @@ class _Chain:
         self.other, self.multiply = operand, op == "Mul"
         self.other_inner, self.other_size = found
         return True
+
+    def quantize(self, node: onnx.NodeProto) -> bool:
+        """QuantizeLinear: x / scale + zero, rounded half to even and saturated (the
+        ``quantize`` activation). Per tensor: activations are quantized so.
+        """
+        scale, point, _ = self.loader.quantization(node)
+        if scale.size != 1 or self.other is not None:
+            return False
+        self.scale_by(node, 1.0 / scale.reshape(1))
+        self.add_vector(node, point.reshape(1))
+        self.activation = "quantize"
+        self.low, self.high = self.loader.quantized_range(node)
+        return True
+
+    def dequantize(self, node: onnx.NodeProto) -> bool:
+        """DequantizeLinear: (x - zero) * scale, per tensor."""
+        scale, point, _ = self.loader.quantization(node)
+        if scale.size != 1 or self.other is not None:
+            return False
+        return self.add_vector(node, -point.reshape(1)) and self.scale_by(node, scale.reshape(1))
 
     def _vector(
         self, node: onnx.NodeProto, value: np.ndarray, axis_end: int | None
