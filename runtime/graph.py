@@ -334,45 +334,42 @@ class _Loader:
         return name
 
     def load(self) -> list[Step]:
-        steps: list[tuple[int, Step]] = []
         for node in self.nodes:
-            if node.name in self.done:
-                continue
             if node.domain not in ("", "ai.onnx") or node.op_type not in SUPPORTED:
                 raise self.fail(
                     node, f"is not an operator octune run supports ({', '.join(SUPPORTED)})"
                 )
-            if node.op_type == "Constant":
-                tensor = _attribute(node, "value", None)
-                if not isinstance(tensor, onnx.TensorProto):
-                    raise self.fail(node, "is not a tensor constant: use value=")
-                value = _widened(numpy_helper.to_array(tensor))
+            value = self.folded(node)
+            if value is not None:
                 self.constants[node.output[0]] = value
                 self.shapes[node.output[0]] = value.shape
                 self.done.add(node.name)
-                continue
-            if node.op_type == "DequantizeLinear" and all(
-                name in self.constants for name in node.input if name
-            ):
-                value = self.dequantized(node)
-                self.constants[node.output[0]] = value
-                self.shapes[node.output[0]] = value.shape
-                self.done.add(node.name)
-                continue
-            if node.op_type == "Cast" and node.input[0] in self.constants:
-                # A weight cast to float (what onnxruntime's CPU provider leaves in a float16
-                # model: its InsertedPrecisionFreeCast nodes): a constant of its own.
-                kind = onnx.helper.tensor_dtype_to_np_dtype(
-                    _int(node, "to", onnx.TensorProto.FLOAT)
-                )
-                value = _widened(self.constants[node.input[0]].astype(kind))
-                self.constants[node.output[0]] = value
-                self.shapes[node.output[0]] = value.shape
-                self.done.add(node.name)
-                continue
-            for step in self.steps(node):
-                steps.append((max(self.position[name] for name in step.nodes), step))
+        # Constants first: a chain looks ahead at the nodes after a conv (a batch-norm whose
+        # quantized weights are dequantized further down the file).
+        steps: list[tuple[int, Step]] = []
+        for node in self.nodes:
+            if node.name not in self.done:
+                for step in self.steps(node):
+                    steps.append((max(self.position[name] for name in step.nodes), step))
         return [step for _, step in sorted(steps, key=lambda pair: pair[0])]
+
+    def folded(self, node: onnx.NodeProto) -> np.ndarray | None:
+        """The value of a node computed from constants alone, which becomes a constant: a
+        Constant, a DequantizeLinear of weights, a Cast of weights (what onnxruntime's CPU
+        provider leaves in a float16 model: its InsertedPrecisionFreeCast nodes); else None.
+        """
+        op = node.op_type
+        if op == "Constant":
+            tensor = _attribute(node, "value", None)
+            if not isinstance(tensor, onnx.TensorProto):
+                raise self.fail(node, "is not a tensor constant: use value=")
+            return _widened(numpy_helper.to_array(tensor))
+        if op == "DequantizeLinear" and all(name in self.constants for name in node.input if name):
+            return self.dequantized(node)
+        if op == "Cast" and node.input[0] in self.constants:
+            kind = onnx.helper.tensor_dtype_to_np_dtype(_int(node, "to", onnx.TensorProto.FLOAT))
+            return _widened(self.constants[node.input[0]].astype(kind))
+        return None
 
     def steps(self, node: onnx.NodeProto) -> list[Step]:
         """The node's steps: one, but for a Split (one per output)."""
