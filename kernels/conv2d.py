@@ -14,8 +14,9 @@ Kernels (each a search space naming this family): ``conv2d_direct`` (any shape),
 (groups = C = K) in NCHW; ``conv2d_igemm_nhwc`` and ``conv2d_depthwise_nhwc`` (their templates
 with the layout define) in NHWC; pointwise layers as one GEMM on the tensors as they lie
 (gemm.cl, no copy): ``conv2d_1x1`` W[K x C] . x[C x H*W] at batch 1 in NCHW, and
-``conv2d_1x1_nhwc`` x[N*H*W x C] . W[K x C]^T at any batch. A lookup of ``conv2d`` answers with
-the fastest of those that take the layer.
+``conv2d_1x1_nhwc`` x[N*H*W x C] . W[K x C]^T at any batch. In int8 (uint8 x with a zero
+point, int8 filters, uint8 y requantised per output channel: ``conv2d_int8`` for CPUs). A
+lookup of ``conv2d`` answers with the fastest of those that take the layer.
 """
 
 from __future__ import annotations
@@ -36,7 +37,15 @@ from octune.tuner.family import (
     ShapeParam,
     Workload,
 )
-from octune.tuner.precision import FLOAT_TYPES, random_normal, tolerance
+from octune.tuner.precision import (
+    EXACT,
+    FLOAT_TYPES,
+    random_int8,
+    random_normal,
+    random_uint8,
+    requantize,
+    tolerance,
+)
 
 if TYPE_CHECKING:
     import pyopencl as cl
@@ -75,7 +84,7 @@ class Conv2d(Family):
     )
     flops = "2 * N * K * OH * OW * (C // GROUPS) * R * S"
     extents = ("N * C * H * W", "K * (C // GROUPS) * R * S", "N * K * OH * OW")
-    dtypes = ("float32", "float16")
+    dtypes = ("float32", "float16", "int8")
 
     def bind(
         self,
@@ -95,6 +104,8 @@ class Conv2d(Family):
             x_shape, w_shape = _channels_last(x_shape), _channels_last(w_shape)
 
         dtype = workload.dtype
+        if dtype == "int8":
+            return self._bind_int8(workload, x_shape, w_shape, context, queue, rng)
 
         def inputs() -> tuple[np.ndarray, ...]:
             return random_normal(rng, x_shape, dtype), random_normal(rng, w_shape, dtype)
@@ -108,6 +119,37 @@ class Conv2d(Family):
 
         arguments = conv2d_arguments(workload, load_kernel(kernel).space.entry)
         return Bound(context, queue, inputs, reference, arguments, FLOAT_TYPES[dtype])
+
+    def _bind_int8(
+        self,
+        workload: Workload,
+        x_shape: tuple[int, ...],
+        w_shape: tuple[int, ...],
+        context: cl.Context,
+        queue: cl.CommandQueue,
+        rng: np.random.Generator,
+    ) -> Bound:
+        """uint8 x with a zero point, int8 filters, a bias and a scale per output channel sized
+        so that the outputs spread over 0..255 around their zero point, exact reference.
+        """
+        s = workload.shape
+        k, terms = s["k"], s["c"] // s["groups"] * s["r"] * s["s"]
+        x_zero, y_zero = int(rng.integers(96, 160)), int(rng.integers(96, 160))
+        spread = math.sqrt(terms) * 74.0 * 73.0  # the sums' standard deviation, about
+        scale = (40.0 / spread * rng.uniform(0.5, 1.5, k)).astype(np.float32)
+        bias = rng.integers(-int(spread), int(spread) + 1, k).astype(np.int32)
+
+        def inputs() -> tuple[np.ndarray, ...]:
+            return random_uint8(rng, x_shape), random_int8(rng, w_shape), scale, bias
+
+        def reference(x: np.ndarray, w: np.ndarray, *_: np.ndarray) -> tuple[np.ndarray, float]:
+            geometry = (s["stride"], s["pad"], s["dilation"], s["groups"], bool(s["nhwc"]))
+            # Exact in float64: every sum is an integer far below 2^53.
+            sums = conv2d_reference(x.astype(np.int64) - x_zero, w, *geometry) + bias[:, None, None]
+            return requantize(sums, scale[:, None, None], y_zero).astype(np.float64), EXACT
+
+        arguments = conv2d_int8_arguments(workload, x_zero, y_zero)
+        return Bound(context, queue, inputs, reference, arguments, np.uint8)
 
     onnx_ops = ("Conv",)
 
@@ -180,6 +222,20 @@ def conv2d_arguments(workload: Workload, entry: str) -> Arguments:
 
     def arguments(inputs: Sequence[cl.Buffer], output: cl.Buffer) -> tuple[object, ...]:
         return (*inputs, output, *sizes)
+
+    return arguments
+
+
+def conv2d_int8_arguments(workload: Workload, x_zero: int, y_zero: int) -> Arguments:
+    """conv2d_int8.cl's arguments for x (uint8), w (int8), the per-channel scale (float32) and
+    bias (int32) buffers, and y (uint8): the conv's, then the quantisation's.
+    """
+    v = workload.shape_vars()
+    sizes = [np.int32(v[name]) for name in ("N", "C", "H", "W", "K", "OH", "OW")]
+
+    def arguments(inputs: Sequence[cl.Buffer], output: cl.Buffer) -> tuple[object, ...]:
+        x, w, scale, bias = inputs
+        return (x, w, output, *sizes, scale, bias, np.int32(x_zero), np.int32(y_zero))
 
     return arguments
 
