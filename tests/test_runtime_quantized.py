@@ -1,7 +1,8 @@
 """Quantized models as onnxruntime's quantizer writes them (static, random calibration, int8
 weights per channel, uint8 activations), in both its formats, through `octune run`: the
 weights' DequantizeLinear folded into constants, each QuantizeLinear an epilogue's rounding and
-saturation, every layer checked against onnxruntime's integer kernels within its quanta.
+saturation, every layer checked against onnxruntime's integer kernels running it alone on the
+runtime's own inputs, within two quanta.
 """
 
 from __future__ import annotations
