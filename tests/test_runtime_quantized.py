@@ -18,9 +18,10 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
 from octune.networks.workloads import network_layers
+from octune.runtime import executor
 from octune.runtime.executor import Runtime
 from octune.runtime.graph import Tuned
-from octune.runtime.verify import check, quanta, random_inputs
+from octune.runtime.verify import DivergenceError, check, quanta, random_inputs
 
 SHAPE = [1, 8, 10, 10]
 
@@ -96,3 +97,12 @@ def test_run_and_tune_read_a_quantized_file(quantized: Path) -> None:
     layers, untuned = network_layers(quantized, None, {})
     assert {layer.family for layer in layers} == {"conv2d", "gemm"}
     assert not any("Quantize" in op for op in untuned)
+
+
+def test_a_wrong_quantization_is_named(quantized: Path, cl_device, monkeypatch) -> None:
+    """The per-step check is live: QuantizeLinear's epilogue built as another activation
+    (negation, where rounding and saturation belong) diverges at the first quantizing layer."""
+    monkeypatch.setitem(executor.ACTIVATIONS, "quantize", executor.ACTIVATIONS["neg"])
+    runtime = Runtime(load_model(quantized), cl_device)
+    with pytest.raises(DivergenceError, match=r"QuantizeLinear.*of quantization"):
+        check(runtime, random_inputs(runtime))
