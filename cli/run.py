@@ -98,7 +98,10 @@ def run(
     if configs not in POLICIES:
         raise OctuneError(f"unknown --configs '{configs}': use one of {', '.join(POLICIES)}")
     if dtype is not None and dtype not in STORAGE:
-        raise OctuneError(f"--dtype: octune run stores float32 or float16, not {dtype!r}")
+        raise OctuneError(
+            f"--dtype: octune run stores float32 or float16, not {dtype!r}; a quantized model "
+            "(QDQ or QOperator) runs as its file is written"
+        )
     given = [flag for flag, value in (("--server", server), ("--bundle", bundle), ("--db", db))
              if value is not None]  # fmt: skip
     if len(given) > 1:

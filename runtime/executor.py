@@ -139,7 +139,7 @@ class Runtime:
         if self.dtype not in STORAGE:
             raise OctuneError(
                 f"octune run stores tensors as {' or '.join(STORAGE)}, not {self.dtype}: "
-                "int8 models run through their QDQ or QLinear nodes' dtype"
+                "a quantized model (QDQ or QOperator) runs as its file is written"
             )
         self.storage = np.dtype(STORAGE[self.dtype])
         self.device = device
