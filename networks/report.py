@@ -131,7 +131,7 @@ def network_report(
 
 
 def _layer_report(layer: Layer, lookup: StoreLookup, device: StoredDevice) -> LayerReport:
-    answer = lookup.lookup(device, Query(layer.family, dict(layer.shape)))
+    answer = lookup.lookup(device, Query(layer.family, dict(layer.shape), layer.dtype))
     time_s = answer.time_s
     estimate: Estimate = "unknown"
     if time_s is not None:

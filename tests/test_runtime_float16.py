@@ -16,14 +16,17 @@ from helpers.cli_testing import assert_one_line_error, octune
 from onnxconverter_common import float16
 
 from octune.core.errors import OctuneError
+from octune.db.queries import StoredDevice
+from octune.db.store import Store
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import extract_layers, load_model
+from octune.networks.report import network_report
 from octune.networks.workloads import network_tasks
 from octune.runtime import verify
 from octune.runtime.executor import Runtime
 from octune.runtime.graph import Tuned
 from octune.runtime.verify import DivergenceError, as_float32, check, random_inputs
-from octune.tuner.device import compiling_devices
+from octune.tuner.device import DeviceInfo, compiling_devices
 from octune.tuner.registry import load_kernel
 
 
@@ -96,6 +99,10 @@ def test_a_converted_float16_file_runs_in_float16(
     # The reference is its float32 twin: the same (rounded) weights, nothing half left.
     twin = as_float32(model)
     assert all(t.data_type != onnx.TensorProto.FLOAT16 for t in twin.graph.initializer)
+    # `report` answers each layer with a float16 kernel (nothing tuned: the defaults).
+    with Store("sqlite://") as store:
+        found = network_report(path, store, StoredDevice.of(DeviceInfo.from_cl(cl_device)))
+    assert found.layers and all(layer.kernel.endswith("_float16") for layer in found.layers)
 
 
 def test_run_reports_the_accuracy_cost(model_file: Path, tmp_path: Path) -> None:
