@@ -95,7 +95,8 @@ def workloads_yaml(label: str, layers: Sequence[Layer], untuned: Sequence[str]) 
     for layer, weight in zip(layers, time_shares(layers), strict=True):
         more = len(layer.nodes) - 3
         nodes = ", ".join(layer.nodes[:3]) + (f" and {more} more" if more > 0 else "")
-        entry = {"kernel": layer.family, **layer.shape, "weight": weight}
+        dtype = {} if layer.dtype == "float32" else {"dtype": layer.dtype}
+        entry = {"kernel": layer.family, **layer.shape, **dtype, "weight": weight}
         flow = yaml.safe_dump(entry, default_flow_style=True, sort_keys=False, width=1 << 16)
         lines += [f"  # x{layer.count}: {nodes}", f"  - {flow.strip()}"]
     return "\n".join(lines) + "\n"

@@ -21,11 +21,12 @@ from octune.db.store import Store
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import extract_layers, load_model
 from octune.networks.report import network_report
-from octune.networks.workloads import network_tasks
+from octune.networks.workloads import network_tasks, workloads_yaml
 from octune.runtime import verify
 from octune.runtime.executor import Runtime
 from octune.runtime.graph import Tuned
 from octune.runtime.verify import DivergenceError, as_float32, check, random_inputs
+from octune.tuner.campaign import load_tasks
 from octune.tuner.device import DeviceInfo, compiling_devices
 from octune.tuner.registry import load_kernel
 
@@ -96,6 +97,8 @@ def test_a_converted_float16_file_runs_in_float16(
     layers, _ = extract_layers(model)
     assert {layer.dtype for layer in layers} == {"float16"}
     assert {task.workload.dtype for task in network_tasks(layers)} == {"float16"}
+    (tmp_path / "layers.yaml").write_text(workloads_yaml("mixed", layers, []))
+    assert {task.workload.dtype for task in load_tasks(tmp_path / "layers.yaml")} == {"float16"}
     # The reference is its float32 twin: the same (rounded) weights, nothing half left.
     twin = as_float32(model)
     assert all(t.data_type != onnx.TensorProto.FLOAT16 for t in twin.graph.initializer)
