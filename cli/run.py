@@ -180,6 +180,13 @@ def _print(runtime: Runtime, timing: Timing, outputs: list[Comparison], referenc
                     f"({c.floor:.2g})[/]: half storage keeps little or nothing of it; run it in "
                     "float32 (an untrained model's outputs are often this small)"
                 )
+    for c in (c for c in outputs if c.whole_model_error is not None):
+        console.print(
+            f"Quantized output '{c.tensor}' was checked layer by layer; against onnxruntime's "
+            f"whole model its max error is {c.whole_model_error:.3g} "
+            f"({c.whole_model_error / (c.magnitude or 1):.2%} of max |output| {c.magnitude:.3g}): "
+            "rounding ties carried through the layers"
+        )
     for fixed in (c for c in outputs if not c.depends_on_input):
         console.print(
             f"[yellow]Output '{fixed.tensor}' does not depend on the input[/] (onnxruntime gives "
@@ -232,6 +239,7 @@ def _payload(
                 "mean_error": c.mean_error,
                 "magnitude": c.magnitude,
                 "tolerance": c.tolerance,
+                "whole_model_error": c.whole_model_error,
                 "depends_on_input": c.depends_on_input,
             }
             for c in outputs
