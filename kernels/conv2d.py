@@ -42,6 +42,7 @@ from octune.tuner.precision import (
     FLOAT_TYPES,
     random_int8,
     random_normal,
+    random_quantization,
     random_uint8,
     requantize,
     tolerance,
@@ -129,15 +130,12 @@ class Conv2d(Family):
         queue: cl.CommandQueue,
         rng: np.random.Generator,
     ) -> Bound:
-        """uint8 x with a zero point, int8 filters, a bias and a scale per output channel sized
-        so that the outputs spread over 0..255 around their zero point, exact reference.
+        """uint8 x with a zero point, int8 filters, a bias and a scale per output channel
+        (``random_quantization``), exact reference.
         """
         s = workload.shape
-        k, terms = s["k"], s["c"] // s["groups"] * s["r"] * s["s"]
-        x_zero, y_zero = int(rng.integers(96, 160)), int(rng.integers(96, 160))
-        spread = math.sqrt(terms) * 74.0 * 73.0  # the sums' standard deviation, about
-        scale = (40.0 / spread * rng.uniform(0.5, 1.5, k)).astype(np.float32)
-        bias = rng.integers(-int(spread), int(spread) + 1, k).astype(np.int32)
+        terms = s["c"] // s["groups"] * s["r"] * s["s"]
+        x_zero, y_zero, scale, bias = random_quantization(rng, terms, s["k"])
 
         def inputs() -> tuple[np.ndarray, ...]:
             return random_uint8(rng, x_shape), random_int8(rng, w_shape), scale, bias

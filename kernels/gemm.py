@@ -29,6 +29,7 @@ from octune.tuner.precision import (
     FLOAT_TYPES,
     random_int8,
     random_normal,
+    random_quantization,
     random_uint8,
     requantize,
     tolerance,
@@ -154,16 +155,13 @@ class Gemm(Family):
         queue: cl.CommandQueue,
         rng: np.random.Generator,
     ) -> Bound:
-        """uint8 A with a zero point, int8 B, a bias and a scale per column sized so that the
-        outputs spread over 0..255 around their zero point (few saturate), exact reference.
+        """uint8 A with a zero point, int8 B, a bias and a scale per column
+        (``random_quantization``), exact reference.
         """
         s = workload.shape
         m, n, k = s["m"], s["n"], s["k"]
         shape_a, shape_b = stored_shapes(s)
-        a_zero, c_zero = int(rng.integers(96, 160)), int(rng.integers(96, 160))
-        spread = math.sqrt(k) * 74.0 * 73.0  # the sums' standard deviation, about
-        scale = (40.0 / spread * rng.uniform(0.5, 1.5, n)).astype(np.float32)
-        bias = rng.integers(-int(spread), int(spread) + 1, n).astype(np.int32)
+        a_zero, c_zero, scale, bias = random_quantization(rng, k, n)
 
         def inputs() -> tuple[np.ndarray, ...]:
             return random_uint8(rng, shape_a), random_int8(rng, shape_b), scale, bias

@@ -16,6 +16,7 @@ reduction length give (``docs/precision.md``):
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -52,6 +53,29 @@ def random_uint8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray
 def random_int8(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """Quantised weights: int8 over the symmetric range a quantiser writes, -127..127."""
     return rng.integers(-127, 128, shape, dtype=np.int8)
+
+
+class Quantization(NamedTuple):
+    """A quantised layer's parameters as a test draws them: the input's and the output's zero
+    points, and a scale and an int32 bias per output channel.
+    """
+
+    in_zero: int
+    out_zero: int
+    scale: np.ndarray
+    bias: np.ndarray
+
+
+def random_quantization(rng: np.random.Generator, terms: int, channels: int) -> Quantization:
+    """Zero points near the middle, and a scale and bias per channel sized so that sums of
+    ``terms`` products of uniform uint8 and int8 values spread over 0..255 around the output's
+    zero point (few saturate).
+    """
+    in_zero, out_zero = int(rng.integers(96, 160)), int(rng.integers(96, 160))
+    spread = math.sqrt(terms) * 74.0 * 73.0  # the sums' standard deviation, about
+    scale = (40.0 / spread * rng.uniform(0.5, 1.5, channels)).astype(np.float32)
+    bias = rng.integers(-int(spread), int(spread) + 1, channels).astype(np.int32)
+    return Quantization(in_zero, out_zero, scale, bias)
 
 
 def requantize(accumulator: np.ndarray, scale: np.ndarray, zero_point: int) -> np.ndarray:
