@@ -37,6 +37,14 @@
 #define shortv INT8_CAT(short, VW)
 #define floatv INT8_CAT(float, VW)
 #define ucharv INT8_CAT(uchar, VW)
+// The type 8-bit products are formed in (PRODUCT): int32, or 16 bits (|a * b| <= 255 * 128),
+// widened as they are summed.
+#if PRODUCT == 1
+#define product_t short
+#else
+#define product_t int
+#endif
+#define productv INT8_CAT(product_t, VW)
 
 #define CONV2D_INT8_ARGUMENTS                                                                   \
     const __global uchar* restrict x, const __global char* restrict w, __global uchar* y,       \
@@ -44,42 +52,12 @@
     const int OW, const __global float* restrict scale, const __global int* restrict bias,      \
     const int x_zero, const int y_zero
 
-// Work-item (q, p, n) writes row q = (c, r, s) of image n's panel p, as conv2d_panel.cl's.
+#define PANEL_T uchar
+#include "im2col_panel.clh"
+
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
 void conv2d_int8_pack(CONV2D_INT8_ARGUMENTS, __global uchar* restrict workspace) {
-    const int q = get_global_id(0);
-    const int p = get_global_id(1);
-    const int n = get_global_id(2);
-    const int taps = C * R * S;
-    if (q >= taps) return;
-    const int c = q / (R * S);
-    const int r = q / S % R;
-    const int s = q % S;
-    const int pixels = OH * OW;
-    const int panels = (pixels + NR - 1) / NR;
-    __global uchar* dst = workspace + (((size_t)n * panels + p) * taps + q) * NR;
-    const __global uchar* plane = x + ((size_t)n * C + c) * H * W;
-    const uchar zero = (uchar)x_zero;
-    for (int j = 0, pixel = p * NR; j < NR;) {
-        const int oh = pixel / OW;
-        const int ow = pixel - oh * OW;
-        const int run = min(NR - j, OW - ow);
-        const int ih = oh * STRIDE - PAD + r * DILATION;
-        const int iw = ow * STRIDE - PAD + s * DILATION;  // the run's first input column
-        const bool row = pixel < pixels && ih >= 0 && ih < H;
-        const __global uchar* in = plane + clamp(ih, 0, H - 1) * W;  // clamped: loads stay in x
-        if (row && STRIDE == 1 && iw >= 0 && iw + run <= W) {
-            for (int t = 0; t < run; ++t) dst[j + t] = in[iw + t];
-        } else {
-            for (int t = 0; t < run; ++t) {
-                const int col = iw + t * STRIDE;
-                const uchar value = in[clamp(col, 0, W - 1)];
-                dst[j + t] = row && col >= 0 && col < W ? value : zero;
-            }
-        }
-        j += run;
-        pixel += run;
-    }
+    im2col_panel_row(workspace, x, C, H, W, OH, OW, (uchar)x_zero);  // the quantised 0 outside
 }
 
 __kernel __attribute__((reqd_work_group_size(LN, LM, 1)))
@@ -107,31 +85,17 @@ void conv2d_int8(CONV2D_INT8_ARGUMENTS, const __global uchar* restrict workspace
     }
 #pragma unroll KU
     for (int q = 0; q < taps; ++q) {
-#if PRODUCT == 1
-        shortv b[NV];
+        productv b[NV];
 #pragma unroll
         for (int v = 0; v < NV; ++v)
-            b[v] = INT8_CAT(convert_short, VW)(((const __global ucharv*)panel)[q * NV + v]);
+            b[v] = INT8_CAT(convert_, productv)(((const __global ucharv*)panel)[q * NV + v]);
 #pragma unroll
         for (int r = 0; r < MR; ++r) {
-            const short a = w_row[r][q];
+            const product_t a = w_row[r][q];
             row_sums[r] += a;
 #pragma unroll
             for (int v = 0; v < NV; ++v) acc[r][v] += INT8_CAT(convert_int, VW)(a * b[v]);
         }
-#else
-        intv b[NV];
-#pragma unroll
-        for (int v = 0; v < NV; ++v)
-            b[v] = INT8_CAT(convert_int, VW)(((const __global ucharv*)panel)[q * NV + v]);
-#pragma unroll
-        for (int r = 0; r < MR; ++r) {
-            const int a = w_row[r][q];
-            row_sums[r] += a;
-#pragma unroll
-            for (int v = 0; v < NV; ++v) acc[r][v] = a * b[v] + acc[r][v];
-        }
-#endif
     }
 
     const bool full = n0 + NR <= pixels;

@@ -32,47 +32,13 @@
 #include "epilogue.clh"
 #include "epilogue_vector.clh"
 #include "panel_block.clh"
+#define PANEL_T BITS
+#include "im2col_panel.clh"
 
-// Work-item (q, p, n) writes row q = (c, r, s) of image n's panel p: the input under filter tap
-// (r, s) of channel c for output pixels p * NR .. p * NR + NR, one output row's run of them at a
-// time. A run inside the input at stride 1 is a plain copy, which the compiler vectorises; the
-// others test each pixel (per-pixel division and tests cost the copy 3 x on PoCL).
 __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
 void conv2d_panel_pack(CONV2D_ARGUMENTS, __global BITS* restrict workspace EPILOGUE_ARGUMENTS) {
-    const int q = get_global_id(0);
-    const int p = get_global_id(1);
-    const int n = get_global_id(2);
-    const int taps = C * R * S;
-    if (q >= taps) return;
-    const int c = q / (R * S);
-    const int r = q / S % R;
-    const int s = q % S;
-    const int pixels = OH * OW;
-    const int panels = (pixels + NR - 1) / NR;
-    __global BITS* dst = workspace + (((size_t)n * panels + p) * taps + q) * NR;
-    // Elements copied, not computed with: their bits, in float and in half.
-    const __global BITS* plane = (const __global BITS*)x + ((size_t)n * C + c) * H * W;
-    for (int j = 0, pixel = p * NR; j < NR;) {
-        const int oh = pixel / OW;
-        const int ow = pixel - oh * OW;
-        const int run = min(NR - j, OW - ow);
-        const int ih = oh * STRIDE - PAD + r * DILATION;
-        const int iw = ow * STRIDE - PAD + s * DILATION;  // the run's first input column
-        const bool row = pixel < pixels && ih >= 0 && ih < H;
-        // Clamped, so every load is inside x; values outside it are replaced by 0.
-        const __global BITS* in = plane + clamp(ih, 0, H - 1) * W;
-        if (row && STRIDE == 1 && iw >= 0 && iw + run <= W) {
-            for (int t = 0; t < run; ++t) dst[j + t] = in[iw + t];
-        } else {
-            for (int t = 0; t < run; ++t) {
-                const int col = iw + t * STRIDE;
-                const BITS value = in[clamp(col, 0, W - 1)];
-                dst[j + t] = row && col >= 0 && col < W ? value : (BITS)0;  // +0.0
-            }
-        }
-        j += run;
-        pixel += run;
-    }
+    // Elements copied, not computed with: their bits, in float and in half; +0.0 outside.
+    im2col_panel_row(workspace, (const __global BITS*)x, C, H, W, OH, OW, (BITS)0);
 }
 
 __kernel __attribute__((reqd_work_group_size(LN, LM, 1)))
