@@ -233,18 +233,14 @@ def check(runtime: Runtime, inputs: Mapping[str, np.ndarray]) -> list[Comparison
                 + ("" if runtime.dtype == "float32" else f" (float16, at least {floor:.2g})")
                 + (f" + {found.slack:.3g} of quantization" if found.slack else "")
             )
-    return [
-        replace(
-            Comparison.of(
-                name, runtime.read(name), reference[name], allowed[name], floor, slack[name]
-            ),
-            depends_on_input=not np.array_equal(again[name], reference[name]),
-            whole_model_error=Comparison.of(name, runtime.read(name), whole[name]).error
-            if quantum[name]
-            else None,
-        )
-        for name in graph.outputs
-    ]
+    found = []
+    for name in graph.outputs:
+        ours = runtime.read(name)
+        compared = Comparison.of(name, ours, reference[name], allowed[name], floor, slack[name])
+        whole_error = Comparison.of(name, ours, whole[name]).error if quantum[name] else None
+        changes = not np.array_equal(again[name], reference[name])
+        found.append(replace(compared, depends_on_input=changes, whole_model_error=whole_error))
+    return found
 
 
 def isolated(runtime: Runtime, steps: Sequence[Step]) -> dict[str, np.ndarray]:
