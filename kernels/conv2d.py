@@ -171,12 +171,17 @@ class Conv2d(Family):
                  "groups": node.integer("group", 1)}  # fmt: skip
         return shape, 1
 
-    def launch_arguments(self, workload: Workload, entry: str, alpha: float = 1.0) -> Arguments:
-        """``conv2d_arguments``: a model's conv runs as its tuning measured it. No conv
-        kernel scales its output, so ``alpha`` must be 1 (as an ONNX Conv's is).
+    def launch_arguments(
+        self, workload: Workload, entry: str, alpha: float = 1.0, zeros: tuple[int, int] = (0, 0)
+    ) -> Arguments:
+        """``conv2d_arguments`` (``conv2d_int8_arguments`` in int8): a model's conv runs as
+        its tuning measured it. No conv kernel scales its output, so ``alpha`` must be 1 (as
+        an ONNX Conv's is).
         """
         if alpha != 1.0:
             raise ValueError(f"conv2d kernels take no alpha, and {alpha} was asked")
+        if workload.dtype == "int8":
+            return conv2d_int8_arguments(workload, *zeros)
         return conv2d_arguments(workload, entry)
 
 

@@ -181,10 +181,18 @@ class Gemm(Family):
         op_a, op_b = operands(a, b, workload.shape)
         return lambda: op_a @ op_b
 
-    def launch_arguments(self, workload: Workload, entry: str, alpha: float = 1.0) -> Arguments:
-        """``gemm_arguments`` for a model's A, B and C as the shape lays them out."""
+    def launch_arguments(
+        self, workload: Workload, entry: str, alpha: float = 1.0, zeros: tuple[int, int] = (0, 0)
+    ) -> Arguments:
+        """``gemm_arguments`` (``gemm_int8_arguments`` in int8, whose sums take no alpha)
+        for a model's A, B and C as the shape lays them out.
+        """
         s = workload.shape
         (_, lda), (_, ldb) = stored_shapes(s)
+        if workload.dtype == "int8":
+            if alpha != 1.0:
+                raise ValueError(f"gemm_int8 takes no alpha, and {alpha} was asked")
+            return gemm_int8_arguments(s["m"], s["n"], s["k"], lda, ldb, *zeros)
         return gemm_arguments(s["m"], s["n"], s["k"], lda, ldb, alpha=alpha)
 
 

@@ -27,6 +27,7 @@ from onnx.external_data_helper import (
 from octune.core.errors import OctuneError, WorkloadError
 from octune.networks.models import BUILTIN, did_you_mean
 from octune.networks.normalize import normalize
+from octune.networks.quantized import int8_layers
 from octune.tuner.family import Family, OnnxNode, Workload
 from octune.tuner.registry import families, family
 
@@ -268,9 +269,9 @@ def extract_layers(model: onnx.ModelProto) -> tuple[list[Layer], list[str]]:
     the operators not tuned (neither a tunable node nor elementwise), as ``"Op xCOUNT"``.
     """
     per_node, untuned, _ = _scan(model)
-    merged: dict[tuple[str, tuple[tuple[str, int], ...]], Layer] = {}
+    merged: dict[tuple[str, str, tuple[tuple[str, int], ...]], Layer] = {}
     for layer in per_node:
-        key = (layer.family, tuple(layer.shape.items()))
+        key = (layer.family, layer.dtype, tuple(layer.shape.items()))
         first = merged.get(key)
         if first is not None:
             layer = replace(first, nodes=first.nodes + layer.nodes, count=first.count + layer.count)
@@ -293,6 +294,7 @@ def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str], dict[str, 
     reasons: dict[str, str] = {}
     readers = _readers()
     dtype = model_dtype(model)
+    int8 = int8_layers(model)  # a quantized model's layers an int8 kernel computes whole
     for index, node in enumerate(graph.node):
         name = node_name(node, index)
         if node.domain not in ("", "ai.onnx"):
@@ -318,7 +320,8 @@ def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str], dict[str, 
             untuned[f"{node.op_type} ({error})"] += 1
             reasons[name] = str(error)
             continue
-        layers.append(Layer(reader.name, workload.shape, (name,), count, dtype))
+        own = "int8" if name in int8 and count == 1 else dtype
+        layers.append(Layer(reader.name, workload.shape, (name,), count, own))
     return layers, untuned, reasons
 
 

@@ -167,15 +167,17 @@ class Runtime:
     # --- configs --------------------------------------------------------------------------
 
     def _choose(self, source: ConfigSource, policy: Policy) -> dict[str, Choice]:
-        """One lookup per family for the model's distinct shapes; each tuned step's choice."""
+        """One lookup per family and dtype for the model's distinct shapes; each tuned step's
+        choice.
+        """
         tuned = [step for step in self.graph.steps if isinstance(step, Tuned)]
         choices: dict[str, Choice] = {}
-        for family in dict.fromkeys(step.layer.family for step in tuned):
-            steps = [step for step in tuned if step.layer.family == family]
+        for family, dtype in dict.fromkeys((s.layer.family, self._dtype(s)) for s in tuned):
+            steps = [s for s in tuned if (s.layer.family, self._dtype(s)) == (family, dtype)]
             distinct = {tuple(s.layer.shape.items()): s.layer for s in steps}
             layers = list(distinct.values())
-            answers = source.answers(family, [layer.shape for layer in layers], self.dtype)
-            workloads = [layer.workload(self.dtype) for layer in layers]
+            answers = source.answers(family, [layer.shape for layer in layers], dtype)
+            workloads = [layer.workload(dtype) for layer in layers]
             chosen = choose(source, workloads, answers, policy, self.info.limits)
             if policy == "confirmed":
                 chosen = [
@@ -186,6 +188,15 @@ class Runtime:
             choices.update({s.name: by_shape[tuple(s.layer.shape.items())] for s in steps})
         return choices
 
+    def _dtype(self, step: Tuned) -> str:
+        """What a tuned step computes in: int8 for an int8 layer, else the run's storage."""
+        return "int8" if step.layer.dtype == "int8" else self.dtype
+
+    def _type(self, name: str) -> np.dtype:
+        """A tensor's or constant's element type on the device (``Graph.typed``)."""
+        typed = self.graph.typed.get(name)
+        return self.storage if typed is None else np.dtype(typed)
+
     # --- memory ---------------------------------------------------------------------------
 
     def _allocate(self) -> None:
@@ -193,7 +204,7 @@ class Runtime:
         used = {name for step in graph.steps for name in self._reads(step)}
         self._check_memory(used & graph.constants.keys())
         for name in sorted(used & graph.constants.keys()):
-            value = np.ascontiguousarray(graph.constants[name], dtype=self.storage)
+            value = np.ascontiguousarray(graph.constants[name], dtype=self._type(name))
             self.buffers[name] = cl.Buffer(
                 self.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=value
             )
@@ -229,6 +240,7 @@ class Runtime:
             and math.prod(graph.shapes[step.output][: step.axis]) == 1
             and step.output not in fixed
             and all(name in written and name not in fixed for name in step.inputs)
+            and not {step.output, *step.inputs} & graph.typed.keys()
         ]
 
     def _fold(self) -> list[Step]:
@@ -317,8 +329,10 @@ class Runtime:
         """Refuse, before allocating anything, a model whose tensors the device cannot hold."""
         graph = self.graph
         tensors = [*graph.inputs, *(s.output for s in graph.steps if not isinstance(s, Alias))]
-        item = self.storage.itemsize
-        sizes = {name: item * math.prod(graph.shapes[name]) for name in (*constants, *tensors)}
+        sizes = {
+            name: self._type(name).itemsize * math.prod(graph.shapes[name])
+            for name in (*constants, *tensors)
+        }
         largest = max(sizes, key=sizes.__getitem__, default=None)
         total, limit = sum(sizes.values()), self.device.global_mem_size
         if total > limit:
@@ -335,7 +349,7 @@ class Runtime:
             )
 
     def _tensor_buffer(self, name: str) -> cl.Buffer:
-        size = self.storage.itemsize * max(math.prod(self.graph.shapes[name]), 1)
+        size = self._type(name).itemsize * max(math.prod(self.graph.shapes[name]), 1)
         return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=size)
 
     @staticmethod
@@ -521,7 +535,10 @@ class Runtime:
         n = math.prod(self.graph.shapes[step.output])
         args = (self.buffers[source], self.buffers[step.output], np.int32(n),
                 *self._epilogue_arguments(step))  # fmt: skip
-        return self._ops(step, "epilogue", args, n, **self._epilogue_defines(step))
+        # A quantized model's uint8 tensors: what a DequantizeLinear reads or a Quantize writes.
+        ends = {f"{end}_BYTES": int(self._type(name) == np.uint8)
+                for end, name in (("X", source), ("Y", step.output))}  # fmt: skip
+        return self._ops(step, "epilogue", args, n, **self._epilogue_defines(step), **ends)
 
     def _epilogue_arguments(self, step: Step) -> tuple[object, ...]:
         """kernels/epilogue.clh's EPILOGUE_ARGUMENTS for the step's epilogue."""
@@ -541,7 +558,8 @@ class Runtime:
 
     def _tuned(self, step: Tuned) -> Planned:
         choice = self.choices[step.name]
-        spec, config, workload = choice.kernel, choice.config, step.layer.workload(self.dtype)
+        spec, config = choice.kernel, choice.config
+        workload = step.layer.workload(self._dtype(step))
         if step.layer.count > 1 and not self._splits(step, workload.extents):
             return self._batched_matmul(step)
         entry = spec.space.entry
@@ -566,7 +584,7 @@ class Runtime:
                                                   4 * elements)))  # fmt: skip
             cl.enqueue_fill_buffer(self.queue, workspace[0], np.int32(0), 0, 4 * elements)
         # The family (a plug-in) says how its kernels take the buffers: none is named here.
-        arguments = workload.family.launch_arguments(workload, entry, alpha=step.alpha)
+        arguments = workload.family.launch_arguments(workload, entry, step.alpha, step.zeros)
         launches = []
         for inputs, output in operands:
             for size in sizes:
@@ -597,13 +615,12 @@ class Runtime:
 
     def _batches(
         self, step: Tuned, buffers: tuple[cl.Buffer, ...], sizes: tuple[int, ...]
-    ) -> list[tuple[tuple[cl.Buffer, cl.Buffer], cl.Buffer]]:
+    ) -> list[tuple[tuple[cl.Buffer, ...], cl.Buffer]]:
         """A layer's operands, one launch per matrix of a batched layer (a batched MatMul):
         sub-buffers of each operand, ``sizes`` elements apart.
         """
-        a, b, y = buffers
         if step.layer.count == 1:
-            return [((a, b), y)]
+            return [(buffers[:-1], buffers[-1])]
         operands, item = [], self.storage.itemsize
         for i in range(step.layer.count):
             a_i, b_i, y_i = (
@@ -654,7 +671,7 @@ class Runtime:
         """
         shape = self.graph.shapes[tensor]
         parts = self._gapped.get(tensor)
-        value = np.empty(parts[-1][0] + parts[-1][1] if parts else shape, dtype=self.storage)
+        value = np.empty(parts[-1][0] + parts[-1][1] if parts else shape, self._type(tensor))
         cl.enqueue_copy(self.queue, value, self.buffers[tensor])
         if parts:
             value = np.concatenate([value[start : start + n] for start, n in parts])

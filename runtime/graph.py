@@ -34,6 +34,7 @@ from onnx import numpy_helper
 from octune.core.errors import OctuneError
 from octune.kernels.conv2d import conv_pads
 from octune.networks.layers import Layer, model_dtype, node_layers, onnx_node
+from octune.networks.quantized import int8_layers
 from octune.runtime import layout
 
 ALIASES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Identity"})
@@ -142,10 +143,14 @@ class Step:
 
 @dataclass(frozen=True, kw_only=True)
 class Tuned(Step):
-    """A Conv (x, weight) or Gemm / MatMul (A, B) through octune's tuned kernels."""
+    """A Conv (x, weight) or Gemm / MatMul (A, B) through octune's tuned kernels; an int8
+    layer (``layer.dtype``, ``octune.networks.quantized``) reads (x, weight, scale, bias) and
+    the zero points of its uint8 input and output.
+    """
 
     layer: Layer
     alpha: float = 1.0
+    zeros: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,6 +262,9 @@ class Graph:
     constants: dict[str, np.ndarray]
     inputs: list[str]  # the tensors a caller feeds
     outputs: list[str]
+    #: Element types other than the run's storage, by tensor or constant: a quantized model's
+    #: uint8 tensors and its int8 layers' operands (int8 weights, int32 biases, float32 scales).
+    typed: dict[str, str] = field(default_factory=dict)
 
 
 def _attribute(node: onnx.NodeProto, name: str, default: Any) -> Any:
@@ -308,6 +316,13 @@ class _Loader:
                     "; octune run feeds float32 or float16 inputs"
                 )
         self.layers, self.untunable = node_layers(model)
+        self.int8 = {
+            name: found
+            for name, found in int8_layers(model).items()
+            if name in self.layers and self.layers[name].dtype == "int8"
+        }
+        self.typed = {tensor: "uint8" for f in self.int8.values() for tensor in f.tensors}
+        self.by_name = {node.name: node for node in self.nodes}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         self.done: set[str] = set()
 
@@ -326,11 +341,16 @@ class _Loader:
             raise self.fail(node, f"needs '{tensor}' to be a constant (an initializer)")
         return found
 
-    def add_constant(self, name: str, value: np.ndarray) -> str:
+    def add_constant(self, name: str, value: np.ndarray, typed: bool = False) -> str:
+        """A new constant, float32 (the run stores it as its tensors), or ``typed``: in its own
+        element type whatever the run stores.
+        """
         while name in self.constants or name in self.shapes:
             name += "'"
-        self.constants[name] = np.ascontiguousarray(value, dtype=np.float32)
+        self.constants[name] = np.ascontiguousarray(value, None if typed else np.float32)
         self.shapes[name] = self.constants[name].shape
+        if typed:
+            self.typed[name] = value.dtype.name
         return name
 
     def load(self) -> list[Step]:
@@ -344,6 +364,11 @@ class _Loader:
                 self.constants[node.output[0]] = value
                 self.shapes[node.output[0]] = value.shape
                 self.done.add(node.name)
+        for tensor in list(self.typed):  # a DequantizeLinear only int8 layers read: in them
+            for dq in self.users.get(tensor, []):
+                readers = self.users.get(dq.output[0], [])
+                if dq.op_type in QDQ and readers and all(u.name in self.int8 for u in readers):
+                    self.done.add(dq.name)
         # Constants first: a chain looks ahead at the nodes after a conv (a batch-norm whose
         # quantized weights are dequantized further down the file).
         steps: list[tuple[int, Step]] = []
@@ -378,6 +403,8 @@ class _Loader:
         common = {"name": node.name, "nodes": (node.name,), "ops": (op,), "output": out}
         if op == "Split":
             return self.split(node, common)
+        if node.name in self.int8:
+            return [self.quantized(node, common)]
         if op == "Conv":
             return self.conv(node, common)
         if op in ("Gemm", "MatMul"):
@@ -599,6 +626,20 @@ class _Loader:
         alpha = _float(node, "alpha", 1.0)
         return Tuned(layer=layer, alpha=alpha, inputs=(x, w), **chain.finish(common))
 
+    def quantized(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
+        """A layer an int8 kernel computes whole, from its uint8 input to its uint8 output."""
+        found = self.int8[node.name]
+        self.done.update(found.nodes)
+        operands = (("int8", found.weight), ("scale", found.scale), ("bias", found.bias))
+        names = [self.add_constant(f"{node.name}:{part}", v, typed=True) for part, v in operands]
+        return Tuned(
+            layer=self.layers[node.name],
+            zeros=(found.x_zero, found.y_zero),
+            inputs=(found.x, *names),
+            **{**common, "nodes": found.nodes, "output": found.y,
+               "ops": tuple(self.by_name[name].op_type for name in found.nodes)},
+        )  # fmt: skip
+
     def pool(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
         x = node.input[0]
         shape = self.shape(node, x)
@@ -671,6 +712,7 @@ class _Loader:
         if node.op_type not in ARITHMETIC | QDQ and self.activation(node) is None:
             x = None
         chain = _Chain(self, node, out)
+        chain.writes_bytes = True  # the epilogue kernel stores a QuantizeLinear's uint8
         written = [(t, self.gate(t)) for t in tensors]  # an activation written out, from node
         gated = [(t, g) for t, g in written if g and node.name in {n.name for n in g[0]}]
         if gated:
@@ -881,6 +923,7 @@ class _Chain:
         self.other_inner, self.other_size = 1, 1
         self.multiply = False
         self.activation, self.low, self.high = "none", 0.0, 0.0
+        self.writes_bytes = False  # whether the chain may end in a uint8 tensor
 
     def channel_axis(self) -> int | None:
         """The axis of the first node's output scale and bias run along, where they run along
@@ -897,7 +940,7 @@ class _Chain:
         the two nodes of a SiLU or HardSwish written out).
         """
         loader = self.loader
-        while tensor not in loader.outputs:
+        while tensor not in loader.outputs and tensor not in loader.typed:
             reshaped = self.reshape_before_more(tensor)
             if reshaped is not None:  # the same elements in the same order: nothing to do
                 self.nodes.append(reshaped)
@@ -956,6 +999,8 @@ class _Chain:
         if self.activation != "none" or node.output[0] not in self.loader.shapes:
             return False
         op, loader = node.op_type, self.loader
+        if node.output[0] in loader.typed and not self.writes_bytes:
+            return False
         if op in QDQ:
             return self.quantize(node) if op == "QuantizeLinear" else self.dequantize(node)
         activation = loader.activation(node)
@@ -1111,4 +1156,5 @@ def load_graph(model: onnx.ModelProto) -> Graph:
         constants=loader.constants,
         inputs=loader.inputs,
         outputs=loader.outputs,
+        typed=loader.typed,
     )

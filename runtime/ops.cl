@@ -21,11 +21,28 @@
 #include "epilogue.clh"
 
 // The epilogue of a conv or GEMM whose kernel does not fuse it (kernels/epilogue.clh), or of an
-// element-wise chain with no such producer, over n elements, in place (y == x) or not.
+// element-wise chain with no such producer, over n elements, in place (y == x) or not. X_BYTES,
+// Y_BYTES: x or y is a quantized model's uint8 tensor (a DequantizeLinear's input, a
+// QuantizeLinear's output, whose ACT 30 has rounded and saturated the value already).
 #ifdef EPILOGUE
-__kernel void epilogue(const __global STORED* x, __global STORED* y, const int n EPILOGUE_ARGUMENTS) {
+#if X_BYTES
+#define EPILOGUE_X uchar
+#define EPILOGUE_LOAD(p, i) ((float)(p)[i])
+#else
+#define EPILOGUE_X STORED
+#define EPILOGUE_LOAD LOAD
+#endif
+#if Y_BYTES
+#define EPILOGUE_Y uchar
+#define EPILOGUE_STORE(p, i, v) ((p)[i] = convert_uchar_sat(v))
+#else
+#define EPILOGUE_Y STORED
+#define EPILOGUE_STORE STORE
+#endif
+__kernel void epilogue(const __global EPILOGUE_X* x, __global EPILOGUE_Y* y,
+                       const int n EPILOGUE_ARGUMENTS) {
     const int i = get_global_id(0);
-    if (i < n) STORE(y, i, EPILOGUE(LOAD(x, i), i));
+    if (i < n) EPILOGUE_STORE(y, i, EPILOGUE(EPILOGUE_LOAD(x, i), i));
 }
 #endif
 

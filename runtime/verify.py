@@ -106,8 +106,17 @@ def random_inputs(runtime: Runtime, seed: int = 0) -> dict[str, np.ndarray]:
     }
 
 
-def _session(model: onnx.ModelProto) -> ort.InferenceSession:
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+def _session(model: onnx.ModelProto, optimized: bool = True) -> ort.InferenceSession:
+    """onnxruntime's CPU session; not ``optimized``, each node computes what ONNX defines (its
+    optimizer fuses a DequantizeLinear -> Conv -> QuantizeLinear into integer kernels whose
+    rounding strays up to 4 quanta from that on this project's Xeon).
+    """
+    options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
 
 
 def as_float32(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -246,7 +255,8 @@ def check(runtime: Runtime, inputs: Mapping[str, np.ndarray]) -> list[Comparison
 def isolated(runtime: Runtime, steps: Sequence[Step]) -> dict[str, np.ndarray]:
     """Each step's output as onnxruntime computes the step's nodes alone, on the runtime's own
     values of their inputs (and, where the runtime keeps no buffer for one, the nodes before it
-    too): a layer's reference that carries no other layer's differences.
+    too), each node as ONNX defines it: a layer's reference that carries no other layer's
+    differences.
     """
     model = runtime.model
     nodes = {node.name: node for node in model.graph.node}
@@ -284,7 +294,7 @@ def isolated(runtime: Runtime, steps: Sequence[Step]) -> dict[str, np.ndarray]:
         )  # fmt: skip
         alone = onnx.helper.make_model(graph, opset_imports=model.opset_import)
         alone.ir_version = model.ir_version
-        (found[step.output],) = _session(alone).run([step.output], feeds)
+        (found[step.output],) = _session(alone, optimized=False).run([step.output], feeds)
     return found
 
 

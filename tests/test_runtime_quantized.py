@@ -1,12 +1,13 @@
 """Quantized models as onnxruntime's quantizer writes them (static, random calibration, int8
-weights per channel, uint8 activations), in both its formats, through `octune run`: the
-weights' DequantizeLinear folded into constants, each QuantizeLinear an epilogue's rounding and
-saturation, every layer checked against onnxruntime's integer kernels running it alone on the
-runtime's own inputs, within two quanta.
+weights per channel, uint8 activations), in both its formats, through `octune run`: each
+quantized conv and linear layer an int8 kernel on uint8 tensors, the rest in float with each
+QuantizeLinear an epilogue's rounding and saturation, every layer checked against onnxruntime
+running it alone on the runtime's own inputs, within two quanta.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from octune.runtime import executor
 from octune.runtime.executor import Runtime
 from octune.runtime.graph import Tuned
 from octune.runtime.verify import DivergenceError, check, quanta, random_inputs
+from octune.tuner import registry
 
 SHAPE = [1, 8, 10, 10]
 
@@ -62,19 +64,42 @@ def quantized(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     return path
 
 
-def test_a_quantized_model_agrees_with_onnxruntime(quantized: Path, cl_device) -> None:
+def test_a_quantized_model_runs_its_layers_in_int8(quantized: Path, cl_device) -> None:
     model = load_model(quantized)
     runtime = Runtime(model, cl_device)
     (output,) = check(runtime, random_inputs(runtime))
     assert output.ratio < 1 and output.magnitude > 0
-    steps = [planned.step for planned in runtime.plan]
-    # Weights dequantized once, at load: every tuned layer reads float32 constants.
-    for step in (s for s in steps if isinstance(s, Tuned)):
-        assert runtime.graph.constants[step.inputs[1]].dtype == np.float32
-    # Each activation quantized where it is computed: rounding and saturation in the epilogue.
-    quantizing = [s for s in steps if s.epilogue.activation == "quantize"]
+    # Every conv and the linear layer: an int8 kernel from uint8 bytes to uint8 bytes, its
+    # QuantizeLinear folded in, its weights int8 and its bias int32.
+    tuned = [planned for planned in runtime.plan if isinstance(planned.step, Tuned)]
+    assert [p.kernel for p in tuned] == ["conv2d_int8", "conv2d_int8", "gemm_int8"]
+    for step in (planned.step for planned in tuned):
+        assert step.ops[-1] == "QuantizeLinear"
+        types = [runtime.buffers[t].size // math.prod(runtime.graph.shapes[t])
+                 for t in (*step.inputs, step.output)]  # fmt: skip
+        assert types == [1, 1, 4, 4, 1]  # bytes in, int8 weights, float scales, int32 bias, bytes
+        assert runtime.graph.constants[step.inputs[1]].dtype == np.int8
+    # The rest runs in float, each uint8 tensor dequantized by its reader's epilogue.
+    quantizing = [s for s in (p.step for p in runtime.plan) if s.epilogue.activation == "quantize"]
     assert quantizing and all((s.epilogue.low, s.epilogue.high) == (0, 255) for s in quantizing)
-    assert any(isinstance(s, Tuned) for s in quantizing)
+    assert output.whole_model_error is not None and output.whole_model_error <= output.slack
+
+
+def test_an_int8_layer_with_a_wrong_zero_point_is_named(quantized: Path, cl_device,
+                                                        monkeypatch) -> None:  # fmt: skip
+    """The check is live for the int8 kernels: a conv given its output's zero point as its
+    input's diverges there, named."""
+    family = type(registry.family("conv2d"))
+    launch = family.launch_arguments
+
+    def swapped(self, workload, entry, alpha=1.0, zeros=(0, 0)):  # type: ignore[no-untyped-def]
+        return launch(self, workload, entry, alpha, (zeros[0] + 7, zeros[1]))
+
+    monkeypatch.setattr(family, "launch_arguments", swapped)
+    runtime = Runtime(load_model(quantized), cl_device)
+    with pytest.raises(DivergenceError, match=r"layer 'stem\w*' \(Conv\+QuantizeLinear, "
+                                              r"kernel conv2d_int8"):  # fmt: skip
+        check(runtime, random_inputs(runtime))
 
 
 def test_quanta_carry_along_the_graph(quantized: Path, cl_device) -> None:

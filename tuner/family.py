@@ -133,11 +133,13 @@ class Family(ABC):
     ) -> BoundWorkload:
         """Random inputs (never all zero), the float64 reference, and ``kernel``'s arguments."""
 
-    def launch_arguments(self, workload: Workload, entry: str, alpha: float = 1.0) -> Arguments:
+    def launch_arguments(
+        self, workload: Workload, entry: str, alpha: float = 1.0, zeros: tuple[int, int] = (0, 0)
+    ) -> Arguments:
         """``entry``'s arguments for a model's buffers (``octune.runtime``), ``alpha`` scaling
-        the product where the model asks (ONNX Gemm): the runtime asks the family, so it runs
-        any family's kernels as tuning does without naming one. A family whose kernels no
-        model runs leaves this out.
+        the product where the model asks (ONNX Gemm), ``zeros`` an int8 workload's input and
+        output zero points: the runtime asks the family, so it runs any family's kernels as
+        tuning does without naming one. A family whose kernels no model runs leaves this out.
         """
         raise NotImplementedError(f"{self.name} gives no launch arguments: no model runs it")
 
