@@ -46,11 +46,7 @@
 #endif
 #define productv INT8_CAT(product_t, VW)
 
-#define CONV2D_INT8_ARGUMENTS                                                                   \
-    const __global uchar* restrict x, const __global char* restrict w, __global uchar* y,       \
-    const int N, const int C, const int H, const int W, const int K, const int OH,              \
-    const int OW, const __global float* restrict scale, const __global int* restrict bias,      \
-    const int x_zero, const int y_zero
+#include "conv2d_arguments.clh"
 
 #define PANEL_T uchar
 #include "im2col_panel.clh"

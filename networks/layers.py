@@ -29,7 +29,7 @@ from octune.networks.models import BUILTIN, did_you_mean
 from octune.networks.normalize import normalize
 from octune.networks.quantized import int8_layers
 from octune.tuner.family import Family, OnnxNode, Workload
-from octune.tuner.registry import families, family
+from octune.tuner.registry import families, family, resolve_kernels
 
 # Operators that read and write each element a few times: their time is memory traffic that a
 # runtime spends as it is, with nothing to tune. Any other operator that is not a tunable Conv,
@@ -320,9 +320,19 @@ def _scan(model: onnx.ModelProto) -> tuple[list[Layer], Counter[str], dict[str, 
             untuned[f"{node.op_type} ({error})"] += 1
             reasons[name] = str(error)
             continue
-        own = "int8" if name in int8 and count == 1 else dtype
-        layers.append(Layer(reader.name, workload.shape, (name,), count, own))
+        if name in int8 and count == 1 and _int8_kernel(reader.workload(shape, "int8")):
+            dtype_of = "int8"
+        else:
+            dtype_of = dtype
+        layers.append(Layer(reader.name, workload.shape, (name,), count, dtype_of))
     return layers, untuned, reasons
+
+
+def _int8_kernel(workload: Workload) -> bool:
+    """Whether an int8 kernel of the workload's family takes it (a grouped conv that is not
+    depthwise has none): where none does, the layer runs in float.
+    """
+    return any(kernel.takes(workload) is None for kernel in resolve_kernels(workload.family.name))
 
 
 def _no_shape(model: onnx.ModelProto, node: onnx.NodeProto, name: str, tensor: str) -> str:

@@ -7,7 +7,8 @@ module in their QDQ form, ``octune.networks.qoperator``) as
     x_q -> DequantizeLinear -> Conv | Gemm | MatMul -> [Relu | Clip] -> QuantizeLinear -> y_q
            weights: DequantizeLinear(int8), bias: DequantizeLinear(int32)
 
-which is what ``conv2d_int8`` and ``gemm_int8`` compute in integers: x uint8 with a zero
+which is what ``conv2d_int8``, ``conv2d_depthwise_rows_int8`` and ``gemm_int8`` compute in
+integers: x uint8 with a zero
 point, weights int8 with zero point 0 (per tensor or per output channel), an int32 bias in
 units of x's scale times the weights', and one float multiplier per output channel taking the
 int32 sum onto y's uint8 grid (round half to even, saturate), as onnxruntime's QLinearConv.
@@ -124,8 +125,7 @@ class _Finder:
         attributes = _attributes(node)
         op = node.op_type
         if op == "Conv" and (
-            attributes.get("group", 1) != 1
-            or attributes.get("auto_pad", b"NOTSET") not in (b"NOTSET", b"VALID")
+            attributes.get("auto_pad", b"NOTSET") not in (b"NOTSET", b"VALID")
             or len(set(attributes.get("pads", [0]))) != 1
         ):
             return None

@@ -29,11 +29,12 @@ SHAPE = [1, 8, 10, 10]
 
 
 def classifier(g: GraphBuilder) -> tuple[str, list[int]]:
-    """Convs with ReLU, a residual, a concat, pools and a linear layer: what the quantizer
-    wraps in QDQ pairs, or turns into QLinearConv, QLinearAdd, QLinearConcat..."""
+    """Convs (dense, depthwise, grouped) with ReLU, a residual, a concat, pools and a linear
+    layer: what the quantizer wraps in QDQ pairs, or turns into QLinearConv, QLinearAdd..."""
     x = g.input("input", SHAPE)
     y = g.relu(g.conv(x, "stem", 8, 16, 3, bias=True), "stem.relu")
-    z = g.relu(g.conv(y, "block", 16, 16, 3, bias=True), "block.relu")
+    d = g.relu(g.conv(y, "depthwise", 16, 16, 3, groups=16, bias=True), "depthwise.relu")
+    z = g.relu(g.conv(d, "grouped", 16, 16, 1, groups=2, bias=True), "grouped.relu")
     r = g.node("Add", [z, y], "add")
     c = g.node("Concat", [r, y], "cat", axis=1)
     m = g.node("MaxPool", [c], "pool", kernel_shape=[2, 2], strides=[2, 2])
@@ -69,11 +70,17 @@ def test_a_quantized_model_runs_its_layers_in_int8(quantized: Path, cl_device) -
     runtime = Runtime(model, cl_device)
     (output,) = check(runtime, random_inputs(runtime))
     assert output.ratio < 1 and output.magnitude > 0
-    # Every conv and the linear layer: an int8 kernel from uint8 bytes to uint8 bytes, its
-    # QuantizeLinear folded in, its weights int8 and its bias int32.
+    # Every conv and the linear layer an int8 kernel takes: from uint8 bytes to uint8 bytes,
+    # its QuantizeLinear folded in, its weights int8 and its bias int32. No int8 kernel takes a
+    # grouped conv that is not depthwise: it runs in float, between DequantizeLinear and
+    # QuantizeLinear.
     tuned = [planned for planned in runtime.plan if isinstance(planned.step, Tuned)]
-    assert [p.kernel for p in tuned] == ["conv2d_int8", "conv2d_int8", "gemm_int8"]
-    for step in (planned.step for planned in tuned):
+    kernels = [p.kernel for p in tuned]
+    assert kernels[:2] + kernels[3:] == ["conv2d_int8", "conv2d_depthwise_rows_int8", "gemm_int8"]
+    grouped = tuned[2].step
+    assert grouped.layer.dtype == "float32" and grouped.layer.shape["groups"] == 2
+    assert runtime.graph.constants[grouped.inputs[1]].dtype == np.float32
+    for step in (p.step for p in tuned if p.step is not grouped):
         assert step.ops[-1] == "QuantizeLinear"
         types = [runtime.buffers[t].size // math.prod(runtime.graph.shapes[t])
                  for t in (*step.inputs, step.output)]  # fmt: skip
@@ -123,6 +130,10 @@ def test_run_and_tune_read_a_quantized_file(quantized: Path) -> None:
     assert "against onnxruntime's whole model its max error is" in printed
     layers, untuned = network_layers(quantized, None, {})
     assert {layer.family for layer in layers} == {"conv2d", "gemm"}
+    # tune --model tunes each layer in the dtype the run computes it in.
+    dtypes = {(layer.family, layer.shape.get("groups", 1), layer.dtype) for layer in layers}
+    assert dtypes == {("conv2d", 1, "int8"), ("conv2d", 16, "int8"), ("conv2d", 2, "float32"),
+                      ("gemm", 1, "int8")}  # fmt: skip
     assert not any("Quantize" in op for op in untuned)
 
 
