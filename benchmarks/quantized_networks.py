@@ -3,9 +3,10 @@ fuses batch-norms into convs as its documentation asks; QDQ: int8 weights per ch
 activations, calibrated on random inputs) through `octune run`, beside onnxruntime's
 int8 on the same file and both on the float32 model, in one run on this machine's CPU.
 
-Each network is tuned first (`octune tune --model FILE --time T`, the QDQ file: its layers are
-the float32 model's), then both files run with the tuned configs, each checked layer by layer
-against onnxruntime (the QDQ one within its quanta) and timed (best wall of --repeat passes).
+Each file is tuned first for the same time (`octune tune --model FILE --time T`: the QDQ file's
+quantized layers in int8, the float32 file's in float32), then both run with the tuned configs,
+each checked layer by layer against onnxruntime (the QDQ one within its quanta) and timed
+(best wall of --repeat passes).
 
     .venv/bin/python benchmarks/quantized_networks.py --nets resnet18 mobilenet_v2 \\
         --seconds 120 --db sqlite:////tmp/qn.db --out /tmp/qn.json
@@ -71,7 +72,10 @@ def measured(path: Path, args: argparse.Namespace) -> dict[str, Any]:
         "octune_s": runtime.time(args.repeat).wall_s,
         "onnxruntime_s": onnxruntime_seconds(model, inputs, args.repeat),
         "max_error": output.error / (output.magnitude or 1),
+        # A quantized output against onnxruntime's whole model (its own integer kernels).
+        "whole_model_error": (output.whole_model_error or 0.0) / (output.magnitude or 1),
         "launches": runtime.launches,
+        "kernels": sorted({planned.kernel for planned in runtime.plan if planned.match != "-"}),
     }
 
 
@@ -88,8 +92,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for net in args.nets:
             plain, quantized = quantized_file(net, Path(folder))
-            if args.seconds:
-                command = [sys.executable, "-m", "octune.cli", "tune", "--model", str(quantized),
+            for path in (plain, quantized) if args.seconds else ():
+                command = [sys.executable, "-m", "octune.cli", "tune", "--model", str(path),
                            "--time", f"{args.seconds}s", "--db", args.db]  # fmt: skip
                 if args.device:
                     command += ["--device", args.device]

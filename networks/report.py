@@ -52,6 +52,7 @@ class LayerReport(BaseModel):
     nodes: list[str]
     family: str
     shape: dict[str, int]
+    dtype: str = "float32"  # what the layer computes in (a quantized model's int8 layers)
     count: int  # launches per forward pass
     flops: int  # per launch
     kernel: str
@@ -140,6 +141,7 @@ def _layer_report(layer: Layer, lookup: StoreLookup, device: StoredDevice) -> La
         nodes=list(layer.nodes),
         family=layer.family,
         shape=dict(layer.shape),
+        dtype=layer.dtype,
         count=layer.count,
         flops=layer.workload().flops,
         kernel=answer.kernel,
@@ -153,10 +155,12 @@ def _layer_report(layer: Layer, lookup: StoreLookup, device: StoredDevice) -> La
 
 
 def _scale_missing(reports: Sequence[LayerReport]) -> None:
-    """Time the layers without one from the measured layer of their family nearest in flops."""
+    """Time the layers without one from the measured layer of their family and dtype nearest in
+    flops.
+    """
     measured = [r for r in reports if r.estimate == "measured" and r.time_s]
     for entry in reports:
-        donors = [r for r in measured if r.family == entry.family]
+        donors = [r for r in measured if (r.family, r.dtype) == (entry.family, entry.dtype)]
         if entry.estimate != "unknown" or not donors or entry.flops <= 0:
             continue
         donor = min(donors, key=lambda r: abs(math.log(max(r.flops, 1) / entry.flops)))
