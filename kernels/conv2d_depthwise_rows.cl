@@ -22,7 +22,9 @@
 // float scale, uint8 y. The products w (x - x_zero) are integers of at most 128 * 255, so
 // their sum over R*S <= 256 taps is exact in float (below 2^24) and runs at float's rate; it
 // is requantised as conv2d_int8's int32 sums are. Taps outside the input are skipped: the
-// quantised 0 they would read adds nothing.
+// quantised 0 they would read adds nothing. With -DOCTUNE_FLOAT16
+// (conv2d_depthwise_rows_float16.yaml), half storage read and written through
+// kernels/precision.clh, float arithmetic.
 
 #if !defined(VW) || !defined(RB) || !defined(LY) || !defined(LC)
 #error "tuning parameters missing: see search_spaces/conv2d_depthwise_rows.yaml"
@@ -38,11 +40,18 @@
 #define ROWS_CAT(a, b) ROWS_CAT_(a, b)
 #define floatv ROWS_CAT(float, VW)
 #define convert_floatv ROWS_CAT(convert_float, VW)
+// X_T, Y_T: the buffers' elements; GATHERED, PUT: the type of the lanes a vector of x is
+// gathered into and of those y is stored from; GATHER(p, i), PUT(p, i, v): one element.
 #ifdef OCTUNE_INT8
 #include "conv2d_arguments.clh"
 #define ARGUMENTS CONV2D_INT8_ARGUMENTS
 #define X_T uchar
 #define Y_T uchar
+#define GATHERED uchar
+#define PUT_T uchar
+#define GATHER(p, i) ((p)[i])
+#define PUT(p, i, v) ((p)[i] = (v))
+#define WEIGHT(i) ((float)w[i])
 #define TAP(p, i) ((float)(p)[i] - zero)
 #define TAPS(v) convert_floatv(v)
 // A row's taps read whole: x_zero times its weights' sum comes off once, at the end.
@@ -57,31 +66,38 @@
         rint(ROWS_CAT(convert_float, n)(ROWS_CAT(convert_int, n)(v) + offset) * factor) +       \
         (float)y_zero)
 #define VECTOR_RESULT(acc, at) REQUANTIZED(VW, acc)
+#define SCALAR_RESULT(acc, at) REQUANTIZED(, acc)
 #else
-#include "precision.clh"  // float32 only: STORED is float
+#include "precision.clh"  // float32, or float16 storage with float arithmetic
 #include "conv2d_arguments.clh"
 #define EPILOGUE_VW VW
 #include "epilogue.clh"
 #include "epilogue_vector.clh"
 #define ARGUMENTS CONV2D_ARGUMENTS EPILOGUE_ARGUMENTS
-#define X_T float
-#define Y_T float
-#define TAP(p, i) ((p)[i])
+#define X_T STORED
+#define Y_T STORED
+#define GATHERED float
+#define PUT_T float
+#define GATHER(p, i) LOAD(p, i)
+#define PUT(p, i, v) STORE(p, i, v)
+#define WEIGHT(i) LOAD(w, i)
+#define TAP(p, i) LOAD(p, i)
 #define TAPS(v) (v)
 #define ROWS_START
 #define ROW_READ(r)
 #define ROWS_DONE(acc) (acc)
 #define VECTOR_RESULT(acc, at) EPILOGUE_VECTOR(acc, at)
+#define SCALAR_RESULT(acc, at) EPILOGUE(acc, at)
 #endif
 
 // VW elements of x and of y, gathered or stored one by one.
 typedef union {
-    ROWS_CAT(X_T, VW) v;
-    X_T f[VW];
+    ROWS_CAT(GATHERED, VW) v;
+    GATHERED f[VW];
 } x_lanes;
 typedef union {
-    ROWS_CAT(Y_T, VW) v;
-    Y_T f[VW];
+    ROWS_CAT(PUT_T, VW) v;
+    PUT_T f[VW];
 } y_lanes;
 
 __kernel __attribute__((reqd_work_group_size(LY, LC, 1)))
@@ -94,7 +110,7 @@ void conv2d_depthwise_rows(ARGUMENTS) {
     __global Y_T* out = y + (size_t)plane * OH * OW;
     float weight[R * S];
 #pragma unroll
-    for (int i = 0; i < R * S; ++i) weight[i] = w[(plane % C) * R * S + i];
+    for (int i = 0; i < R * S; ++i) weight[i] = WEIGHT((plane % C) * R * S + i);
 #ifdef OCTUNE_INT8
     const float zero = x_zero;
     const int offset = bias[plane % C];
@@ -128,7 +144,7 @@ void conv2d_depthwise_rows(ARGUMENTS) {
                     for (int s = 0; s < S; ++s) {
                         x_lanes u;
 #pragma unroll
-                        for (int e = 0; e < VW; ++e) u.f[e] = row[s * DILATION + e * STRIDE];
+                        for (int e = 0; e < VW; ++e) u.f[e] = GATHER(row, s * DILATION + e * STRIDE);
                         acc = weight[r * S + s] * TAPS(u.v) + acc;
                     }
                     ROW_READ(r);
@@ -136,7 +152,7 @@ void conv2d_depthwise_rows(ARGUMENTS) {
                 y_lanes result;
                 result.v = VECTOR_RESULT(ROWS_DONE(acc), out_row + ow - y);
 #pragma unroll
-                for (int e = 0; e < VW; ++e) out_row[ow + e] = result.f[e];
+                for (int e = 0; e < VW; ++e) PUT(out_row, ow + e, result.f[e]);
                 ow += VW;
             } else {
                 float acc = 0.0f;
@@ -150,11 +166,7 @@ void conv2d_depthwise_rows(ARGUMENTS) {
                         if (iw >= 0 && iw < W) acc += weight[r * S + s] * TAP(in, ih * W + iw);
                     }
                 }
-#ifdef OCTUNE_INT8
-                out_row[ow] = REQUANTIZED(, acc);
-#else
-                out_row[ow] = EPILOGUE(acc, out_row + ow - y);
-#endif
+                PUT(out_row, ow, SCALAR_RESULT(acc, out_row + ow - y));
                 ow += 1;
             }
         }
