@@ -24,8 +24,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-from onnxruntime.quantization.shape_inference import quant_pre_process
 
 from octune.db.store import Store
 from octune.networks.layers import load_model
@@ -35,20 +33,32 @@ from octune.runtime.verify import check, onnxruntime_seconds, random_inputs
 from octune.tuner.device import DeviceInfo, select_device
 
 
-class RandomBatches(CalibrationDataReader):
-    def __init__(self, name: str, shape: tuple[int, ...], count: int = 8) -> None:
-        rng = np.random.default_rng(0)
-        self.batches = iter([{name: rng.standard_normal(shape, np.float32)} for _ in range(count)])
-
-    def get_next(self) -> dict[str, np.ndarray] | None:
-        return next(self.batches, None)
-
-
 def quantized_file(net: str, folder: Path) -> tuple[Path, Path]:
-    """The built-in network as a float32 file and its QDQ quantization."""
-    model = load_model(net, 1)
+    """The built-in network as a float32 file and its QDQ quantization (made once in
+    ``folder``: a GPU machine whose onnxruntime has no quantizer is given them).
+    """
     plain, quantized = folder / f"{net}.onnx", folder / f"{net}.qdq.onnx"
+    model = load_model(net, 1)  # a built-in network's weights are seeded: the same each time
     onnx.save(model, plain)
+    if quantized.is_file():
+        return plain, quantized
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class RandomBatches(CalibrationDataReader):
+        def __init__(self, name: str, shape: tuple[int, ...], count: int = 8) -> None:
+            rng = np.random.default_rng(0)
+            self.batches = iter([{name: rng.standard_normal(shape, np.float32)}
+                                 for _ in range(count)])  # fmt: skip
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.batches, None)
+
     prepared = folder / f"{net}.prepared.onnx"
     quant_pre_process(plain, prepared, skip_symbolic_shape=True)
     (value,) = [
@@ -87,11 +97,19 @@ def main() -> None:
     parser.add_argument("--db", default="sqlite:///quantized_networks.db")
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path("quantized_networks.json"))
+    parser.add_argument(
+        "--files",
+        type=Path,
+        default=None,
+        help="a folder to keep the quantized files in (made where missing)",
+    )
     args = parser.parse_args()
     results: dict[str, Any] = {"device": DeviceInfo.from_cl(select_device(args.device)).name}
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = args.files or Path(temporary)
+        folder.mkdir(parents=True, exist_ok=True)
         for net in args.nets:
-            plain, quantized = quantized_file(net, Path(folder))
+            plain, quantized = quantized_file(net, folder)
             for path in (plain, quantized) if args.seconds else ():
                 command = [sys.executable, "-m", "octune.cli", "tune", "--model", str(path),
                            "--time", f"{args.seconds}s", "--db", args.db]  # fmt: skip
