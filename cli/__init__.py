@@ -23,8 +23,22 @@ app = typer.Typer(
 )
 
 
+def _version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        print(f"octune {version('octune')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="print octune's version and exit"
+        ),
+    ] = False,
     kernel_dir: Annotated[
         list[Path] | None,
         typer.Option(
@@ -78,7 +92,7 @@ def main(args: list[str] | None = None) -> None:
         app(args=args, prog_name="octune")
     except OctuneError as error:
         print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(error.exit_code)
     except ModuleNotFoundError as error:
         module = (error.name or "").split(".")[0]
         if module not in EXTRAS:

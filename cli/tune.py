@@ -26,7 +26,7 @@ from octune.cli.options import (
     checked_dtype,
     open_store,
 )
-from octune.core.errors import OctuneError
+from octune.core.errors import CheckError, OctuneError
 from octune.core.precision import DTYPES
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies import available_strategies
@@ -321,7 +321,7 @@ def _close(
             if workloads_tuned == 1
             else f"none of the {workloads_tuned} workloads got a verified config (listed above)"
         )
-        raise OctuneError(f"{problem}; see `octune devices` for whether this device compiles")
+        raise CheckError(f"{problem}; see `octune devices` for whether this device compiles")
 
 
 def _tasks(

@@ -38,7 +38,7 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
-from octune.core.errors import OctuneError
+from octune.core.errors import CheckError
 from octune.runtime.executor import Runtime
 from octune.runtime.graph import Alias, Step, Tuned
 
@@ -53,7 +53,7 @@ FLOAT16_MOST = 0.25
 QUANTA = 2.0
 
 
-class DivergenceError(OctuneError):
+class DivergenceError(CheckError):
     """The runtime's output disagrees with onnxruntime's; the message names the first layer."""
 
 

@@ -42,6 +42,8 @@ _JSON = {"Content-Type": "application/json"}
 class ClientError(OctuneError):
     """The server refused a request (``status``), or could not be reached (``status`` None)."""
 
+    exit_code = 5
+
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status

@@ -147,27 +147,31 @@ def test_best_when_every_measurement_failed_says_why(
 
 
 @pytest.mark.parametrize(
-    ("args", "fragments"),
+    ("args", "fragments", "code"),
     [
-        (["tune", "gemm", "--m", "0", "--n", "4", "--k", "4"], ["m=0"]),
+        (["tune", "gemm", "--m", "0", "--n", "4", "--k", "4"], ["m=0"], 2),
         (
             ["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--device", "no-such-gpu"],
             ["no-such-gpu", "octune setup"],
+            3,  # no such device
         ),
-        (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--device", "99"], ["index 99"]),
-        (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--time", "soon"], ["soon"]),
+        (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--device", "99"], ["index 99"], 3),
+        (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--time", "soon"], ["soon"], 2),
         (
             ["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--strategy", "magic"],
             ["magic", "random"],
+            2,
         ),
-        (["tune", "gemmm", "--m", "4", "--n", "4", "--k", "4"], ["did you mean 'gemm'"]),
-        (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--seed", "-1"], ["--seed -1"]),
-        (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--seed", str(2**64)], ["2^62"]),
+        (["tune", "gemmm", "--m", "4", "--n", "4", "--k", "4"], ["did you mean 'gemm'"], 2),
+        (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--seed", "-1"], ["--seed -1"], 2),
+        (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--seed", str(2**64)], ["2^62"], 2),
     ],
 )
-def test_bad_input_is_one_line_error(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
+def test_bad_input_is_one_line_error(
+    tmp_path: Path, args: list[str], fragments: list[str], code: int
+) -> None:
     result = octune(*args, db=tmp_path / "bad.db")
-    assert_one_line_error(result, *fragments)
+    assert_one_line_error(result, *fragments, code=code)
     assert result.stdout == "", "checked before any work starts"
 
 
@@ -187,7 +191,7 @@ def test_unwritable_database_is_one_line_error(tmp_path: Path) -> None:
         "1",
         db=blocker / "sub" / "x.db",
     )
-    assert_one_line_error(result, "cannot open database")
+    assert_one_line_error(result, "cannot open database", code=4)  # the database
 
 
 def stored_candidates(db: Path) -> tuple[list[str], list[str]]:

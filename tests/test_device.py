@@ -134,7 +134,7 @@ def test_no_device_that_compiles_is_one_line_naming_each_reason(tmp_path: Path) 
         path.write_text(json.dumps({"ok": False, "reason": "error: octune-test CPU 'generic'"}))
     tuned = octune("tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--budget", "2",
                    "--db", f"sqlite:///{tmp_path / 'x.db'}", cache=tmp_path)  # fmt: skip
-    assert tuned.returncode == 2 and "Traceback" not in tuned.stderr
+    assert tuned.returncode == 3 and "Traceback" not in tuned.stderr  # no device
     lines = tuned.stderr.strip().splitlines()
     assert len(lines) == 1, tuned.stderr
     assert lines[0].startswith("error: no OpenCL device here can compile a kernel")
@@ -142,7 +142,7 @@ def test_no_device_that_compiles_is_one_line_naming_each_reason(tmp_path: Path) 
 
     # An agent drives every device that compiles: with none, it stops in the same one line.
     agent = octune("agent", "--server", "http://127.0.0.1:9", "--exit-when-idle", cache=tmp_path)
-    assert agent.returncode == 2 and "Traceback" not in agent.stderr
+    assert agent.returncode == 3 and "Traceback" not in agent.stderr
     assert agent.stderr.strip().startswith("error: no OpenCL device here can compile a kernel")
 
     listed = octune("devices", "--json", cache=tmp_path)
@@ -174,7 +174,7 @@ def test_an_explicit_device_that_cannot_compile_is_refused(
     index = str(list_devices().index(select_device()))
     tuned = octune("tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--device", index,
                    "--db", f"sqlite:///{tmp_path / 'x.db'}", cache=tmp_path)  # fmt: skip
-    assert tuned.returncode == 2, tuned.stderr
+    assert tuned.returncode == 3, tuned.stderr
     assert tuned.stderr.count("\n") == 1
     assert f"{info.name} ({info.platform_name}) cannot compile a kernel: error: octune-test" in (
         tuned.stderr

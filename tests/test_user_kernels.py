@@ -212,7 +212,7 @@ def test_a_run_where_no_workload_verified_fails_in_one_line(tmp_path: Path) -> N
                     str(_workloads(tmp_path, 9, 11)), "--budget", "6", "--strategy",
                     "exhaustive", "--confirm", "0", "--jobs", "0",
                     db=tmp_path / "octune.db")  # fmt: skip
-    assert_one_line_error(result, "none of the 2 workloads got a verified config")
+    assert_one_line_error(result, "none of the 2 workloads got a verified config", code=1)
     assert result.stdout.count("no verified config for transpose rows=") == 2
 
 

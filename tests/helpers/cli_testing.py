@@ -59,8 +59,13 @@ def octune_process(
     )
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert result.returncode == 2, result.stderr + result.stdout
+def assert_one_line_error(
+    result: subprocess.CompletedProcess[str], *fragments: str, code: int = 2
+) -> None:
+    """One line on stderr holding ``fragments``, and exit status ``code`` (docs/commands.md,
+    "Exit status": 2 a usage error, 3 no device, 4 the database, 5 the server, 1 a check).
+    """
+    assert result.returncode == code, result.stderr + result.stdout
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr

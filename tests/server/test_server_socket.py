@@ -89,14 +89,14 @@ def test_tokens_never_reach_the_log(served):
 
 def test_serve_mistakes_are_one_line(served, tmp_path):
     server, _, _ = served
-    for args, fragment in (
-        (("--port", str(server.port)), f"cannot listen on 127.0.0.1:{server.port}"),
-        (("--db", "nonsense://x"), "not a valid database URL"),
+    for args, fragment, code in (
+        (("--port", str(server.port)), f"cannot listen on 127.0.0.1:{server.port}", 2),
+        (("--db", "nonsense://x"), "not a valid database URL", 4),  # the database's status
     ):
         result = octune_process(
             "serve", "--db", f"sqlite:///{tmp_path / 'x.db'}", *args, timeout=60
         )
-        assert result.returncode == 2, result.stderr
+        assert result.returncode == code, result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and fragment in lines[0], result.stderr
 
