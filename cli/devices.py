@@ -92,28 +92,44 @@ def _compare_cpu_runtimes(
         )
 
 
+#: Below this many columns `devices` prints a block of lines per device instead of a table.
+TABLE_COLUMNS = 120
+
+
 def _print_table(checked: list[tuple[cl.Device, CompileCheck]]) -> None:
     from octune.tuner.device import DeviceInfo, describe
 
-    table = Table(title="OpenCL devices")
-    for column in ("#", "device", "platform", "driver", "CUs", "max WG", "local mem"):
-        table.add_column(column)
-    table.add_column("fingerprint", no_wrap=True)  # what --device and exports take: never cut
-    table.add_column("compiles", no_wrap=True)
-    for index, (device, check) in enumerate(checked):
-        info = DeviceInfo.from_cl(device)
-        table.add_row(
-            str(index),
-            f"{info.name} ({info.device_type})",
-            info.platform_name,
-            info.driver_version,
-            str(info.compute_units),
-            str(info.max_work_group_size),
-            f"{info.local_mem_size // 1024} KiB",
-            info.fingerprint,
-            "yes" if check.ok else "[red]no[/]",
-        )
-    console.print(table)
+    infos = [DeviceInfo.from_cl(device) for device, _ in checked]
+    if console.width < TABLE_COLUMNS:  # a narrow terminal: nothing cut, nothing wrapped apart
+        for index, (info, (_, check)) in enumerate(zip(infos, checked, strict=True)):
+            compiles = "compiles" if check.ok else "[red]does not compile[/]"
+            console.print(f"[bold]{index}[/]  {info.name} ({info.device_type}), {compiles}")
+            console.print(f"   {info.platform_name}, driver {info.driver_version}", highlight=False)
+            console.print(
+                f"   {info.compute_units} CUs, work-groups up to {info.max_work_group_size}, "
+                f"{info.local_mem_size // 1024} KiB local memory",
+                highlight=False,
+            )
+            console.print(f"   fingerprint {info.fingerprint}", highlight=False)
+    else:
+        table = Table(title="OpenCL devices")
+        for column in ("#", "device", "platform", "driver", "CUs", "max WG", "local mem"):
+            table.add_column(column)
+        table.add_column("fingerprint", no_wrap=True)  # what --device and exports take: never cut
+        table.add_column("compiles", no_wrap=True)
+        for index, (info, (_, check)) in enumerate(zip(infos, checked, strict=True)):
+            table.add_row(
+                str(index),
+                f"{info.name} ({info.device_type})",
+                info.platform_name,
+                info.driver_version,
+                str(info.compute_units),
+                str(info.max_work_group_size),
+                f"{info.local_mem_size // 1024} KiB",
+                info.fingerprint,
+                "yes" if check.ok else "[red]no[/]",
+            )
+        console.print(table)
     for index, (device, check) in enumerate(checked):
         if not check.ok:
             console.print(f"{index}: {describe(device)} cannot compile: {check.reason}")

@@ -15,7 +15,9 @@ from octune.core.errors import OctuneError
 
 console = Console()
 jobs_app = typer.Typer(
-    help="Tuning jobs for a farm of agents: submit, follow, cancel.", no_args_is_help=True
+    help="Tuning jobs for a farm of agents: submit, follow, cancel.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 ServerOption = Annotated[

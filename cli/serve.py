@@ -13,7 +13,9 @@ import typer
 from octune.cli.options import DbOption
 from octune.core.errors import OctuneError
 
-token_app = typer.Typer(help="Manage the server's API tokens.", no_args_is_help=True)
+token_app = typer.Typer(
+    help="Manage the server's API tokens.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 class TokenScope(StrEnum):

@@ -570,7 +570,9 @@ def _why_none(
 
 
 workloads_app = typer.Typer(
-    help="Workloads files for `octune tune --workloads`.", no_args_is_help=True
+    help="Workloads files for `octune tune --workloads`.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -398,3 +399,22 @@ def test_a_full_disk_stops_tuning_and_records_no_config_as_broken(
         assert connection.execute("SELECT status FROM tuning_sessions").fetchall() == [
             ("interrupted",)
         ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["devices"], ["--help"], ["tune", "--help"], ["serve", "--help"], ["run", "--help"],
+     ["token", "--help"], ["jobs", "submit", "--help"], ["export", "--help"]],
+    ids=" ".join,
+)  # fmt: skip
+def test_an_80_column_terminal_sees_every_name_whole(args: list[str]) -> None:
+    """Nothing cut to fit ("…"), no line past the edge, every option's name in full."""
+    result = octune(*args, columns=80)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines and all(len(line) <= 80 for line in lines), result.stdout
+    assert "…" not in result.stdout
+    if args == ["serve", "--help"]:
+        assert "--require-read-token" in result.stdout
+    if args == ["devices"]:
+        assert re.search(r"^   fingerprint [0-9a-f]{16}$", result.stdout, re.M)

@@ -20,19 +20,24 @@ from octune.tuner import registry
 OCTUNE = [sys.executable, "-c", "from octune.cli import main; main()"]
 
 
-def _environment(db: Path | None) -> dict[str, str | None]:
-    """The variables a command sees changed: wide tables, no database but ``db``, and the
-    user-kernel path restored afterwards (``--kernel-dir`` sets it)."""
+def _environment(db: Path | None, columns: int = 200) -> dict[str, str | None]:
+    """The variables a command sees changed: wide tables (or a terminal ``columns`` wide), no
+    database but ``db``, and the user-kernel path restored afterwards (``--kernel-dir`` sets
+    it)."""
     return {
-        "COLUMNS": "200",
+        "COLUMNS": str(columns),
         "OCTUNE_DATABASE_URL": f"sqlite:///{db}" if db is not None else None,
         registry.KERNEL_PATH_ENV: os.environ.get(registry.KERNEL_PATH_ENV),
     }
 
 
-def octune(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``octune ARGS`` in this process; ``db``: the database it defaults to."""
-    with CliRunner().isolation(env=_environment(db)) as (stdout, stderr, _):
+def octune(
+    *args: str, db: Path | None = None, columns: int = 200
+) -> subprocess.CompletedProcess[str]:
+    """``octune ARGS`` in this process; ``db``: the database it defaults to; ``columns``: the
+    terminal's width.
+    """
+    with CliRunner().isolation(env=_environment(db, columns)) as (stdout, stderr, _):
         try:
             main(list(args))
             status = 0
