@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from octune.cli.labels import layer_label, layer_table
 from octune.cli.options import BatchOption, DbOption, DimOption, open_store
 
 if TYPE_CHECKING:
@@ -62,16 +62,25 @@ def report(
 
 
 def _print(found: NetworkReport) -> None:
-    table = Table(title=f"{found.model} on {found.device_name} ({found.device_fingerprint[:12]})")
-    for column in ("layer", "launches", "kernel", "match", "µs", "share"):
-        justify = "right" if column in ("launches", "µs", "share") else "left"
-        table.add_column(column, justify=justify)
+    title = f"{found.model} on {found.device_name} ({found.device_fingerprint[:12]})"
+    columns = {"layer": True, "launches": False, "kernel": True, "match": True, "µs": True,
+               "share": True}  # fmt: skip
+    table = layer_table(console, title, columns)
+    shown = [column.header for column in table.columns]
     for layer in found.layers:
         time = "?" if layer.total_s is None else f"{layer.total_s * 1e6:,.1f}"
         if layer.estimate == "scaled":
             time += " ~"
-        share = "?" if layer.share is None else f"{layer.share:.1f} %"
-        table.add_row(layer.label, str(layer.count), layer.kernel, layer.match, time, share)
+        more = f" (+{len(layer.nodes) - 1})" if len(layer.nodes) > 1 else ""
+        row = {
+            "layer": layer_label(layer.nodes[0]) + more,
+            "launches": str(layer.count),
+            "kernel": layer.kernel,
+            "match": layer.match,
+            "µs": time,
+            "share": "?" if layer.share is None else f"{layer.share:.1f} %",
+        }
+        table.add_row(*(row[column] for column in shown))  # fmt: skip
     console.print(table)
     unknown = f", {found.unknown_layers} without an estimate" if found.unknown_layers else ""
     scaled = any(layer.estimate == "scaled" for layer in found.layers)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
+from octune.cli.labels import layer_label, layer_table
 from octune.cli.options import BatchOption, DimOption, PublicKey
 from octune.core.errors import OctuneError
 
@@ -151,13 +151,21 @@ def _source(
 
 def _print(runtime: Runtime, timing: Timing, outputs: list[Comparison], reference_s: float) -> None:
     total = timing.total_kernel_s or 1.0
-    table = Table(title=f"{runtime.graph.name} on {runtime.info.name}")
-    for column in ("layer", "op", "kernel", "match", "time µs", "share"):
-        table.add_column(column, justify="right" if column in ("time µs", "share") else "left")
+    columns = {"layer": True, "op": False, "kernel": True, "match": True, "time µs": True,
+               "share": True}  # fmt: skip
+    table = layer_table(console, f"{runtime.graph.name} on {runtime.info.name}", columns)
+    shown = [column.header for column in table.columns]
     for planned, seconds in zip(runtime.plan, timing.kernel_s, strict=True):
         if planned.launches:
-            table.add_row(planned.step.name, planned.step.op, planned.kernel, planned.match,
-                          f"{seconds * 1e6:,.1f}", f"{100 * seconds / total:.1f}%")  # fmt: skip
+            row = {
+                "layer": layer_label(planned.step.name),
+                "op": planned.step.op,
+                "kernel": planned.kernel,
+                "match": planned.match,
+                "time µs": f"{seconds * 1e6:,.1f}",
+                "share": f"{100 * seconds / total:.1f}%",
+            }
+            table.add_row(*(row[column] for column in shown))  # fmt: skip
     console.print(table)
     worst = max(outputs, key=lambda c: c.ratio)
     console.print(

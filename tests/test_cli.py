@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -16,7 +17,9 @@ from pathlib import Path
 
 import pytest
 from helpers.cli_testing import OCTUNE, assert_one_line_error, octune
+from rich.console import Console
 
+from octune.cli.labels import layer_label, layer_table
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
@@ -418,3 +421,28 @@ def test_an_80_column_terminal_sees_every_name_whole(args: list[str]) -> None:
         assert "--require-read-token" in result.stdout
     if args == ["devices"]:
         assert re.search(r"^   fingerprint [0-9a-f]{16}$", result.stdout, re.M)
+
+
+@pytest.mark.parametrize(
+    ("name", "label"),
+    [
+        ("/features/features.3/squeeze/Conv", "features.3/squeeze"),  # TorchScript exporter
+        ("/layer1/layer1.0/relu_1/Relu_1", "layer1.0/relu_1"),
+        ("features.3.expand1x1", "features.3.expand1x1"),  # octune's own names
+        ("node_Conv_12", "node_Conv_12"),
+        ("/Conv", "Conv"),
+    ],
+)
+def test_layer_labels_keep_what_tells_layers_apart(name: str, label: str) -> None:
+    assert layer_label(name) == label
+
+
+def test_a_layer_table_leaves_out_what_a_narrow_terminal_cannot_show() -> None:
+    columns = {"layer": True, "op": False, "kernel": True, "share": True}
+    for width, shown in ((80, ["layer", "kernel", "share"]), (120, list(columns))):
+        console = Console(width=width, file=io.StringIO())
+        table = layer_table(console, "t", columns)
+        assert [column.header for column in table.columns] == shown
+        table.add_row(*(["features.12.expand3x3_long_name"] + ["x"] * (len(shown) - 1)))
+        console.print(table)
+        assert "features.12.expand3x3_long_name" in console.file.getvalue()
