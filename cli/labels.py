@@ -27,15 +27,21 @@ def layer_label(name: str) -> str:
     return "/".join(kept) or name
 
 
-def layer_table(console: Console, title: str, columns: dict[str, bool]) -> Table:
-    """A table of layers: light borders, the layer's name never cut; ``columns`` maps each
-    column to whether it is kept on a narrow terminal (below ``NARROW`` columns).
+def fitted_table(
+    console: Console,
+    title: str,
+    columns: dict[str, bool],
+    numeric: tuple[str, ...] = ("launches", "time µs", "µs", "share"),
+    whole: tuple[str, ...] = ("layer", "kernel"),
+) -> Table:
+    """A table for a terminal of any width: light borders, the ``whole`` columns never cut,
+    the ``numeric`` ones right-justified; ``columns`` maps each column to whether it is kept
+    on a narrow terminal (below ``NARROW`` columns).
     """
     narrow = console.width < NARROW
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     for column, essential in columns.items():
         if essential or not narrow:
-            numeric = column in ("launches", "time µs", "µs", "share")
-            table.add_column(column, justify="right" if numeric else "left",
-                             no_wrap=column in ("layer", "kernel"))  # fmt: skip
+            table.add_column(column, justify="right" if column in numeric else "left",
+                             no_wrap=column in whole)  # fmt: skip
     return table

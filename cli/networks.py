@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from octune.cli.labels import layer_label, layer_table
+from octune.cli.labels import fitted_table, layer_label
 from octune.cli.options import BatchOption, DbOption, DimOption, open_store
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def _print(found: NetworkReport) -> None:
     title = f"{found.model} on {found.device_name} ({found.device_fingerprint[:12]})"
     columns = {"layer": True, "launches": False, "kernel": True, "match": True, "µs": True,
                "share": True}  # fmt: skip
-    table = layer_table(console, title, columns)
+    table = fitted_table(console, title, columns)
     shown = [column.header for column in table.columns]
     for layer in found.layers:
         time = "?" if layer.total_s is None else f"{layer.total_s * 1e6:,.1f}"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 import typer
 from rich.console import Console
 
-from octune.cli.labels import layer_label, layer_table
+from octune.cli.labels import fitted_table, layer_label
 from octune.cli.options import BatchOption, DimOption, PublicKey
 from octune.core.errors import OctuneError
 
@@ -153,7 +153,7 @@ def _print(runtime: Runtime, timing: Timing, outputs: list[Comparison], referenc
     total = timing.total_kernel_s or 1.0
     columns = {"layer": True, "op": False, "kernel": True, "match": True, "time µs": True,
                "share": True}  # fmt: skip
-    table = layer_table(console, f"{runtime.graph.name} on {runtime.info.name}", columns)
+    table = fitted_table(console, f"{runtime.graph.name} on {runtime.info.name}", columns)
     shown = [column.header for column in table.columns]
     for planned, seconds in zip(runtime.plan, timing.kernel_s, strict=True):
         if planned.launches:

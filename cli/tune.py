@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from octune.cli.labels import fitted_table
 from octune.cli.options import (
     BatchOption,
     DbOption,
@@ -410,23 +411,28 @@ def _summary_row(
 
 
 def _print_summary(rows: list[dict[str, object]], objective: str) -> None:
-    table = Table(title=f"Summary (best by {objective})")
-    columns = ("workload", "kernel", "best GFLOP/s", "tried now", "stored", "failures now", "note")
-    for column in columns:
-        table.add_column(column)
+    noted = any(row["within_noise"] for row in rows)
+    columns = {"workload": True, "kernel": True, "GFLOP/s": True, "tried": True,
+               "stored": False, "failed now": True, "note": noted}  # fmt: skip
+    table = fitted_table(
+        console, f"Summary (best by {objective})", columns,
+        numeric=("GFLOP/s", "tried", "stored"), whole=("kernel",),
+    )  # fmt: skip
+    shown = [column.header for column in table.columns]
     for row in rows:
         gflops = row["best_gflops"]
         failures = row["failures_now"]
         assert isinstance(failures, dict)
-        table.add_row(
-            str(row["workload"]),
-            str(row["kernel"]),
-            f"{gflops:,.1f}" if isinstance(gflops, float) else "-",
-            str(row["tried_now"]),
-            str(row["stored_candidates"]),
-            ", ".join(f"{count} {status}" for status, count in failures.items()) or "-",
-            "top within noise" if row["within_noise"] else "",
-        )
+        cells = {
+            "workload": str(row["workload"]),
+            "kernel": str(row["kernel"]),
+            "GFLOP/s": f"{gflops:,.1f}" if isinstance(gflops, float) else "-",
+            "tried": str(row["tried_now"]),
+            "stored": str(row["stored_candidates"]),
+            "failed now": ", ".join(f"{n} {status}" for status, n in failures.items()) or "-",
+            "note": "top within noise" if row["within_noise"] else "",
+        }
+        table.add_row(*(cells[column] for column in shown))
     console.print(table)
 
 

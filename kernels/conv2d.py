@@ -22,7 +22,7 @@ lookup of ``conv2d`` answers with the fastest of those that take the layer.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -148,6 +148,23 @@ class Conv2d(Family):
 
         arguments = conv2d_int8_arguments(workload, x_zero, y_zero)
         return Bound(context, queue, inputs, reference, arguments, np.uint8)
+
+    def describe(self, shape: Mapping[str, int]) -> str:
+        """``conv2d 64→128 3x3 56x56``, then only what differs from a plain conv: stride,
+        padding, dilation, groups (``dw``: depthwise), batch, layout.
+        """
+        s = shape
+        groups = s["groups"]
+        extras = [
+            f"s{s['stride']}" if s["stride"] != 1 else "",
+            f"p{s['pad']}" if s["pad"] else "",
+            f"d{s['dilation']}" if s["dilation"] != 1 else "",
+            ("dw" if groups == s["c"] == s["k"] else f"g{groups}") if groups != 1 else "",
+            f"n{s['n']}" if s["n"] != 1 else "",
+            "nhwc" if s["nhwc"] else "",
+        ]
+        main = f"conv2d {s['c']}→{s['k']} {s['r']}x{s['s']} {s['h']}x{s['w']}"
+        return " ".join([main, *(extra for extra in extras if extra)])
 
     onnx_ops = ("Conv",)
 

@@ -19,7 +19,7 @@ import pytest
 from helpers.cli_testing import OCTUNE, assert_one_line_error, octune
 from rich.console import Console
 
-from octune.cli.labels import layer_label, layer_table
+from octune.cli.labels import fitted_table, layer_label
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
@@ -437,11 +437,11 @@ def test_layer_labels_keep_what_tells_layers_apart(name: str, label: str) -> Non
     assert layer_label(name) == label
 
 
-def test_a_layer_table_leaves_out_what_a_narrow_terminal_cannot_show() -> None:
+def test_a_fitted_table_leaves_out_what_a_narrow_terminal_cannot_show() -> None:
     columns = {"layer": True, "op": False, "kernel": True, "share": True}
     for width, shown in ((80, ["layer", "kernel", "share"]), (120, list(columns))):
         console = Console(width=width, file=io.StringIO())
-        table = layer_table(console, "t", columns)
+        table = fitted_table(console, "t", columns)
         assert [column.header for column in table.columns] == shown
         table.add_row(*(["features.12.expand3x3_long_name"] + ["x"] * (len(shown) - 1)))
         console.print(table)

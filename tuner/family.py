@@ -156,8 +156,12 @@ class Family(ABC):
         return None
 
     def describe(self, shape: Mapping[str, int]) -> str:
-        """How a workload reads in tables and messages."""
-        return f"{self.name} " + " ".join(f"{key}={value}" for key, value in shape.items())
+        """How a workload reads in tables and messages: its keys, those at their defaults
+        left out.
+        """
+        defaults = {p.name: p.default for p in self.params}
+        keys = [f"{key}={value}" for key, value in shape.items() if defaults.get(key) != value]
+        return " ".join([self.name, *keys])
 
     @cached_property
     def problem(self) -> Problem:
