@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
@@ -31,6 +32,10 @@ from octune.core.errors import CheckError, OctuneError
 from octune.core.precision import DTYPES
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies import available_strategies
+
+#: Seconds a workload's first turn should have at least: below it `tune` warns the time budget
+#: is thin.
+THIN_SECONDS = 10
 
 if TYPE_CHECKING:
     from octune.core.results import BestResult, Objective
@@ -165,7 +170,7 @@ def tune(
     db: DbOption = None,
 ) -> None:
     """Tune kernels on one device; every candidate is verified and stored as it is measured."""
-    from octune.tuner.campaign import extension_notes, for_device
+    from octune.tuner.campaign import DEFAULT_CANDIDATES, extension_notes, for_device
     from octune.tuner.device import DeviceInfo, require_compiling, select_device
     from octune.tuner.energy import sensor_for
     from octune.tuner.session import Budget, Settings, check_seed, parse_duration
@@ -217,10 +222,22 @@ def tune(
             )
     for note in extension_notes(tasks, f"{info.name} ({info.platform_name})", info.limits):
         console.print(note, markup=False)
+    default = total.candidates is None and total.seconds is None
+    if default:
+        total = replace(total, candidates=DEFAULT_CANDIDATES * len(tasks))
+    builds = f"{settings.jobs} build processes" if settings.jobs else "builds inline"
     console.print(
-        f"Tuning {len(tasks)} workload(s) on [bold]{info.name}[/] with {strategy}, "
-        f"{settings.jobs} build process(es), database {store.url}"
+        f"Tuning {len(tasks)} workload(s) on [bold]{info.name}[/] with {strategy}; budget "
+        f"{total.describe()}"
+        + (" (the default: --budget or --time sets it)" if default else "")
+        + f"; {builds}; database {store.url}"
     )
+    if total.seconds is not None and total.seconds / len(tasks) < THIN_SECONDS:
+        console.print(
+            f"[yellow]{total.seconds:,.0f} s over {len(tasks)} workloads is about "
+            f"{total.seconds / len(tasks):.1f} s each: the smallest may get no candidate "
+            f"measured[/] (give --time {THIN_SECONDS * len(tasks) / 60:.0f}m or more)"
+        )
     rows, interrupted = _run(tasks, total, store, info, settings, strategy, seed, upload, token)
     _close(tasks, rows, interrupted, store, info, objective, summary)
 
@@ -246,8 +263,8 @@ def _run(
     turns = tune_in_turn(
         tasks,
         total,
-        lambda task, part, workers, turn_settings: tune_one(
-            store, info, task, strategy, part, turn_settings, seed, workers
+        lambda task, part, workers, turn_settings, place: tune_one(
+            store, info, task, strategy, part, turn_settings, seed, workers, place=place
         ),
         device=info,
         settings=settings,

@@ -189,7 +189,7 @@ def tune_job(held: Held, device: cl.Device, info: DeviceInfo, tasks: list[Task])
     turns = tune_in_turn(
         tasks,
         Budget(candidates=job.budget_candidates, seconds=seconds),
-        lambda task, part, workers, turn_settings: tune_one(
+        lambda task, part, workers, turn_settings, place: tune_one(
             held.store,
             info,
             task,
@@ -199,6 +199,7 @@ def tune_job(held: Held, device: cl.Device, info: DeviceInfo, tasks: list[Task])
             None,
             workers,
             held.on_measurement,
+            place=place,
         ),
         device=info,
         settings=settings,

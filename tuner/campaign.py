@@ -30,6 +30,7 @@ from pydantic import (
     ValidationError,
 )
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from octune.core.errors import OctuneError, validation_message
@@ -264,7 +265,9 @@ class Turn:
     failure: SystematicFailure | None = None
 
 
-Tune = Callable[[Task, Budget, Workers, Settings], SessionReport]
+#: One turn's session: the task, its part of the budget, the workers, the turn's settings, and
+#: where the turn stands in the run (``3/18``, ``3/18, second turn``) for its heading.
+Tune = Callable[[Task, Budget, Workers, Settings, str], SessionReport]
 
 
 def tune_in_turn(
@@ -313,8 +316,9 @@ def tune_in_turn(
                 # A second turn goes on from the first: its part is new candidates.
                 turn_settings = settings if first else replace(settings, resume=False)
                 failure: SystematicFailure | None = None
+                place = f"{index + 1}/{len(ordered)}" + ("" if first else ", second turn")
                 try:
-                    report = tune(task, part, workers, turn_settings)
+                    report = tune(task, part, workers, turn_settings, place)
                 except SystematicFailure as error:
                     if len(tasks) == 1:
                         raise
@@ -378,28 +382,42 @@ def tune_one(
     seed: int | None,
     workers: Workers,
     on_measurement: Callable[[int, Measurement], None] | None = None,
+    place: str = "",
 ) -> SessionReport:
-    """One task's session with a progress bar and a closing line: `octune tune` shows each
-    workload this way, and a farm agent shows its jobs' workloads alike in its log.
+    """One task's session with a heading (its ``place`` in the run, its part of the budget), a
+    progress bar and a closing line: `octune tune` shows each workload this way, and a farm
+    agent shows its jobs' workloads alike in its log.
     """
     table = task.kernel.space.enumerate(info.limits)
-    console.print(f"[bold]{task.workload}[/] with {task.kernel.name}: {len(table):,} legal configs")
+    heading = f"[{place}] " if place else ""
+    console.print(
+        f"{heading}[bold]{escape(task.label)}[/] with {task.kernel.name}: {len(table):,} legal "
+        f"configs; this turn: {budget.describe()}"
+    )
+    # A time budget alone: the bar runs over its seconds, and says how many were tried.
+    by_time = budget.candidates is None and budget.seconds is not None
+    total = budget.seconds if by_time else budget.candidates
+    seconds = TextColumn("{task.completed:.1f}/{task.total:.1f} s")
+    count = seconds if by_time else MofNCompleteColumn()
     with Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        count,
         TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(),
         console=console,
         transient=False,
     ) as bar:
-        bar_task = bar.add_task("configs", total=budget.candidates, status="")
+        bar_task = bar.add_task("seconds" if by_time else "configs", total=total, status="")
 
         def show(progress: SessionProgress) -> None:
             failures = sum(progress.failures.values())
             best = progress.best.gflops if progress.best else None
             status = f"failures {failures}  best " + (f"{best:,.1f} GFLOP/s" if best else "-")
-            bar.update(bar_task, completed=progress.tried, status=status)
+            if by_time:
+                status = f"{progress.tried} tried  {status}"
+            done = min(progress.elapsed_s, total or 0.0) if by_time else progress.tried
+            bar.update(bar_task, completed=done, status=status)
 
         report = run_session(
             store, info, task.kernel, task.workload, table,
@@ -409,7 +427,8 @@ def tune_one(
     progress = report.progress
     failures = ", ".join(f"{count} {status}" for status, count in progress.failures.items())
     console.print(
-        f"Session {report.session_id}: measured {progress.tried} configs"
+        f"Session {report.session_id}: measured {progress.tried} config"
+        + ("s" if progress.tried != 1 else "")
         + (f" ({failures})" if failures else "")
         + (
             f", skipped {progress.already_measured} measured before"

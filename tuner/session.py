@@ -99,6 +99,19 @@ class Budget:
     def timed_out(self, elapsed: float) -> bool:
         return self.seconds is not None and elapsed >= self.seconds
 
+    def describe(self) -> str:
+        """The limits as a user reads them: ``40 candidates or 90 s``; ``no limit``."""
+        seconds = self.seconds
+        parts = [
+            f"{self.candidates:,} candidate" + ("s" if self.candidates != 1 else "")
+            if self.candidates is not None else "",
+            "" if seconds is None else f"{seconds:.1f} s" if seconds < 10 else f"{seconds:,.0f} s",
+        ]  # fmt: skip
+        text = " or ".join(part for part in parts if part) or "no limit"
+        if self.patience is not None:
+            text += f", {self.patience} without gain"
+        return text
+
     def room(self, started: int, elapsed: float) -> int:
         """How many more candidates may start, after `started` and `elapsed` seconds."""
         if self.timed_out(elapsed):
