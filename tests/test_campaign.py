@@ -61,8 +61,12 @@ def test_a_campaign_measures_every_task_before_any_gets_more(
         for task in tasks_for("gemm_panel", {"m": size, "n": size, "k": size}, weight=weight)
     ]
     with Store(f"sqlite:///{tmp_path / 'campaign.db'}") as store:
+        places: list[str] = []
 
-        def tune(task: Task, part: Budget, workers: Workers, settings: Settings) -> SessionReport:
+        def tune(
+            task: Task, part: Budget, workers: Workers, settings: Settings, place: str
+        ) -> SessionReport:
+            places.append(place)
             table = task.kernel.space.enumerate(device_info.limits)
             return run_session(store, device_info, task.kernel, task.workload, table,
                                strategy="exhaustive", budget=part, settings=settings,
@@ -77,5 +81,9 @@ def test_a_campaign_measures_every_task_before_any_gets_more(
     assert weights[:3] == [3.0, 2.0, 1.0]  # the first round, heaviest first
     assert all(turn.report.progress.tried >= 1 for turn in turns[:3])
     assert weights[3:] == [3.0, 2.0, 1.0][: len(weights) - 3]  # then by weight, in turn
+    # Each turn's heading says where it stands in the run.
+    assert (
+        places == ["1/3", "2/3", "3/3", *(f"{i}/3, second turn" for i in (1, 2, 3))][: len(turns)]
+    )
     assert sum(turn.report.progress.tried for turn in turns) <= 9
     assert all(best is not None for best in stored.values())  # each verified and stored
