@@ -95,3 +95,8 @@ def _print(found: NetworkReport) -> None:
         f"{found.exact_layers} of {len(found.layers)} layers tuned exactly{unknown}"
         + ("; ~ scaled from a measured layer's GFLOP/s" if scaled else "")
     )
+    if found.not_tuned:
+        console.print(
+            f"Not in the estimate (no kernel of octune's computes them): "
+            f"{', '.join(found.not_tuned)}"
+        )

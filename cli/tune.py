@@ -502,7 +502,7 @@ def best(
     fastest kernel (algorithm) and its config, as cuDNN's find answers.
     """
     from octune.tuner.device import DeviceInfo, select_device
-    from octune.tuner.family import host_seconds
+    from octune.tuner.family import host_timing
 
     tasks = _tasks(kernel_name, ctx.args, None, checked_dtype(dtype))
     workload = tasks[0].workload
@@ -520,7 +520,10 @@ def best(
     payload = _best_payload(result, kernel, workload, info)
     baseline = workload.family.host_baseline(workload)
     if info.device_type == "cpu" and baseline is not None:  # the same processor, two ways
-        payload["host_numpy_gflops"] = workload.flops / host_seconds(baseline) / 1e9
+        median, first, third = host_timing(baseline)
+        payload["host_numpy_gflops"] = workload.flops / median / 1e9
+        # The quartiles of its time, as GFLOP/s: the slower quarter's and the faster one's.
+        payload["host_numpy_gflops_quartiles"] = [workload.flops / t / 1e9 for t in (third, first)]
     if as_json:
         print(json.dumps(payload, indent=2))
         return
@@ -539,9 +542,11 @@ def best(
         table.add_row("workspace", f"{payload['workspace_bytes']:,} bytes, last argument")
     if "host_numpy_gflops" in payload:
         host = cast(float, payload["host_numpy_gflops"])
+        low, high = cast(list[float], payload["host_numpy_gflops_quartiles"])
         ratio = (result.gflops or 0.0) / host
         numpy = "NumPy on this host" + ("" if workload.dtype == "float32" else " (float32)")
-        table.add_row(numpy, f"{host:,.1f} GFLOP/s (octune's config: {ratio:.2f} x)")
+        table.add_row(numpy, f"{host:,.1f} GFLOP/s, quartiles {low:,.1f}-{high:,.1f} (octune's "
+                      f"config: {ratio:.2f} x the median)")  # fmt: skip
     table.add_row("kernel version", f"{result.kernel_sha256[:16]}")
     table.add_row("candidates", f"{result.measured} measured, {result.failed} failed")
     table.add_row("measured at", str(payload["measured_at"]))

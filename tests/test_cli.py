@@ -96,8 +96,12 @@ def test_tune_then_best_returns_a_verified_config(tmp_path: Path, device_info: D
     payload = json.loads(best.stdout)
     assert payload["gflops"] > 0 and payload["median_s"] > 0
     assert payload["defines"]["TRANSB"] == 1 and payload["defines"]["TRANSA"] == 0
-    # The family's kernel written for the device's type answers (gemm_panel on a CPU).
+    # The family's kernel written for the device's type answers (gemm_panel on a CPU), beside
+    # NumPy on the same processor: a median and the quartiles of many timings.
     assert device_info.device_type != "cpu" or payload["kernel"] == "gemm_panel"
+    if device_info.device_type == "cpu":
+        low, high = payload["host_numpy_gflops_quartiles"]
+        assert 0 < low <= payload["host_numpy_gflops"] <= high
     options = payload["build_options"].split()
     assert all(f"-D{name}={value}" in options for name, value in payload["config"].items())
     for launch in [payload, *payload["then"]]:
