@@ -19,7 +19,6 @@ app = typer.Typer(
     help="Auto-tune OpenCL kernels, store the best verified configs, look them up.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
     rich_markup_mode=None,
 )
 

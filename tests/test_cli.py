@@ -450,3 +450,11 @@ def test_a_fitted_table_leaves_out_what_a_narrow_terminal_cannot_show() -> None:
         table.add_row(*(["features.12.expand3x3_long_name"] + ["x"] * (len(shown) - 1)))
         console.print(table)
         assert "features.12.expand3x3_long_name" in console.file.getvalue()
+
+
+def test_the_shell_completes_commands() -> None:
+    """Completion as bash asks for it (``octune --install-completion`` installs the script)."""
+    env = {**os.environ, "COMP_WORDS": "octune tu", "COMP_CWORD": "1",
+           "_OCTUNE_COMPLETE": "complete_bash"}  # fmt: skip
+    result = subprocess.run(OCTUNE, capture_output=True, text=True, env=env, timeout=60)
+    assert result.stdout.split() == ["tune"], result.stderr
