@@ -39,6 +39,10 @@ def main_options(
             "--version", callback=_version, is_eager=True, help="print octune's version and exit"
         ),
     ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="print only errors and --json output"),
+    ] = False,
     kernel_dir: Annotated[
         list[Path] | None,
         typer.Option(
@@ -49,6 +53,9 @@ def main_options(
     ] = None,
 ) -> None:
     """Auto-tune OpenCL kernels, store the best verified configs, look them up."""
+    from octune.core.console import console
+
+    console.quiet = quiet  # each command line says anew (tests run many in one process)
     if kernel_dir:
         from octune.tuner.registry import add_kernel_dir
 

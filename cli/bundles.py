@@ -9,16 +9,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from octune.cli.options import DbOption, DtypeOption, PublicKey, checked_dtype, open_store
+from octune.core.console import console
 from octune.core.errors import OctuneError
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
 
 # Signing loads `cryptography` (with its native library) only when a command signs or keys.
 SIGNING_KEY_ENV_VAR = "OCTUNE_BUNDLE_SIGNING_KEY"
 
-console = Console()
 
 #: The formats ``firmware.bundle.FORMAT_FILES`` writes, named here so that declaring the
 #: command loads no bundle code.

@@ -10,9 +10,9 @@ import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from octune.core.console import console
 from octune.core.errors import DeviceError
 
 if TYPE_CHECKING:
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
     from octune.tuner.device import CompileCheck
 
-console = Console()
 
 RecheckOption = Annotated[
     bool, typer.Option("--recheck", help="build the trivial kernel again, ignoring the cache")

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from octune.core.console import console
 from octune.core.errors import OctuneError
 
-console = Console()
 jobs_app = typer.Typer(
     help="Tuning jobs for a farm of agents: submit, follow, cancel.",
     no_args_is_help=True,

@@ -6,15 +6,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from octune.cli.labels import fitted_table, layer_label
 from octune.cli.options import BatchOption, DbOption, DimOption, open_store
+from octune.core.console import console
 
 if TYPE_CHECKING:
     from octune.networks.report import NetworkReport
-
-console = Console()
 
 
 def report(

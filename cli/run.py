@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
-from rich.console import Console
 
 from octune.cli.labels import fitted_table, layer_label
 from octune.cli.options import BatchOption, DimOption, PublicKey
+from octune.core.console import console
 from octune.core.errors import OctuneError
 
 if TYPE_CHECKING:
@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from octune.runtime.sources import ConfigSource, Policy
     from octune.runtime.verify import Comparison
     from octune.tuner.device import DeviceInfo
-
-console = Console()
 
 
 def run(

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -28,6 +27,7 @@ from octune.cli.options import (
     checked_dtype,
     open_store,
 )
+from octune.core.console import console
 from octune.core.errors import CheckError, OctuneError
 from octune.core.precision import DTYPES
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
     from octune.tuner.family import Family, Workload
     from octune.tuner.registry import KernelSpec
     from octune.tuner.session import Budget, SessionReport, Settings
-
-console = Console()
 
 
 def _shape_help() -> str:

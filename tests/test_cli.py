@@ -458,3 +458,15 @@ def test_the_shell_completes_commands() -> None:
            "_OCTUNE_COMPLETE": "complete_bash"}  # fmt: skip
     result = subprocess.run(OCTUNE, capture_output=True, text=True, env=env, timeout=60)
     assert result.stdout.split() == ["tune"], result.stderr
+
+
+def test_quiet_prints_only_json_and_errors(tmp_path: Path) -> None:
+    db = tmp_path / "quiet.db"
+    shape = ("--m", "8", "--n", "8", "--k", "8")
+    tuned = octune("--quiet", "tune", "gemm", *shape, "--budget", "2", db=db)
+    assert (tuned.returncode, tuned.stdout) == (0, ""), tuned.stderr
+    best = octune("-q", "best", "gemm", *shape, "--json", db=db)
+    assert json.loads(best.stdout)["gflops"] > 0
+    missing = octune("-q", "best", "gemm", "--m", "9", "--n", "8", "--k", "8", db=db)
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ")
+    assert "measured 2 configs" in octune("tune", "gemm", *shape, "--budget", "2", db=db).stdout

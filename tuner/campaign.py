@@ -29,10 +29,10 @@ from pydantic import (
     StrictInt,
     ValidationError,
 )
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from octune.core.console import console
 from octune.core.errors import OctuneError, validation_message
 from octune.core.results import Measurement
 from octune.tuner.device import DeviceInfo
@@ -51,8 +51,6 @@ from octune.tuner.session import Progress as SessionProgress
 from octune.tuner.tuning_store import TuningStore
 from octune.tuner.workers import Workers
 from octune.tuner.yaml_limits import YamlLimitError, safe_load
-
-console = Console()
 
 EXAMPLE = (
     "workloads: [{kernel: gemm, m: 1024, n: 1024, k: 1024, transb: true}, "
