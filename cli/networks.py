@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from octune.cli.labels import fitted_table, layer_label
-from octune.cli.options import BatchOption, DbOption, DimOption, open_store
+from octune.cli.options import (
+    STDOUT,
+    BatchOption,
+    DbOption,
+    DimOption,
+    json_on_stdout,
+    open_store,
+    write_json,
+)
 from octune.core.console import console
 
 if TYPE_CHECKING:
@@ -29,7 +37,9 @@ def report(
         ),
     ] = None,
     db: DbOption = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="write the report here (- for stdout)")
+    ] = None,
     png_out: Annotated[
         Path | None, typer.Option("--png", help="write a bar chart per layer here")
     ] = None,
@@ -44,19 +54,23 @@ def report(
         network_report,
         report_device,
         write_html,
-        write_json,
         write_png,
     )
     from octune.networks.workloads import parse_dims
 
+    json_on_stdout(json_out)
     dims = parse_dims(dim or [])
     store = open_store(db)
     found = network_report(model, store, report_device(store, device), batch, dims)
     _print(found)
-    for path, write in ((json_out, write_json), (png_out, write_png), (html_out, write_html)):
+    if json_out is not None:
+        write_json(json_out, found.model_dump_json(indent=2))
+    for path, write in ((png_out, write_png), (html_out, write_html)):
         if path is not None:
             write(found, path)
             console.print(f"Wrote {path}")
+    if json_out is not None and json_out != STDOUT:
+        console.print(f"Wrote {json_out}")
 
 
 def _print(found: NetworkReport) -> None:

@@ -5,10 +5,12 @@ pyopencl, cryptography), so that `octune --help` answers at once.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from octune.core.console import console
 from octune.core.errors import OctuneError
 from octune.core.precision import DTYPES, check_dtype
 from octune.core.results import OBJECTIVES, Objective
@@ -68,6 +70,31 @@ PublicKey = Annotated[
         "(from the bundle or the --server) only if it verifies its signature",
     ),
 ]
+
+#: ``--json -`` (and ``--summary -``): the JSON on stdout alone, the console left quiet.
+STDOUT = Path("-")
+
+
+def json_on_stdout(path: Path | None) -> None:
+    """Before a command prints anything: with ``-`` for its JSON file, nothing but the JSON
+    goes to stdout (``console`` quiet, as ``--quiet`` makes it).
+    """
+    if path == STDOUT:
+        console.quiet = True
+
+
+def write_json(path: Path, text: str) -> None:
+    """JSON ``text`` into ``path``, or onto stdout for ``-``; one line where it cannot be
+    written.
+    """
+    if path == STDOUT:
+        print(text)
+        return
+    try:
+        path.write_text(text + "\n", encoding="utf-8")
+    except OSError as error:
+        raise OctuneError(f"cannot write {path}: {error.strerror}") from None
+
 
 #: Commands whose shape options follow the kernel name (`tune gemm --m 64 ...`).
 SHAPE_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, cast
 import typer
 
 from octune.cli.labels import fitted_table, layer_label
-from octune.cli.options import BatchOption, DimOption, PublicKey
+from octune.cli.options import BatchOption, DimOption, PublicKey, json_on_stdout, write_json
 from octune.core.console import console
 from octune.core.errors import OctuneError
 
@@ -79,7 +79,8 @@ def run(
         ),
     ] = None,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="also write the results to this JSON file")
+        Path | None,
+        typer.Option("--json", help="also write the results to this JSON file (- for stdout)"),
     ] = None,
 ) -> None:
     """Run a network on random inputs with octune's configs: check it against onnxruntime,
@@ -93,6 +94,7 @@ def run(
     from octune.runtime.verify import check, onnxruntime_seconds, random_inputs
     from octune.tuner.device import DeviceInfo, require_compiling, select_device
 
+    json_on_stdout(json_out)
     if configs not in POLICIES:
         raise OctuneError(f"unknown --configs '{configs}': use one of {', '.join(POLICIES)}")
     if dtype is not None and dtype not in STORAGE:
@@ -123,10 +125,7 @@ def run(
     _print(runtime, timing, outputs, reference_s)
     if json_out is not None:
         payload = _payload(model, info, policy, where, runtime, timing, outputs, reference_s)
-        try:
-            json_out.write_text(json.dumps(payload, indent=2))
-        except OSError as error:
-            raise OctuneError(f"cannot write {json_out}: {error.strerror}") from None
+        write_json(json_out, json.dumps(payload, indent=2))
 
 
 def _source(

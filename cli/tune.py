@@ -25,7 +25,9 @@ from octune.cli.options import (
     KernelArgument,
     ObjectiveOption,
     checked_dtype,
+    json_on_stdout,
     open_store,
+    write_json,
 )
 from octune.core.console import console
 from octune.core.errors import CheckError, OctuneError
@@ -155,7 +157,8 @@ def tune(
     ] = False,
     seed: Annotated[int | None, typer.Option(help="seed of the strategy and the inputs")] = None,
     summary: Annotated[
-        Path | None, typer.Option(help="also write the per-workload summary to this JSON file")
+        Path | None,
+        typer.Option(help="also write the per-workload summary to this JSON file (- for stdout)"),
     ] = None,
     upload: Annotated[
         str | None,
@@ -174,6 +177,8 @@ def tune(
     from octune.tuner.session import Budget, Settings, check_seed, parse_duration
     from octune.tuner.strategies.base import get_strategy
     from octune.tuner.workers import default_jobs
+
+    json_on_stdout(summary)
 
     if upload is not None and not token:
         raise OctuneError("--upload needs a write token: pass --token or set OCTUNE_TOKEN")
@@ -314,7 +319,7 @@ def _close(
     ran = [task for task in tasks if id(task) in rows]
     _print_summary([rows[id(task)] for task in ran], objective)
     if summary is not None:
-        summary.write_text(json.dumps([rows[id(task)] for task in ran], indent=2))
+        write_json(summary, json.dumps([rows[id(task)] for task in ran], indent=2))
     missing, workloads_tuned = unverified(store, info, ran)
     if workloads_tuned > 1:
         for label, why in missing:

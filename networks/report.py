@@ -171,11 +171,6 @@ def _scale_missing(reports: Sequence[LayerReport]) -> None:
         entry.scaled_from = donor.label
 
 
-def write_json(report: NetworkReport, path: Path) -> None:
-    """The report as JSON, for scripts and the dashboard."""
-    _write(path, report.model_dump_json(indent=2) + "\n")
-
-
 def write_png(report: NetworkReport, path: Path) -> None:
     """A horizontal bar per layer (its time in the network, µs), coloured by match kind."""
     try:

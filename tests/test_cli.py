@@ -470,3 +470,16 @@ def test_quiet_prints_only_json_and_errors(tmp_path: Path) -> None:
     missing = octune("-q", "best", "gemm", "--m", "9", "--n", "8", "--k", "8", db=db)
     assert missing.returncode == 2 and missing.stderr.startswith("error: ")
     assert "measured 2 configs" in octune("tune", "gemm", *shape, "--budget", "2", db=db).stdout
+
+
+def test_json_to_stdout_is_the_whole_stdout(tmp_path: Path) -> None:
+    """``--summary -`` (and ``--json -`` of run and report): stdout is the JSON alone."""
+    db = tmp_path / "summary.db"
+    tuned = octune("tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--budget", "2",
+                   "--summary", "-", db=db)  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    (row,) = json.loads(tuned.stdout)
+    assert row["tried_now"] == 2
+    report = octune("report", "--model", "squeezenet1.1", "--json", "-", db=db)
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["model"] == "squeezenet1.1"
