@@ -167,6 +167,14 @@ class Answer:
     then: tuple[FollowUpSizes, ...] = ()
     workspace_bytes: int = 0  # scratch the launches share, passed last to each; zero-filled once
 
+    @property
+    def estimated(self) -> bool:
+        """Whether ``time_s`` and ``gflops`` are this shape's expected figures rather than its
+        measured ones: a nearest answer's (the source workload's GFLOP/s at this shape's flops)
+        and a predicted one's (the cost model's).
+        """
+        return self.match in ("nearest", "predicted")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "match": self.match,
@@ -183,6 +191,7 @@ class Answer:
             "local_size": list(self.local_size),
             "time_s": self.time_s,
             "gflops": self.gflops,
+            "estimated": self.estimated,
             "source": None if self.source is None else dict(self.source),
             "then": [
                 {"entry": entry, "global_size": list(global_), "local_size": list(local)}

@@ -119,7 +119,7 @@ class ServerConfigs:
         for start in range(0, len(shapes), BATCH_LIMIT):
             part = [{**shape, "dtype": dtype} for shape in shapes[start : start + BATCH_LIMIT]]
             for answer in self.client.lookup_batch(self.device.fingerprint, family, part):
-                fields = answer.model_dump()
+                fields = answer.model_dump(exclude={"estimated"})  # Answer derives it
                 sizes = {key: tuple(fields[key]) for key in ("global_size", "local_size")}
                 then = tuple(
                     FollowUpSizes(step.entry, tuple(step.global_size), tuple(step.local_size))

@@ -106,7 +106,12 @@ class LookupAnswer(BaseModel):
     global_size: list[int]
     local_size: list[int]
     time_s: float | None = Field(description="measured (exact) or expected time; null if unknown")
-    gflops: float | None
+    gflops: float | None = Field(description="measured (exact) or expected GFLOP/s at this shape")
+    estimated: bool = Field(
+        description="time_s and gflops are estimates for this shape (nearest: the source "
+        "workload's GFLOP/s at this shape's flops; predicted: the cost model's), not "
+        "measurements; the source's own figures are under source"
+    )
     source: SourceOut | None
     then: list[FollowUpOut] = Field(
         default_factory=list,
