@@ -107,6 +107,11 @@ def _print(found: NetworkReport) -> None:
         f"{found.exact_layers} of {len(found.layers)} layers tuned exactly{unknown}"
         + ("; ~ scaled from a measured layer's GFLOP/s" if scaled else "")
     )
+    if found.left_out:
+        console.print(
+            "Not in the estimate, memory-bound operators launched beside the layers (`octune "
+            f"run` times them): {', '.join(found.left_out)}"
+        )
     if found.not_tuned:
         console.print(
             f"Not in the estimate (no kernel of octune's computes them): "

@@ -84,6 +84,25 @@ def model_dtype(model: onnx.ModelProto) -> str:
     return "float16" if half else "float32"
 
 
+#: Element-wise operators that run in launches of their own beside the tuned layers (the rest
+#: fuse into a conv's or GEMM's stores, alias their input, or fold into constants).
+OWN_LAUNCHES = frozenset({
+    "AveragePool", "Concat", "DepthToSpace", "Expand", "Gather", "GlobalAveragePool",
+    "GlobalMaxPool", "GroupNormalization", "InstanceNormalization", "LRN", "LayerNormalization",
+    "LogSoftmax", "MaxPool", "Pad", "ReduceL2", "ReduceMax", "ReduceMean", "ReduceMin",
+    "ReduceSum", "Resize", "Slice", "Softmax", "SpaceToDepth", "Split", "Tile", "Transpose",
+    "Upsample", "Where",
+})  # fmt: skip
+
+
+def own_launches(model: onnx.ModelProto) -> list[str]:
+    """The model's memory-bound operators of ``OWN_LAUNCHES`` as ``"MaxPool x3"``: untuned,
+    and outside a report's estimate of the tuned layers.
+    """
+    counts = Counter(node.op_type for node in model.graph.node if node.op_type in OWN_LAUNCHES)
+    return [f"{op} x{count}" for op, count in counts.items()]
+
+
 def node_name(node: onnx.NodeProto, index: int) -> str:
     """The node's name, or for an unnamed node ``<op>_<index in the graph>``."""
     return node.name or f"{node.op_type}_{index}"

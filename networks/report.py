@@ -33,8 +33,8 @@ from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.lookup.data import Query, QueryError
 from octune.lookup.tables import StoreLookup, resolve_device
-from octune.networks.layers import Layer
-from octune.networks.workloads import network_layers
+from octune.networks.layers import Layer, own_launches
+from octune.networks.workloads import network_model
 
 Estimate = Literal["measured", "lookup", "scaled", "unknown"]
 #: Bar colours of the chart and the HTML page, by match kind.
@@ -83,6 +83,8 @@ class NetworkReport(BaseModel):
     exact_layers: int
     unknown_layers: int
     not_tuned: list[str]  # operators octune has no kernel for, outside the total
+    # Memory-bound operators the runtime launches beside the layers, outside the total too.
+    left_out: list[str] = []
 
 
 def report_device(store: Store, choice: str | None) -> StoredDevice:
@@ -110,7 +112,7 @@ def network_report(
     """Each distinct layer's answer from ``store`` for ``device``, timed as the module says.
     ``lookup``: a server's own, so its page answers as its lookups do (with its cost model).
     """
-    layers, untuned = network_layers(model_source, batch, dims or {})
+    model, layers, untuned = network_model(model_source, batch, dims or {})
     lookup = lookup or StoreLookup(store)
     reports = [_layer_report(layer, lookup, device) for layer in layers]
     _scale_missing(reports)
@@ -128,6 +130,7 @@ def network_report(
         exact_layers=sum(r.match == "exact" for r in reports),
         unknown_layers=sum(r.estimate == "unknown" for r in reports),
         not_tuned=list(untuned),
+        left_out=own_launches(model),
     )
 
 

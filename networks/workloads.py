@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import onnx
 import yaml
 
 from octune.core.errors import OctuneError
@@ -25,14 +26,23 @@ FLOPS_PER_ELEMENT = 40
 def network_layers(
     source: str | Path, batch: int | None, dims: Mapping[str, int]
 ) -> tuple[list[Layer], list[str]]:
-    """The distinct layers of a built-in network or a file, and the operators not tuned.
-    Tuning needs only shapes, so a built-in network is built without weights.
+    """The distinct layers of a built-in network or a file, and the operators not tuned."""
+    _, layers, untuned = network_model(source, batch, dims)
+    return layers, untuned
+
+
+def network_model(
+    source: str | Path, batch: int | None, dims: Mapping[str, int]
+) -> tuple[onnx.ModelProto, list[Layer], list[str]]:
+    """The model as tuning reads it (``network_layers``), its layers and the operators not
+    tuned. Tuning needs only shapes, so a built-in network is built without weights.
     """
-    layers, untuned = extract_layers(load_model(source, batch, dims, weights=False))
+    model = load_model(source, batch, dims, weights=False)
+    layers, untuned = extract_layers(model)
     if not layers:
         not_tuned = f" (not tuned: {', '.join(untuned)})" if untuned else ""
         raise OctuneError(f"{source} has no Conv, Gemm or MatMul to tune{not_tuned}")
-    return layers, untuned
+    return model, layers, untuned
 
 
 def parse_dims(texts: Sequence[str]) -> dict[str, int]:

@@ -39,6 +39,8 @@ def test_report_shows_tuned_layers_and_writes_json_png_html(tuned_db: Path, tmp_
     )  # fmt: skip
     assert result.returncode == 0, result.stderr + result.stdout
     assert "Estimated total" in result.stdout and "2 of 18 layers tuned exactly" in result.stdout
+    # What the estimate leaves out is named: the pools and concats run beside the layers.
+    assert "MaxPool x3" in result.stdout and "Concat x8" in result.stdout
 
     report = json.loads(out["json"].read_text())
     layers = {layer["nodes"][0]: layer for layer in report["layers"]}
