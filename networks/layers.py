@@ -242,8 +242,12 @@ def _fix_dims(
     if batch is not None:
         firsts = [next(_dims(value)) for value in inputs if value.type.tensor_type.shape.dim]
         dynamic = [dim for dim in firsts if not dim.HasField("dim_value")]
-        if not dynamic:
-            raise OctuneError(f"{label} has a fixed batch size: leave out --batch")
+        fixed = {dim.dim_value for dim in firsts if dim.HasField("dim_value")}
+        if not dynamic and fixed != {batch}:  # asking for the batch it has is no mistake
+            raise OctuneError(
+                f"{label} has a fixed batch size of {', '.join(map(str, sorted(fixed)))}: leave "
+                "out --batch, or export the model with a dynamic batch"
+            )
         for dim in dynamic:
             if dim.dim_param and dim.dim_param not in given:
                 sizes[dim.dim_param] = batch

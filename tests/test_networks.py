@@ -278,8 +278,11 @@ def test_dynamic_dims_need_batch_or_dim(tmp_path: Path) -> None:
     with pytest.raises(OctuneError, match="no dynamic dimension 'seq' for --dim; it has N, tokens"):
         load_model(path, batch=3, dims={"seq": 5})
     fixed = save(tiny_model(nodes, {"x": [2, 4, 32]}, {"w": [32, 16]}), tmp_path / "f.onnx")
-    with pytest.raises(OctuneError, match="fixed batch size: leave out --batch"):
+    with pytest.raises(OctuneError, match="fixed batch size of 2: leave out --batch"):
         load_model(fixed, batch=3)
+    # Asking for the batch a model has is no mistake (a batch-1 export and --batch 1).
+    (layer,) = node_layers(load_model(fixed, batch=2))[0].values()
+    assert layer.shape == gemm(8, 16, 32)
 
 
 def test_a_conv_after_an_operator_without_shapes_is_one_line() -> None:
