@@ -435,6 +435,11 @@ def tune_one(
         )
         + f"; the {strategy} strategy took {progress.strategy_s:.1f} s"
         + f" of the {progress.elapsed_s:.1f} s"
+        + (  # the session of its own a confirmation is stored as: why numbers skip
+            f"; session {report.confirm_session_id} re-measured the top {len(report.confirmed)}"
+            if report.confirm_session_id is not None
+            else ""
+        )
     )
     if report.within_noise:
         console.print("The top candidates are within noise of each other: either will do.")
