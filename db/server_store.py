@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import case, func, select, text
 
 from octune.core.errors import StoreError
-from octune.core.results import Measurement, Status
+from octune.core.results import CONFIRM_STRATEGY, Measurement, Status
 from octune.db.job_queue import JobQueue, uploader_settings
 from octune.db.models import (
     SESSION_END_STATUSES,
@@ -163,27 +163,57 @@ class ServerStore(JobQueue, Store):
             return StoredKernel(row.name, row.sha256, row.template_source, row.space_source)
 
     def tuned_workloads(self, limit: int) -> list[WorkloadBest]:
-        query = (
+        """Each tuned workload's best per device and kernel, as lookups answer it: ranked as
+        ``best`` ranks (confirmed first, then the fastest median, then the earliest row), in
+        the kernel's newest version measured; not the fastest single run, which a confirmation
+        may have found lucky.
+        """
+        unconfirmed = case((TuningSession.strategy == CONFIRM_STRATEGY, 0), else_=1)
+        version = (Device.id, KernelVersion.id, WorkloadRow.id)
+        ranked = (
             select(
-                Device.name,
-                Device.fingerprint,
-                KernelVersion.name,
-                WorkloadRow.key,
-                func.max(MeasurementRow.gflops),
-                func.count(MeasurementRow.id),
+                Device.name.label("device_name"),
+                Device.fingerprint.label("fingerprint"),
+                KernelVersion.name.label("kernel"),
+                KernelVersion.id.label("version"),
+                WorkloadRow.key.label("workload"),
+                MeasurementRow.gflops.label("gflops"),
+                func.row_number()
+                .over(
+                    partition_by=version,
+                    order_by=(unconfirmed, MeasurementRow.median_s, MeasurementRow.id),
+                )
+                .label("rank"),
+                func.count().over(partition_by=version).label("measured"),
             )
             .select_from(MeasurementRow)
             .join(TuningSession, MeasurementRow.session_id == TuningSession.id)
             .join(Device, TuningSession.device_id == Device.id)
             .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
             .join(WorkloadRow, TuningSession.workload_id == WorkloadRow.id)
-            .where(MeasurementRow.status == Status.OK.value, answering())
-            .group_by(Device.name, Device.fingerprint, KernelVersion.name, WorkloadRow.key)
-            .order_by(Device.name, KernelVersion.name, WorkloadRow.key)
-            .limit(limit)
+            .where(
+                MeasurementRow.status == Status.OK.value,
+                MeasurementRow.median_s.is_not(None),
+                MeasurementRow.gflops.is_not(None),
+                answering(),
+            )
+            .subquery()
         )
+        c = ranked.c
+        query = (
+            select(c.device_name, c.fingerprint, c.kernel, c.workload, c.gflops, c.measured)
+            .where(c.rank == 1)
+            .order_by(c.device_name, c.kernel, c.workload, c.version.desc())
+        )
+        found: dict[tuple[str, str, str], WorkloadBest] = {}
         with self._session() as session:
-            return [WorkloadBest(*row) for row in session.execute(query)]
+            for row in session.execute(query):
+                best = WorkloadBest(*row)
+                key = (best.device_fingerprint, best.kernel, best.workload)
+                found.setdefault(key, best)  # the newest version first
+                if len(found) == limit:
+                    break
+        return list(found.values())
 
     def convergence(self, sessions: int) -> list[Convergence]:
         """The latest sessions' best-so-far curves, for the dashboard's charts."""

@@ -61,10 +61,16 @@ class Seeder:
         self.table = table
 
     def session(
-        self, workload: Workload, rows: list[int], *, failed: int = 0, strategy: str = "random"
+        self,
+        workload: Workload,
+        rows: list[int],
+        *,
+        failed: int = 0,
+        strategy: str = "random",
+        milliseconds: list[float] | None = None,
     ) -> int:
-        """Row i of ``rows`` runs in 1 + i/10 ms: the first is the best. ``failed`` more rows
-        follow as build errors.
+        """Row i of ``rows`` runs in 1 + i/10 ms (the first is the best), or in
+        ``milliseconds[i]``. ``failed`` more rows follow as build errors.
         """
         store = self.store
         session_id = store.start_session(
@@ -81,7 +87,7 @@ class Seeder:
             settings={},
         )
         for i, row in enumerate(rows):
-            times = (1e-3 * (1 + i / 10),) * 3
+            times = (1e-3 * (milliseconds[i] if milliseconds else 1 + i / 10),) * 3
             store.add_measurement(
                 session_id,
                 Measurement(
