@@ -73,11 +73,15 @@ def report(
         console.print(f"Wrote {json_out}")
 
 
+#: Under this many candidates measured, a layer's exact answer is flagged as barely tuned.
+FEW = 10
+
+
 def _print(found: NetworkReport) -> None:
     title = f"{found.model} on {found.device_name} ({found.device_fingerprint[:12]})"
-    columns = {"layer": True, "launches": False, "kernel": True, "match": True, "µs": True,
-               "share": True}  # fmt: skip
-    table = fitted_table(console, title, columns)
+    columns = {"layer": True, "launches": False, "kernel": True, "match": True,
+               "tried": False, "µs": True, "share": True}  # fmt: skip
+    table = fitted_table(console, title, columns, numeric=("launches", "tried", "µs", "share"))
     shown = [column.header for column in table.columns]
     for layer in found.layers:
         time = "?" if layer.total_s is None else f"{layer.total_s * 1e6:,.1f}"
@@ -87,6 +91,7 @@ def _print(found: NetworkReport) -> None:
         row = {
             "layer": layer_label(layer.nodes[0]) + more,
             "launches": str(layer.count),
+            "tried": "-" if layer.candidates is None else str(layer.candidates),
             "kernel": layer.kernel,
             "match": layer.match,
             "µs": time,
@@ -107,6 +112,15 @@ def _print(found: NetworkReport) -> None:
         f"{found.exact_layers} of {len(found.layers)} layers tuned exactly{unknown}"
         + ("; ~ scaled from a measured layer's GFLOP/s" if scaled else "")
     )
+    few = [layer for layer in found.layers if (layer.candidates or FEW) < FEW]
+    if few:
+        names = ", ".join(layer_label(layer.nodes[0]) for layer in few[:3])
+        console.print(
+            f"{len(few)} layer(s) tuned exactly with under {FEW} candidates ({names}"
+            + (", ..." if len(few) > 3 else "")
+            + f"): their figures may be far from the best; `octune tune --model {found.model} "
+            "--time ...` gives them more"
+        )
     if found.left_out:
         console.print(
             "Not in the estimate, memory-bound operators launched beside the layers (`octune "

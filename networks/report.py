@@ -62,6 +62,7 @@ class LayerReport(BaseModel):
     total_s: float | None  # time_s x count
     estimate: Estimate
     scaled_from: str | None = None  # the measured layer a ``scaled`` time comes from
+    candidates: int | None = None  # configs measured at this shape (an exact answer's)
     share: float | None  # percent of the network's estimated total
 
     @property
@@ -114,7 +115,7 @@ def network_report(
     """
     model, layers, untuned = network_model(model_source, batch, dims or {})
     lookup = lookup or StoreLookup(store)
-    reports = [_layer_report(layer, lookup, device) for layer in layers]
+    reports = [_layer_report(layer, lookup, device, store) for layer in layers]
     _scale_missing(reports)
     total = sum(r.total_s for r in reports if r.total_s is not None)
     for entry in reports:
@@ -134,12 +135,19 @@ def network_report(
     )
 
 
-def _layer_report(layer: Layer, lookup: StoreLookup, device: StoredDevice) -> LayerReport:
+def _layer_report(
+    layer: Layer, lookup: StoreLookup, device: StoredDevice, store: Store
+) -> LayerReport:
     answer = lookup.lookup(device, Query(layer.family, dict(layer.shape), layer.dtype))
     time_s = answer.time_s
     estimate: Estimate = "unknown"
+    candidates = None
     if time_s is not None:
         estimate = "measured" if answer.match == "exact" else "lookup"
+    if answer.match == "exact" and answer.source is not None:
+        best = store.best(device.fingerprint, answer.kernel, answer.source["workload_key"],
+                          answer.kernel_sha256)  # fmt: skip
+        candidates = None if best is None else best.measured
     return LayerReport(
         nodes=list(layer.nodes),
         family=layer.family,
@@ -153,6 +161,7 @@ def _layer_report(layer: Layer, lookup: StoreLookup, device: StoredDevice) -> La
         time_s=time_s,
         total_s=None if time_s is None else time_s * layer.count,
         estimate=estimate,
+        candidates=candidates,
         share=None,
     )
 

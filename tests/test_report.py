@@ -39,6 +39,8 @@ def test_report_shows_tuned_layers_and_writes_json_png_html(tuned_db: Path, tmp_
     )  # fmt: skip
     assert result.returncode == 0, result.stderr + result.stdout
     assert "Estimated total" in result.stdout and "2 of 18 layers tuned exactly" in result.stdout
+    # Two candidates a layer is flagged as barely tuned.
+    assert "2 layer(s) tuned exactly with under 10 candidates" in " ".join(result.stdout.split())
     # What the estimate leaves out is named: the pools and concats run beside the layers.
     assert "MaxPool x3" in result.stdout and "Concat x8" in result.stdout
 
@@ -51,6 +53,7 @@ def test_report_shows_tuned_layers_and_writes_json_png_html(tuned_db: Path, tmp_
             assert layer["match"] == "exact" and layer["estimate"] == "measured"
             best = store.best(fingerprint, "conv2d_1x1", _key(layer["shape"]))
             assert best is not None and layer["time_s"] == pytest.approx(best.median_s)
+            assert layer["candidates"] == best.measured == 2
     others = [layer for name, layer in layers.items() if name not in TUNED]
     assert {layer["match"] for layer in others} <= {"nearest", "default"}
     assert {"nearest", "default"} <= {layer["match"] for layer in others}
