@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -76,7 +76,10 @@ def create_app(settings: ServerSettings, store: ServerStore | None = None) -> Fa
         version="1",
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
+        docs_url=None,  # served below from the package, not from a CDN an air-gapped lab lacks
+        redoc_url=None,
     )
+    _serve_docs(app)
     app.state.settings = settings
     key = settings.sign_key
     app.state.signer = private_key(key.get_secret_value()) if key else None
@@ -101,6 +104,28 @@ def create_app(settings: ServerSettings, store: ServerStore | None = None) -> Fa
     if "*" not in settings.allowed_hosts:  # outermost: a foreign Host is refused first
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))
     return app
+
+
+def _serve_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs from the swagger-ui-bundle package's own files: FastAPI's default
+    page loads them from a CDN, a blank page where the server's network reaches none.
+    """
+    import swagger_ui_bundle
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    assets = "/static/swagger-ui"
+    app.mount(assets, StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="swagger-ui")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title}: API",
+            swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+            swagger_css_url=f"{assets}/swagger-ui.css",
+            swagger_favicon_url=f"{assets}/favicon-32x32.png",
+        )
 
 
 def _attach(app: FastAPI, store: ServerStore) -> None:

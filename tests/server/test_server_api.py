@@ -477,3 +477,15 @@ def test_the_dashboard_shows_what_lookups_answer_not_a_lucky_run(client, seeder,
     row = re.search(r"<td class=\"num\">([\d.]+)</td><td class=\"num\">(\d+)</td>", home)
     assert row is not None and float(row.group(1)) == pytest.approx(confirmed, abs=0.05)
     assert row.group(2) == "3"  # every verified measurement of the workload, counted
+
+
+def test_the_api_documentation_is_served_from_the_package(client):
+    """Swagger UI with its scripts from this server, not a CDN (an air-gapped lab's browser
+    would show a blank page)."""
+    page = client.get("/docs")
+    assert page.status_code == 200 and "cdn" not in page.text.lower()
+    scripts = re.findall(r'(?:src|href)="(/static/swagger-ui/[^"]+)"', page.text)
+    assert any(name.endswith("swagger-ui-bundle.js") for name in scripts)
+    for name in scripts:
+        assert client.get(name).status_code == 200, name
+    assert client.get("/openapi.json").json()["info"]["title"] == "octune config service"
