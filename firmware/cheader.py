@@ -76,7 +76,10 @@ def source_parts(text: str, limit: int = 4000) -> list[str]:
 
 
 def _comment(text: str) -> str:
-    return re.sub(r"[^ -~]", "?", text).replace("*/", "* /")
+    """``text`` fit for a C comment: printable ASCII, with no ``*/`` to end it early and no
+    ``/*`` for -Wcomment to refuse under -Werror (a device named so by whoever uploaded it).
+    """
+    return re.sub(r"[^ -~]", "?", text).replace("*/", "* /").replace("/*", "/ *")
 
 
 def _c(

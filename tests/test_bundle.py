@@ -213,8 +213,11 @@ def python_line(answer: Answer | None) -> str:
 
 def compile_header(table: KernelTable, out: Path) -> Path:
     kernel = load_kernel("gemm")
-    write_bundle(out, "c-header", {"name": "test", "fingerprint": table.device_fingerprint},
-                 [table], {table.sha256: (kernel.source, kernel.space.source_text)})  # fmt: skip
+    # The device's name goes into a C comment: "/*" and "*/" in it must neither end the comment
+    # nor fail a -Werror build (-Wcomment).
+    device = {"name": "test /* GPU */ of /*/ names", "fingerprint": table.device_fingerprint}
+    write_bundle(out, "c-header", device, [table],
+                 {table.sha256: (kernel.source, kernel.space.source_text)})  # fmt: skip
     (out / "main.c").write_text(C_PROGRAM)
     subprocess.run([*GCC, "-I", str(out), "-o", str(out / "lookup"), str(out / "main.c")],
                    check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
