@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -53,6 +55,8 @@ SCHEMA_VERSION = 1
 #: The first octune release that reads each schema version.
 READS_WITH = {1: "0.1.0"}
 MANIFEST = "manifest.json"
+#: A manifest lists a few files with their sizes and hashes: past this it is not one.
+MANIFEST_LIMIT = 1 << 20
 SIGNATURE = "manifest.sig"  # optional: octune.firmware.signing
 FORMAT_FILES = {"json": "lookup.json", "sqlite": "lookup.sqlite", "c-header": "octune_lookup.h"}
 ENTRY_COLUMNS = ["shape", "dtype", "config", "time_s", "spread_s", "gflops", "workload_key"]
@@ -437,7 +441,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not path.is_dir():
         raise BundleError(f"{path} is not a bundle directory: pass the --out of `octune export`")
     try:
-        manifest = json.loads(manifest_path.read_bytes())
+        manifest = json.loads(_read_bounded(manifest_path, MANIFEST_LIMIT))
     except FileNotFoundError:
         raise BundleError(
             f"{path} is not an octune bundle: it has no {MANIFEST}; export it again"
@@ -467,6 +471,18 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
+def _read_bounded(file: Path, limit: int) -> bytes:
+    """At most ``limit`` + 1 bytes of a regular file (one more than allowed tells a grown file
+    from a whole one); a link to a device or a pipe (``/dev/zero``) is refused before it is
+    read, and opened without blocking.
+    """
+    descriptor = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise BundleError(f"{file} is not a regular file: export the bundle again")
+        return handle.read(limit + 1)
+
+
 def read_verified(path: Path, manifest: Mapping[str, Any], name: str) -> bytes:
     """One bundle file's bytes, refused unless they match the manifest's size and SHA-256."""
     record = manifest["files"].get(name)
@@ -479,7 +495,7 @@ def read_verified(path: Path, manifest: Mapping[str, Any], name: str) -> bytes:
     if not _FILE_NAME.fullmatch(name) or ".." in name:
         raise BundleError(f"bundle {path}: the manifest names an unsafe path {name!r}")
     try:
-        content = (path / name).read_bytes()
+        content = _read_bounded(path / name, record["bytes"])
     except FileNotFoundError:
         raise BundleError(f"bundle {path} is missing {name}; copy the whole directory") from None
     except OSError as error:

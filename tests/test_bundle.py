@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
@@ -383,6 +384,14 @@ def _unsafe_path(bundle: Path) -> None:
     rewrite_manifest(bundle, change)
 
 
+def _link_to_zero(name: str) -> Callable[[Path], None]:
+    def damage(bundle: Path) -> None:
+        (bundle / name).unlink()
+        (bundle / name).symlink_to("/dev/zero")
+
+    return damage
+
+
 @pytest.mark.parametrize(
     ("damage", "fragments"),
     [
@@ -394,6 +403,9 @@ def _unsafe_path(bundle: Path) -> None:
         (_newer, [f"schema version {SCHEMA_VERSION + 1}", "octune>=9.0", "upgrade"]),
         (_unsafe_path, ["does not list lookup.json"]),
         (lambda b: (b / "lookup.json").unlink(), ["missing lookup.json"]),
+        # Read whole before any check, /dev/zero would fill the memory.
+        (_link_to_zero("lookup.json"), ["lookup.json is not a regular file"]),
+        (_link_to_zero(MANIFEST), [f"{MANIFEST} is not a regular file"]),
         (lambda b: (b / MANIFEST).unlink(), ["not an octune bundle"]),
         (lambda b: (b / MANIFEST).write_text('{"octune_bundle": 1, "fi'), ["not valid JSON"]),
     ],
