@@ -192,6 +192,11 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
     for tensor in external:
         info = ExternalDataInfo(tensor)
         target = (folder / info.location).resolve()
+        if Path(info.location).is_absolute():  # onnx itself refuses it, with a traceback
+            raise OctuneError(
+                f"{path}: tensor {tensor.name!r} keeps its data at the absolute path "
+                f"{info.location!r}: save the model with its external data named relative to it"
+            )
         if not info.location or not target.is_relative_to(folder):
             raise OctuneError(
                 f"{path}: tensor {tensor.name!r} keeps its data at {info.location!r}, outside "
@@ -211,7 +216,7 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
     if external:
         try:
             load_external_data_for_model(model, str(folder))
-        except (OSError, ValueError) as error:
+        except (OSError, ValueError, onnx.checker.ValidationError) as error:
             raise OctuneError(
                 f"{path}: cannot read its external data: {_first_line(error)}"
             ) from None

@@ -451,7 +451,7 @@ def _external_data_models(folder: Path, conv: list[onnx.NodeProto]) -> None:
     file removed, cut short, or named outside the model's folder.
     """
     weight = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
-    for name in ("missing_data", "short_data", "outside_data"):
+    for name in ("missing_data", "short_data", "outside_data", "absolute_data"):
         model = as_exported(conv, [1, 3, 8, 8])
         model.graph.initializer[0].CopyFrom(weight)
         onnx.save_model(model, folder / f"{name}.onnx", save_as_external_data=True,
@@ -465,6 +465,12 @@ def _external_data_models(folder: Path, conv: list[onnx.NodeProto]) -> None:
             entry.value = "../secret.bin"
     (folder.parent / "secret.bin").write_bytes(data)
     onnx.save_model(outside, folder / "outside_data.onnx")
+    # Inside the model's folder, but named by an absolute path (onnx refuses it itself).
+    absolute = onnx.load(folder / "absolute_data.onnx", load_external_data=False)
+    for entry in absolute.graph.initializer[0].external_data:
+        if entry.key == "location":
+            entry.value = str((folder / "absolute_data.bin").resolve())
+    onnx.save_model(absolute, folder / "absolute_data.onnx")
 
 
 BAD_MODELS = {
@@ -484,6 +490,7 @@ BAD_DATA = {
     "missing_data.onnx": ["tensor 'w' keeps its data in 'missing_data.bin', which is missing"],
     "short_data.onnx": ["tensor 'w' needs bytes up to 432 of 'short_data.bin'", "truncated"],
     "outside_data.onnx": ["'../secret.bin', outside the model's folder"],
+    "absolute_data.onnx": ["keeps its data at the absolute path", "relative to it"],
 }
 COMMANDS = {
     "workloads from-onnx": ["workloads", "from-onnx"],
