@@ -69,7 +69,10 @@ def qdq_form(model: onnx.ModelProto) -> onnx.ModelProto:
     def dequantize(value: str, scale: str, zero: str, axis: int = 1) -> str:
         key = (value, scale, zero)
         if key not in dequantized:
-            name = f"{value}:dequantized"
+            # One value dequantized at several scales (PyTorch's exporter shares equal tensors:
+            # the zero biases of a fused batch-norm) is one node, with a name of its own, each.
+            count = sum(1 for other in dequantized if other[0] == value)
+            name = f"{value}:dequantized" + (f":{count}" if count else "")
             inputs = [value, scale, zero] if zero else [value, scale]
             nodes.append(helper.make_node("DequantizeLinear", inputs, [name], name=name,
                                           axis=axis))  # fmt: skip

@@ -18,6 +18,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
+from octune.networks.qoperator import qdq_form
 from octune.networks.workloads import network_layers
 from octune.runtime import executor
 from octune.runtime.executor import Runtime
@@ -144,3 +145,37 @@ def test_a_wrong_quantization_is_named(quantized: Path, cl_device, monkeypatch) 
     runtime = Runtime(load_model(quantized), cl_device)
     with pytest.raises(DivergenceError, match=r"QuantizeLinear.*of quantization"):
         check(runtime, random_inputs(runtime))
+
+
+def test_one_value_dequantized_at_two_scales_gets_two_nodes() -> None:
+    """PyTorch's exporter shares equal tensors (the zero biases of fused batch-norms), so one
+    int32 bias feeds QLinearConvs of different scales: each gets a DequantizeLinear of its own
+    name, and the rewritten graph stays valid ONNX (onnxruntime refused the first rewrite)."""
+    f, u8, i8, i32 = (onnx.TensorProto.FLOAT, onnx.TensorProto.UINT8, onnx.TensorProto.INT8,
+                      onnx.TensorProto.INT32)  # fmt: skip
+    tensor = onnx.helper.make_tensor
+    init = [
+        tensor("xs", f, [], [0.1]),
+        tensor("z", u8, [], [0]),
+        tensor("wz", i8, [], [0]),
+        tensor("w", i8, [2, 2, 1, 1], [1, 2, 3, 4]),
+        tensor("b", i32, [2], [0, 0]),
+        tensor("ws1", f, [], [0.5]),
+        tensor("ws2", f, [], [0.25]),
+    ]
+    convs = [
+        onnx.helper.make_node(
+            "QLinearConv", [x, "xs", "z", "w", ws, "wz", "xs", "z", "b"], [y], name=y
+        )
+        for x, ws, y in (("x", "ws1", "h"), ("h", "ws2", "y"))
+    ]
+    graph = onnx.helper.make_graph(
+        convs, "shared", [onnx.helper.make_tensor_value_info("x", u8, [1, 2, 3, 3])],
+        [onnx.helper.make_tensor_value_info("y", u8, [1, 2, 3, 3])], init)  # fmt: skip
+    rewritten = qdq_form(
+        onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    )
+    onnx.checker.check_model(rewritten, full_check=True)
+    names = [node.name for node in rewritten.graph.node]
+    assert len(names) == len(set(names))
+    assert sum(node.input[0] == "b" for node in rewritten.graph.node) == 2
