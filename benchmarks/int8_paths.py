@@ -43,6 +43,16 @@ __kernel void dot_path(__global const uint* a, __global int* out) {
 """
 SOURCE = r"""
 #define ITERS 2048
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#if FLOAT
+#define T float
+#define ACC float16
+#define M(c, x, y) c = mad(x, y, c)
+#define NEXT y0 += 1.0f; y1 *= 0.999f
+#else
+#define T short
+#define ACC int8
 #if PAIRS
 #define M(c, x, y) c += convert_int8(x.even) * convert_int8(y.even) + \
                         convert_int8(x.odd) * convert_int8(y.odd)
@@ -50,34 +60,21 @@ SOURCE = r"""
 #define M(c, x, y) c += convert_int8(x.lo) * convert_int8(y.lo); \
                    c += convert_int8(x.hi) * convert_int8(y.hi)
 #endif
-__kernel void short_path(__global const short* a, __global int* out) {
+#define NEXT y0 += (short16)(1); y1 ^= (short16)(k)
+#endif
+// Eight accumulations of 16-lane operands held in registers, a step of the inputs a round.
+__kernel void vector_path(__global const T* a, __global ACC* out) {
     const int i = get_global_id(0);
-    short16 x0 = vload16(i & 7, a), x1 = vload16((i + 1) & 7, a);
-    short16 x2 = vload16((i + 2) & 7, a), x3 = vload16((i + 3) & 7, a);
-    short16 y0 = vload16((i + 5) & 7, a), y1 = vload16((i + 6) & 7, a);
-    int8 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
+    CAT(T, 16) x0 = vload16(i & 7, a), x1 = vload16((i + 1) & 7, a);
+    CAT(T, 16) x2 = vload16((i + 2) & 7, a), x3 = vload16((i + 3) & 7, a);
+    CAT(T, 16) y0 = vload16((i + 5) & 7, a), y1 = vload16((i + 6) & 7, a);
+    ACC c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
     for (int k = 0; k < ITERS; ++k) {
         M(c0, x0, y0); M(c1, x1, y0); M(c2, x2, y0); M(c3, x3, y0);
         M(c4, x0, y1); M(c5, x1, y1); M(c6, x2, y1); M(c7, x3, y1);
-        y0 += (short16)(1); y1 ^= (short16)(k);
+        NEXT;
     }
-    int8 s = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7;
-    out[i] = s.s0 + s.s1 + s.s2 + s.s3 + s.s4 + s.s5 + s.s6 + s.s7;
-}
-
-__kernel void float_path(__global const float* a, __global float* out) {
-    const int i = get_global_id(0);
-    float16 x0 = vload16(i & 7, a), x1 = vload16((i + 1) & 7, a);
-    float16 x2 = vload16((i + 2) & 7, a), x3 = vload16((i + 3) & 7, a);
-    float16 y0 = vload16((i + 5) & 7, a), y1 = vload16((i + 6) & 7, a);
-    float16 c0 = 0, c1 = 0, c2 = 0, c3 = 0, c4 = 0, c5 = 0, c6 = 0, c7 = 0;
-    for (int k = 0; k < ITERS; ++k) {
-        c0 = mad(x0, y0, c0); c1 = mad(x1, y0, c1); c2 = mad(x2, y0, c2); c3 = mad(x3, y0, c3);
-        c4 = mad(x0, y1, c4); c5 = mad(x1, y1, c5); c6 = mad(x2, y1, c6); c7 = mad(x3, y1, c7);
-        y0 += 1.0f; y1 *= 0.999f;
-    }
-    float16 s = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7;
-    out[i] = s.s0 + s.s5 + s.sf;
+    out[i] = c0 + c1 + c2 + c3 + c4 + c5 + c6 + c7;  // every lane kept
 }
 """
 
@@ -107,16 +104,17 @@ def main() -> None:
     words = cl.Buffer(context, flags, hostbuf=rng.integers(0, 2**32, 256, dtype=np.uint32))
     shorts = cl.Buffer(context, flags, hostbuf=rng.integers(-100, 100, 256, dtype=np.int16))
     floats = cl.Buffer(context, flags, hostbuf=rng.random(256, dtype=np.float32))
-    out = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * args.items)
+    out = cl.Buffer(context, cl.mem_flags.READ_WRITE, 64 * args.items)  # a float16 an item
     items, per = args.items, ITERS * 8
     print(f"{device.name} ({device.platform.name})")
-    for name, pairs in (("pairs", 1), ("halves", 0)):
-        program = cl.Program(context, SOURCE).build([f"-DPAIRS={pairs}"])
-        ops = per * 16 * 2  # 16 products a call, a multiply and an add each
-        print(f"{name}: {rate(queue, program.short_path, items, ops, shorts, out):,.1f} G op/s")
-    program = cl.Program(context, SOURCE).build(["-DPAIRS=0"])
-    flops = rate(queue, program.float_path, items, per * 16 * 2, floats, out)
-    print(f"float: {flops:,.1f} GFLOP/s")
+    ops = per * 16 * 2  # 16 products a step, a multiply and an add each
+    for name, defines, values, unit in (
+        ("pairs", ["-DPAIRS=1"], shorts, "G op/s"),
+        ("halves", ["-DPAIRS=0"], shorts, "G op/s"),
+        ("float", ["-DFLOAT=1"], floats, "GFLOP/s"),
+    ):
+        program = cl.Program(context, SOURCE).build(defines)
+        print(f"{name}: {rate(queue, program.vector_path, items, ops, values, out):,.1f} {unit}")
     try:  # the integer dot builtins need OpenCL C 3.0 (Intel's CPU runtime)
         dot = cl.Program(context, DOT_SOURCE).build(["-cl-std=CL3.0"])
         ops = per * 8  # 4 products and 4 adds a call
