@@ -22,7 +22,7 @@ stores them as uint8 and every other reader sees their dequantized floats; none 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,13 +55,38 @@ def _attributes(node: onnx.NodeProto) -> dict[str, object]:
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
+class _Arrays(Mapping[str, np.ndarray]):
+    """A model's constants as arrays, each converted when first asked for: the few scales,
+    zero points and weights of its quantized layers, not every weight of the model.
+    """
+
+    def __init__(self, tensors: Mapping[str, onnx.TensorProto]) -> None:
+        self.tensors = tensors
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.arrays:
+            self.arrays[name] = numpy_helper.to_array(self.tensors[name])
+        return self.arrays[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tensors
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tensors)
+
+    def __len__(self) -> int:
+        return len(self.tensors)
+
+
 class _Finder:
     def __init__(self, model: onnx.ModelProto) -> None:
         graph = model.graph
-        self.constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        tensors = {t.name: t for t in graph.initializer}
         for node in graph.node:
             if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-                self.constants[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+                tensors[node.output[0]] = node.attribute[0].t
+        self.constants = _Arrays(tensors)
         self.producer = {out: node for node in graph.node for out in node.output}
         self.users: dict[str, list[onnx.NodeProto]] = {}
         for node in graph.node:
@@ -235,6 +260,8 @@ def int8_layers(model: onnx.ModelProto) -> Mapping[str, Int8Layer]:
     """The model's layers an int8 kernel computes whole, by node name (empty for a float
     model).
     """
+    if not any(node.op_type == "QuantizeLinear" for node in model.graph.node):
+        return {}  # a float model: nothing to read
     finder = _Finder(model)
     found = {}
     for node in model.graph.node:
