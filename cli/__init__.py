@@ -5,6 +5,7 @@ per group of commands, each loading what its commands need only when they run, s
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -43,6 +44,12 @@ def main_options(
         bool,
         typer.Option("--quiet", "-q", help="print only errors and --json output"),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="also log each candidate's config and outcome (to stderr)"
+        ),
+    ] = False,
     kernel_dir: Annotated[
         list[Path] | None,
         typer.Option(
@@ -53,9 +60,12 @@ def main_options(
     ] = None,
 ) -> None:
     """Auto-tune OpenCL kernels, store the best verified configs, look them up."""
-    from octune.core.console import console
+    from octune.core.console import console, log_to_stderr
 
+    if quiet and verbose:
+        raise OctuneError("give --quiet or --verbose, not both")
     console.quiet = quiet  # each command line says anew (tests run many in one process)
+    log_to_stderr(logging.DEBUG if verbose else logging.WARNING)
     if kernel_dir:
         from octune.tuner.registry import add_kernel_dir
 

@@ -10,7 +10,14 @@ from typing import Annotated
 
 import typer
 
-from octune.cli.options import DbOption, DtypeOption, PublicKey, checked_dtype, open_store
+from octune.cli.options import (
+    DbOption,
+    DtypeOption,
+    JsonOption,
+    PublicKey,
+    checked_dtype,
+    open_store,
+)
 from octune.core.console import console
 from octune.core.errors import OctuneError
 from octune.tuner.shape_args import ShapeOption, parse_shape_args
@@ -67,6 +74,7 @@ def export(
             help=f"Ed25519 private key (PEM file or text; ${SIGNING_KEY_ENV_VAR}) to sign with",
         ),
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Write one device's best configs, fallback tables and kernel sources as a bundle."""
     from octune.firmware.bundle import MANIFEST, SIGNATURE
@@ -88,6 +96,22 @@ def export(
 
         sign_manifest(out / MANIFEST, out / SIGNATURE, sign_key)
     size = sum(record["bytes"] for record in manifest["files"].values())
+    if as_json:
+        exported = {
+            "device": manifest["device"],
+            "out": str(out),
+            "format": fmt,
+            "files": len(manifest["files"]),
+            "bytes": size,
+            "signed": sign_key is not None,
+            "kernels": [
+                {"kernel": t.kernel, "sha256": t.sha256, "workloads": len(t.tuned),
+                 "model_answers": len(t.predictions)}
+                for t in tables
+            ],
+        }  # fmt: skip
+        print(json.dumps(exported, indent=2))
+        return
     what = ", ".join(
         f"{t.kernel} {t.sha256[:12]} ({len(t.tuned)} workloads, {len(t.predictions)} model answers)"
         for t in tables
@@ -103,6 +127,7 @@ def import_(
     bundle: Annotated[Path, typer.Argument(help="bundle directory written by `octune export`")],
     db: DbOption = None,
     public_key: PublicKey = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Merge a bundle's tuned configs into a database; importing twice stores once."""
     from octune.firmware.export import import_bundle
@@ -110,6 +135,11 @@ def import_(
     with open_store(db) as store:
         report = import_bundle(store, bundle, public_key)
         url = store.url
+    if as_json:
+        imported = {"device_fingerprint": report.device_fingerprint, "database": url,
+                    "imported": report.imported, "already_stored": report.skipped}  # fmt: skip
+        print(json.dumps(imported, indent=2))
+        return
     console.print(
         f"Imported {report.imported} measurements for device {report.device_fingerprint} "
         f"into {url}; {report.skipped} were already stored"

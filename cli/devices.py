@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
+from octune.cli.options import JsonOption
 from octune.core.console import console
 from octune.core.errors import DeviceError
 
@@ -27,22 +28,27 @@ RecheckOption = Annotated[
 
 
 def devices(
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
+    as_json: JsonOption = False,
     recheck: RecheckOption = False,
 ) -> None:
     """List every OpenCL device with its index, fingerprint, limits and whether it compiles."""
-    from octune.tuner.device import DeviceInfo, compile_check, list_devices
+    from octune.tuner.device import compile_check, list_devices
 
     checked = [(device, compile_check(device, recheck=recheck)) for device in list_devices()]
     if as_json:
-        rows = [
-            {"index": i, **DeviceInfo.from_cl(device).to_dict(), "compiles": check.ok,
-             "compile_error": check.reason}
-            for i, (device, check) in enumerate(checked)
-        ]  # fmt: skip
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(_rows(checked), indent=2))
         return
     _print_table(checked)
+
+
+def _rows(checked: list[tuple[cl.Device, CompileCheck]]) -> list[dict[str, object]]:
+    from octune.tuner.device import DeviceInfo
+
+    return [
+        {"index": i, **DeviceInfo.from_cl(device).to_dict(), "compiles": check.ok,
+         "compile_error": check.reason}
+        for i, (device, check) in enumerate(checked)
+    ]  # fmt: skip
 
 
 #: The GEMM `setup` runs on each CPU runtime: octune's CPU kernel with one config that suits
@@ -70,9 +76,10 @@ def reference_gflops(device: cl.Device) -> float | None:
 
 def _compare_cpu_runtimes(
     cpus: list[cl.Device], devices: list[cl.Device], chosen: cl.Device
-) -> None:
-    """Each CPU runtime's speed on the reference GEMM, and the faster one where it is much
-    faster than the one `octune tune` picks (a recommendation: nothing is installed or changed).
+) -> tuple[dict[int, float | None], int | None]:
+    """Each CPU runtime's speed on the reference GEMM (by device index), and the faster one
+    where it is much faster than the one `octune tune` picks (a recommendation: nothing is
+    installed or changed).
     """
     from octune.tuner.device import describe
 
@@ -89,6 +96,8 @@ def _compare_cpu_runtimes(
             f"Device {fastest} runs it {best / chosen_rate:.1f} x faster than the default "
             f"device: tune and run it with `--device {fastest}`."
         )
+        return rates, fastest
+    return rates, None
 
 
 #: Below this many columns `devices` prints a block of lines per device instead of a table.
@@ -139,6 +148,7 @@ def setup(
         bool,
         typer.Option(help="install a CPU runtime from PyPI when no device here compiles"),
     ] = True,
+    as_json: JsonOption = False,
 ) -> None:
     """Make sure some OpenCL device here compiles: check each, and only where none does,
     install Intel's CPU runtime from PyPI (about 800 MB) into this environment.
@@ -154,6 +164,8 @@ def setup(
     )
     from octune.tuner.runtimes import PIP_RUNTIMES, extra_requirements, installed_library
 
+    if as_json:
+        console.quiet = True  # stdout is the JSON alone; pip's output goes to stderr
     try:
         checked = [(device, compile_check(device, recheck=True)) for device in list_devices()]
     except DeviceError:
@@ -163,9 +175,15 @@ def setup(
     if any(check.ok for _, check in checked):
         chosen = select_device()
         cpus = [d for d, check in checked if check.ok and d.type & cl.device_type.CPU]
+        devices = [d for d, _ in checked]
+        rates, recommended = {}, None
         if len(cpus) > 1 or chosen in cpus:
-            _compare_cpu_runtimes(cpus, [d for d, _ in checked], chosen)
+            rates, recommended = _compare_cpu_runtimes(cpus, devices, chosen)
         console.print(f"Ready: `octune tune` will use {describe(chosen)}.")
+        if as_json:
+            ready = {"devices": _rows(checked), "chosen": devices.index(chosen),
+                     "reference_gflops": rates, "recommended": recommended}  # fmt: skip
+            print(json.dumps(ready, indent=2))
         return
     # Runtimes not installed yet that PyPI has for this machine (Intel's: x86-64 Linux only).
     missing = [
@@ -185,12 +203,17 @@ def setup(
         console.print(
             f"No device here compiles: installing {runtime.label} ({', '.join(requirements)})"
         )
-        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", *requirements])
+        pip = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", *requirements],
+            stdout=sys.stderr if as_json else None,
+        )
         if pip.returncode != 0:
             raise DeviceError(
                 f"pip could not install {runtime.label}: install it with "
                 f"`pip install 'octune[{runtime.extra}]'` and run `octune setup` again"
             )
     # The ICD loader has read its vendors in this process already: check in a fresh one.
-    again = subprocess.run([sys.executable, "-m", "octune.cli", "setup", "--no-install"])
+    again = subprocess.run(
+        [sys.executable, "-m", "octune", "setup", "--no-install", *(["--json"] if as_json else [])]
+    )
     raise typer.Exit(again.returncode)

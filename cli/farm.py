@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from octune.cli.options import JsonOption
 from octune.core.console import console
 from octune.core.errors import OctuneError
 
@@ -29,7 +30,6 @@ TokenOption = Annotated[
     str | None,
     typer.Option(envvar="OCTUNE_TOKEN", help="API token ($OCTUNE_TOKEN); a write token to change"),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable")]
 
 
 def _client(server: str, token: str | None, *, write: bool) -> Any:

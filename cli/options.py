@@ -96,6 +96,9 @@ def write_json(path: Path, text: str) -> None:
         raise OctuneError(f"cannot write {path}: {error.strerror}") from None
 
 
+#: A command's report as JSON on stdout instead of tables (nothing else on stdout).
+JsonOption = Annotated[bool, typer.Option("--json", help="print the result as JSON on stdout")]
+
 #: Commands whose shape options follow the kernel name (`tune gemm --m 64 ...`).
 SHAPE_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 

@@ -22,6 +22,7 @@ from octune.cli.options import (
     DeviceOption,
     DimOption,
     DtypeOption,
+    JsonOption,
     KernelArgument,
     ObjectiveOption,
     checked_dtype,
@@ -499,7 +500,7 @@ def best(
     db: DbOption = None,
     objective: ObjectiveOption = "time",
     dtype: DtypeOption = "float32",
-    as_json: Annotated[bool, typer.Option("--json", help="machine-readable")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Show the fastest verified config stored for a workload on a device: of a family, the
     fastest kernel (algorithm) and its config, as cuDNN's find answers.

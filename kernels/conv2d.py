@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -73,6 +73,15 @@ class Conv2d(Family):
         ShapeParam("nhwc", "layout: 1 = NHWC (x, y channels last; filter K x R x S x C/groups), "
                    "0 = NCHW", low=0, high=1, default=0, linear=True, define=True),
     )  # fmt: skip
+    example: ClassVar[Mapping[str, int]] = {
+        "n": 1,
+        "c": 64,
+        "h": 56,
+        "w": 56,
+        "k": 64,
+        "r": 3,
+        "s": 3,
+    }
     derived = (
         ("OH", "(H + 2 * PAD - DILATION * (R - 1) - 1) // STRIDE + 1"),
         ("OW", "(W + 2 * PAD - DILATION * (S - 1) - 1) // STRIDE + 1"),

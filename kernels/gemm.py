@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -94,6 +94,7 @@ class Gemm(Family):
     )
     flops = "2 * M * N * K"
     extents = ("M * K", "K * N", "M * N")
+    example: ClassVar[Mapping[str, int]] = {"m": 512, "n": 512, "k": 512}
     dtypes = ("float32", "float16", "int8")
 
     onnx_ops = ("Gemm", "MatMul")

@@ -11,7 +11,8 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -23,7 +24,16 @@ from octune.db.server_store import ServerStore
 from octune.firmware.signing import private_key
 from octune.server.auth import require_read
 from octune.server.lookups import LookupService, NotFoundError
-from octune.server.routes import dashboard, devices, health, jobs, kernels, lookup, uploads
+from octune.server.routes import (
+    dashboard,
+    devices,
+    families,
+    health,
+    jobs,
+    kernels,
+    lookup,
+    uploads,
+)
 from octune.server.schemas import ProblemDetails
 from octune.server.settings import ServerSettings
 
@@ -70,16 +80,13 @@ def create_app(settings: ServerSettings, store: ServerStore | None = None) -> Fa
             if store is None:
                 app.state.store.close()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # Swagger UI and ReDoc from the package: no CDN an air-gapped lab lacks
         title="octune config service",
         summary="Best verified OpenCL kernel configs for a device and a workload.",
         version="1",
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
-        docs_url=None,  # served below from the package, not from a CDN an air-gapped lab lacks
-        redoc_url=None,
     )
-    _serve_docs(app)
     app.state.settings = settings
     key = settings.sign_key
     app.state.signer = private_key(key.get_secret_value()) if key else None
@@ -89,7 +96,8 @@ def create_app(settings: ServerSettings, store: ServerStore | None = None) -> Fa
     app.include_router(health.router, prefix="/v1")
     app.include_router(uploads.router, prefix="/v1")
     app.include_router(jobs.writes, prefix="/v1")
-    for router in (devices.router, kernels.router, lookup.router, jobs.reads):
+    lookup.document_shape_keys()
+    for router in (devices.router, families.router, kernels.router, lookup.router, jobs.reads):
         app.include_router(router, prefix="/v1", dependencies=reads)
     app.include_router(dashboard.router, dependencies=reads)
     app.add_exception_handler(RequestValidationError, _invalid)
@@ -104,28 +112,6 @@ def create_app(settings: ServerSettings, store: ServerStore | None = None) -> Fa
     if "*" not in settings.allowed_hosts:  # outermost: a foreign Host is refused first
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(settings.allowed_hosts))
     return app
-
-
-def _serve_docs(app: FastAPI) -> None:
-    """Swagger UI at /docs from the swagger-ui-bundle package's own files: FastAPI's default
-    page loads them from a CDN, a blank page where the server's network reaches none.
-    """
-    import swagger_ui_bundle
-    from fastapi.openapi.docs import get_swagger_ui_html
-    from fastapi.staticfiles import StaticFiles
-
-    assets = "/static/swagger-ui"
-    app.mount(assets, StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="swagger-ui")
-
-    @app.get("/docs", include_in_schema=False)
-    def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json",
-            title=f"{app.title}: API",
-            swagger_js_url=f"{assets}/swagger-ui-bundle.js",
-            swagger_css_url=f"{assets}/swagger-ui.css",
-            swagger_favicon_url=f"{assets}/favicon-32x32.png",
-        )
 
 
 def _attach(app: FastAPI, store: ServerStore) -> None:
@@ -146,9 +132,11 @@ async def _invalid(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
     problems = []
     for item in error.errors()[:5]:
-        where = ".".join(
-            str(part) for part in item.get("loc", ()) if part not in ("body", "query", "path")
-        )
+        where = "".join(
+            f"[{part}]" if isinstance(part, int) else f".{part}"
+            for part in item.get("loc", ())
+            if part not in ("body", "query", "path")
+        ).lstrip(".")
         problems.append(f"{where or 'body'}: {item.get('msg', 'invalid')}")
     return _problem(422, "; ".join(problems) or "invalid request")
 

@@ -148,20 +148,28 @@ class LookupService:
         if self.model is not None:
             self.model.close()
 
-    def answers(self, keys: Sequence[AnswerKey]) -> list[bytes]:
-        """Answers as JSON bytes, in order; may query the database (call from a worker thread)."""
+    def answers(self, keys: Sequence[AnswerKey], batch: bool = False) -> list[bytes]:
+        """Answers as JSON bytes, in order; may query the database (call from a worker thread).
+        ``batch``: a shape's error names its item (``workloads[3]: ...``).
+        """
         self._refresh()
         generation = self._generation
         out = []
-        for key in keys:
+        for i, key in enumerate(keys):
             found = self._answers.get(key)
             if found is None:
                 choice, kernel, dtype, items = key
                 self._check_kernel(kernel)
-                if kernel in families():  # a bad shape is a 422 whatever the device
-                    check_shape(families()[kernel].problem, Query(kernel, dict(items), dtype))
-                device = self.device(choice)
-                answer = self.lookup.lookup(device, Query(kernel, dict(items), dtype))
+                query = Query(kernel, dict(items), dtype)
+                try:
+                    if kernel in families():  # a bad shape is a 422 whatever the device
+                        check_shape(families()[kernel].problem, query)
+                    device = self.device(choice)
+                    answer = self.lookup.lookup(device, query)
+                except QueryError as error:
+                    if not batch:
+                        raise
+                    raise QueryError(f"workloads[{i}]: {error}") from None
                 found = json.dumps(answer.to_dict(), separators=(",", ":")).encode()
                 with self._lock:
                     if generation == self._generation:  # not answered from dropped tables

@@ -9,7 +9,15 @@ import re
 from datetime import datetime
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    model_validator,
+)
 
 from octune.core.results import Measurement, Status
 
@@ -18,7 +26,16 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
 Text255 = Annotated[str, Field(max_length=255)]
 ShapeKey = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-ShapeValue = Annotated[int, Field(ge=-(2**62), le=2**62)] | bool
+
+
+def _flag(value: object) -> object:
+    """A flag key sent as true/false (a query string's ``transa=true``) reads as 1/0."""
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return int(value.lower() == "true")
+    return value
+
+
+ShapeValue = Annotated[int, BeforeValidator(_flag), Field(ge=-(2**62), le=2**62)]
 MAX_SHAPE_KEYS = 32
 Count = Annotated[int, Field(ge=0, le=2**62)]
 
@@ -29,11 +46,48 @@ def _finite(values: list[float]) -> list[float]:
     return values
 
 
+def _examples(*examples: dict[str, object]) -> ConfigDict:
+    """``examples`` in a schema's OpenAPI (Swagger UI's "Try it out" starts from the first)."""
+    return ConfigDict(json_schema_extra={"examples": list(examples)})
+
+
+_CONV = {"n": 1, "c": 64, "h": 56, "w": 56, "k": 64, "r": 3, "s": 3, "pad": 1}
+_ANSWER = {
+    "match": "nearest",
+    "kernel": "gemm_panel",
+    "entry": "gemm_panel",
+    "kernel_sha256": "5d2c" + "0" * 60,
+    "device_fingerprint": "81b3bb555d22d3bf",
+    "shape": {"m": 500, "n": 512, "k": 512, "transa": 0, "transb": 0},
+    "dtype": "float32",
+    "config": {"MWG": 64, "NWG": 64, "VW": 8},
+    "defines": {"M": 500, "N": 512, "K": 512, "MWG": 64, "NWG": 64, "VW": 8},
+    "build_options": "-DM=500 -DN=512 -DK=512 -DMWG=64 -DNWG=64 -DVW=8 -cl-mad-enable",
+    "global_size": [64, 64],
+    "local_size": [8, 8],
+    "time_s": 0.00171,
+    "gflops": 153.1,
+    "estimated": True,
+    "source": {
+        "workload_key": "gemm:m=512,n=512,k=512,transa=0,transb=0",
+        "shape": {"m": 512, "n": 512, "k": 512, "transa": 0, "transb": 0},
+        "time_s": 0.00172,
+        "gflops": 156.2,
+    },
+    "then": [],
+    "workspace_bytes": 0,
+}
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class ProblemDetails(Strict):
+    model_config = _examples(
+        {"message": "unknown device 'xeon': closest: Intel(R) Xeon(R) Processor"}
+    )
+
     message: str = Field(description="what is wrong and how to fix it")
 
 
@@ -68,6 +122,14 @@ class LookupQuery(ShapeFields):
 
 
 class BatchLookup(Strict):
+    model_config = _examples(
+        {
+            "device": "81b3bb555d22d3bf",
+            "kernel": "conv2d",
+            "workloads": [_CONV, {**_CONV, "dtype": "int8"}],
+        }
+    )
+
     device: Text255 = Field(description="device fingerprint or name")
     kernel: KernelName = Field(description="a family (its fastest kernel answers) or a kernel")
     workloads: list[ShapeFields] = Field(min_length=1, max_length=1024)
@@ -92,6 +154,8 @@ class LookupAnswer(BaseModel):
     """Everything a runtime needs to build and launch the kernel for the queried shape; the
     same fields, with the same values, as an offline bundle's answer.
     """
+
+    model_config = _examples(_ANSWER)
 
     match: Literal["exact", "nearest", "predicted", "default"]
     kernel: str
@@ -126,6 +190,8 @@ class LookupAnswer(BaseModel):
 
 
 class BatchAnswer(BaseModel):
+    model_config = _examples({"answers": [_ANSWER]})
+
     answers: list[LookupAnswer]
 
 
@@ -136,6 +202,18 @@ class TunedKernelOut(BaseModel):
 
 
 class DeviceOut(BaseModel):
+    model_config = _examples(
+        {
+            "fingerprint": "81b3bb555d22d3bf",
+            "name": "Intel(R) Xeon(R) Processor",
+            "platform": "Intel(R) OpenCL",
+            "driver_version": "2026.22.10.0.01_160000",
+            "compute_units": 2,
+            "device_type": "cpu",
+            "kernels": [{"name": "gemm_panel", "sha256": "5d2c" + "0" * 60, "workloads": 18}],
+        }
+    )
+
     fingerprint: str
     name: str
     platform: str
@@ -143,6 +221,39 @@ class DeviceOut(BaseModel):
     compute_units: int
     device_type: str
     kernels: list[TunedKernelOut]
+
+
+class ShapeKeyOut(BaseModel):
+    name: str = Field(description="the query parameter or workload field")
+    help: str
+    minimum: int
+    maximum: int
+    default: int | None = Field(description="taken when the key is left out; null: required")
+
+
+class FamilyOut(BaseModel):
+    """A problem family a lookup's ``kernel`` may name, with the shape keys it takes."""
+
+    model_config = _examples(
+        {
+            "name": "gemm",
+            "dtypes": ["float32", "float16", "int8"],
+            "kernels": ["gemm_panel", "gemm_int8"],
+            "shape": [
+                {"name": "m", "help": "rows of op(A) and C", "minimum": 1,
+                 "maximum": 1048576, "default": None},
+            ],
+            "flops": "2 * M * N * K",
+            "example": "/v1/lookup?device=DEVICE&kernel=gemm&m=512&n=512&k=512",
+        }
+    )  # fmt: skip
+
+    name: str
+    dtypes: list[str]
+    kernels: list[str] = Field(description="the kernels that compute it; the fastest answers")
+    shape: list[ShapeKeyOut]
+    flops: str = Field(description="floating-point operations of one workload, in shape keys")
+    example: str = Field(description="a lookup of this family, DEVICE to be replaced")
 
 
 class KernelSourceOut(BaseModel):
@@ -156,10 +267,21 @@ class KernelSourceOut(BaseModel):
 
 
 class Health(BaseModel):
+    model_config = _examples({"status": "ok"})
+
     status: Literal["ok"]
 
 
 class Readiness(BaseModel):
+    model_config = _examples(
+        {
+            "status": "ready",
+            "database": "sqlite:///octune.db",
+            "schema_revision": "0006",
+            "models_training": 0,
+        }
+    )
+
     status: Literal["ready"]
     database: str | None = Field(
         description="the database URL, password hidden; null on a server that requires read "
@@ -314,6 +436,10 @@ class JobSubmitIn(Strict):
     """What to tune (a built-in network, or workloads as a workloads file lists them), on
     which devices (a fingerprint or a glob over name and driver), with which budget.
     """
+
+    model_config = _examples(
+        {"devices": "*Mali-G78*", "model": "mobilenet_v2", "batch": 1, "time_s": 28800}
+    )
 
     devices: DevicePattern
     model: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] | None = Field(

@@ -483,3 +483,46 @@ def test_json_to_stdout_is_the_whole_stdout(tmp_path: Path) -> None:
     report = octune("report", "--model", "squeezenet1.1", "--json", "-", db=db)
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["model"] == "squeezenet1.1"
+
+
+def test_verbose_logs_each_candidate_to_stderr(tmp_path: Path) -> None:
+    shape = ("--m", "8", "--n", "8", "--k", "8")
+    tuned = octune("--verbose", "tune", "gemm", *shape, "--budget", "2", "--summary", "-",
+                   db=tmp_path / "verbose.db")  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    (row,) = json.loads(tuned.stdout)  # the logs leave stdout to the JSON
+    candidates = re.findall(r"session 1: (\S+=\d+(?: \S+=\d+)*) -> ", tuned.stderr)
+    assert len(candidates) == row["tried_now"] == 2, tuned.stderr
+    assert_one_line_error(octune("-q", "-v", "devices"), "--quiet or --verbose")
+    quiet = octune("tune", "gemm", *shape, "--budget", "1", db=tmp_path / "verbose.db")
+    assert "->" not in quiet.stderr  # logging is back to warnings only
+
+
+def test_python_dash_m_octune_is_the_command() -> None:
+    result = subprocess.run([sys.executable, "-m", "octune", "--version"], capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0 and re.fullmatch(r"octune \S+\n", result.stdout), result.stderr
+
+
+def test_export_import_and_setup_report_json(tmp_path: Path, device_info: DeviceInfo) -> None:
+    db = tmp_path / "tuned.db"
+    tuned = octune("tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--budget", "2", db=db)
+    assert tuned.returncode == 0, tuned.stderr
+    out = tmp_path / "bundle"
+    exported = octune("export", "-d", device_info.fingerprint, "--out", str(out), "--no-model",
+                      "--json", db=db)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    summary = json.loads(exported.stdout)
+    assert summary["device"]["fingerprint"] == device_info.fingerprint
+    files = [p for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"]
+    assert summary["files"] == len(files)  # the manifest lists the others
+    assert [k["workloads"] for k in summary["kernels"]] == [1] and not summary["signed"]
+    imported = octune("import", str(out), "--json", db=tmp_path / "other.db")
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout)["imported"] > 0
+    again = json.loads(octune("import", str(out), "--json", db=tmp_path / "other.db").stdout)
+    assert again["imported"] == 0 and again["already_stored"] > 0
+    ready = octune("setup", "--no-install", "--json")
+    assert ready.returncode == 0, ready.stderr
+    report = json.loads(ready.stdout)
+    assert report["devices"][report["chosen"]]["compiles"] is True

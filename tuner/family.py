@@ -121,6 +121,8 @@ class Family(ABC):
     #: The ONNX operators whose nodes this family computes (``read_onnx`` reads them), so a
     #: model's layers reach the family in ``tune --model`` with no edit elsewhere.
     onnx_ops: ClassVar[tuple[str, ...]] = ()
+    #: A typical shape (its required keys), shown in the service's documentation.
+    example: ClassVar[Mapping[str, int]] = {}
 
     @abstractmethod
     def bind(
@@ -162,6 +164,10 @@ class Family(ABC):
         defaults = {p.name: p.default for p in self.params}
         keys = [f"{key}={value}" for key, value in shape.items() if defaults.get(key) != value]
         return " ".join([self.name, *keys])
+
+    def example_shape(self) -> dict[str, int]:
+        """``example``, with 64 for any required key it leaves out."""
+        return {p.name: self.example.get(p.name, 64) for p in self.params if p.default is None}
 
     @cached_property
     def problem(self) -> Problem:

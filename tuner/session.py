@@ -8,6 +8,7 @@ device, kernel version and workload.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -39,6 +40,9 @@ from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy, proposals_due
 from octune.tuner.tuning_store import Scope, TuningStore
 from octune.tuner.workers import Measurer, MeasuringContext, Workers, default_timeout
+
+#: ``octune --verbose`` shows what is logged here: each candidate's config and outcome.
+log = logging.getLogger(__name__)
 
 #: How the confirm phase re-measures the top candidates (``MeasuringContext`` fields).
 CONFIRM = {"repeats": 30, "min_repeats": 10, "max_seconds": 3.0}
@@ -433,6 +437,11 @@ def run_session(
             "octune_version": version("octune"),
         },
     )
+    log.info(
+        "session %d: %s on %s, %s, %d configs (%d measured before), strategy %s, timeout %.0f s",
+        session_id, kernel.name, device.name, workload, len(table), len(done_rows), strategy,
+        timeout,
+    )  # fmt: skip
     progress = Progress(
         space_size=len(table),
         already_measured=len(done_rows),
@@ -472,6 +481,7 @@ def run_session(
             if measurement.status in _DISK_STATUSES and (disk := full_disk()) is not None:
                 break
             store.add_measurement(session_id, measurement)
+            _log_candidate(session_id, measurement)
             if on_measurement is not None:
                 on_measurement(session_id, measurement)
             thinking = time.monotonic()
@@ -521,6 +531,17 @@ def run_session(
             interrupted = True
             workers.close()
     return SessionReport(session_id, progress, interrupted, confirmed, confirm_session_id)
+
+
+def _log_candidate(session_id: int, measurement: Measurement) -> None:
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    config = " ".join(f"{key}={value}" for key, value in measurement.config.items())
+    if measurement.ok and measurement.median_s is not None:
+        outcome = f"{measurement.median_s * 1e3:.4g} ms median of {len(measurement.times_s)}"
+    else:
+        outcome = f"{measurement.status.value}: {first_lines(measurement.message, 200)}"
+    log.debug("session %d: %s -> %s", session_id, config, outcome)
 
 
 def _to_confirm(store: TuningStore, scope: Scope, settings: Settings) -> list[dict[str, int]]:

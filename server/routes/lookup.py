@@ -7,32 +7,49 @@ answers it before FastAPI's routing and validation).
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from octune.core.precision import DTYPES
 from octune.server.lookups import LookupService
+from octune.server.routes.families import shape_parameters
 from octune.server.schemas import BatchAnswer, BatchLookup, LookupAnswer, LookupQuery
+from octune.tuner.registry import families
 
 router = APIRouter(tags=["lookup"])
 
 _JSON = "application/json"
 
 
-_QUERY_DOC = {
+_QUERY_DOC: dict[str, Any] = {
     "parameters": [
-        {"name": "device", "in": "query", "required": True, "schema": {"type": "string"}},
-        {"name": "kernel", "in": "query", "required": True, "schema": {"type": "string"},
+        {"name": "device", "in": "query", "required": True, "schema": {"type": "string"},
+         "description": "device fingerprint or name, as GET /v1/devices lists them"},
+        {"name": "kernel", "in": "query", "required": True,
+         "schema": {"type": "string", "examples": ["gemm", "conv2d"]},
          "description": "a family (its fastest kernel answers), e.g. gemm, conv2d; or a kernel"},
         {"name": "dtype", "in": "query",
          "schema": {"type": "string", "enum": list(DTYPES), "default": "float32"},
          "description": "element type: an answer tuned for one dtype is never given for another"},
     ],
-    "description": "Plus the family's shape keys as query parameters: gemm m, n, k, transa, "
-    "transb; conv2d n, c, h, w, k, r, s, stride, pad, dilation, groups (GET /v1/families).",
+    "description": "Plus the family's shape keys as query parameters (GET /v1/families lists "
+    "each family's keys, ranges and defaults).",
 }  # fmt: skip
+
+
+def document_shape_keys() -> None:
+    """Declare every registered family's shape keys on ``GET /lookup`` (families are plug-ins,
+    all known once an app is built): the route itself reads them from the query string.
+    """
+    doc = {**_QUERY_DOC, "parameters": [*_QUERY_DOC["parameters"], *shape_parameters(families())]}
+    for route in router.routes:
+        if isinstance(route, APIRoute) and route.path == "/lookup":
+            route.openapi_extra = doc
 
 
 @router.get("/lookup", response_model=LookupAnswer, openapi_extra=_QUERY_DOC)
@@ -61,5 +78,5 @@ async def lookup_batch(request: Request, batch: BatchLookup) -> Response:
     """
     service: LookupService = request.app.state.lookups
     keys = service.batch_keys(batch)
-    bodies = service.cached(keys) or await run_in_threadpool(service.answers, keys)
+    bodies = service.cached(keys) or await run_in_threadpool(service.answers, keys, True)
     return Response(service.batch_body(bodies), media_type=_JSON)

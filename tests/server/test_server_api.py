@@ -480,12 +480,62 @@ def test_the_dashboard_shows_what_lookups_answer_not_a_lucky_run(client, seeder,
 
 
 def test_the_api_documentation_is_served_from_the_package(client):
-    """Swagger UI with its scripts from this server, not a CDN (an air-gapped lab's browser
-    would show a blank page)."""
-    page = client.get("/docs")
-    assert page.status_code == 200 and "cdn" not in page.text.lower()
-    scripts = re.findall(r'(?:src|href)="(/static/swagger-ui/[^"]+)"', page.text)
-    assert any(name.endswith("swagger-ui-bundle.js") for name in scripts)
-    for name in scripts:
-        assert client.get(name).status_code == 200, name
+    """Swagger UI and ReDoc with their scripts from this server, not a CDN (an air-gapped
+    lab's browser would show a blank page)."""
+    for page_url in ("/docs", "/redoc"):
+        page = client.get(page_url)
+        assert page.status_code == 200 and "cdn" not in page.text.lower()
+        scripts = re.findall(r'(?:src|href)="(/static[^"]+)"', page.text)
+        assert any(name.endswith(".js") for name in scripts), page_url
+        for name in scripts:
+            assert client.get(name).status_code == 200, name
     assert client.get("/openapi.json").json()["info"]["title"] == "octune config service"
+
+
+def test_families_and_their_shape_keys_are_documented(client, seeder, device_info):
+    """GET /v1/families lists each family's keys; GET /v1/lookup declares them as query
+    parameters, so a generated client or "Try it out" can send a shape; each family's
+    example lookup answers as written.
+    """
+    seeder.session(W64, [5])
+    listed = {f["name"]: f for f in client.get("/v1/families").json()}
+    assert {"gemm", "conv2d"} <= set(listed)
+    gemm = listed["gemm"]
+    assert [key["name"] for key in gemm["shape"]][:3] == ["m", "n", "k"]
+    assert "gemm_int8" in gemm["kernels"] and "int8" in gemm["dtypes"]
+    spec = client.get("/openapi.json").json()
+    declared = {p["name"]: p for p in spec["paths"]["/v1/lookup"]["get"]["parameters"]}
+    for family in listed.values():
+        for key in family["shape"]:
+            assert f"{family['name']}: {key['help']}" in declared[key["name"]]["description"]
+    assert declared["m"]["schema"]["type"] == "integer"
+    for family in listed.values():
+        example = family["example"].replace("DEVICE", device_info.fingerprint)
+        answer = client.get(example)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["kernel"] in family["kernels"]
+
+
+def test_every_runtime_facing_schema_has_an_example_that_validates():
+    from octune.server import schemas
+
+    for name in ("LookupAnswer", "BatchLookup", "BatchAnswer", "DeviceOut", "FamilyOut",
+                 "ProblemDetails", "Health", "Readiness", "JobSubmitIn"):  # fmt: skip
+        model = getattr(schemas, name)
+        examples = model.model_json_schema()["examples"]
+        assert examples, name
+        for example in examples:
+            model.model_validate(example)
+
+
+def test_a_batch_error_names_its_item(client, seeder, device_info):
+    seeder.session(W64, [5])
+    workloads = [{"m": 64, "n": 64, "k": 64}, {"m": 2**20, "n": 2**20, "k": 1}]
+    body = {"device": device_info.fingerprint, "kernel": "gemm", "workloads": workloads}
+    shape = client.post("/v1/lookup/batch", json=body)
+    assert shape.status_code == 422
+    assert shape.json()["message"].startswith("workloads[1]: "), shape.text
+    workloads[1] = {"m": "a", "n": 1, "k": 1}
+    form = client.post("/v1/lookup/batch", json=body)
+    assert form.status_code == 422
+    assert form.json()["message"].startswith("workloads[1].m: "), form.text

@@ -1,5 +1,0 @@
-"""`python -m octune.cli`: the `octune` command where its script is not on the PATH."""
-
-from octune.cli import main
-
-main()
