@@ -97,6 +97,8 @@ EXTRAS = {
     "fastapi": "service",
     "uvicorn": "service",
     "psycopg": "service",
+    "fastapi_offline": "service",
+    "plotly": "networks",  # report --html; the service has it too
     "cryptography": "signing",
 }
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import case, func, select, text
@@ -74,19 +73,9 @@ class WorkloadBest:
     workload: str
     best_gflops: float
     measured: int
-
-
-@dataclass(frozen=True)
-class Convergence:
-    """Best-so-far GFLOP/s after each candidate of one session (None until one passes)."""
-
-    session_id: int
-    device_name: str
-    kernel: str
-    workload: str
-    strategy: str
-    started_at: datetime
-    best_so_far: tuple[float | None, ...]
+    problem: str
+    shape: dict[str, int]
+    dtype: str
 
 
 @dataclass(frozen=True)
@@ -177,6 +166,9 @@ class ServerStore(JobQueue, Store):
                 KernelVersion.name.label("kernel"),
                 KernelVersion.id.label("version"),
                 WorkloadRow.key.label("workload"),
+                WorkloadRow.problem.label("problem"),
+                WorkloadRow.shape.label("shape"),
+                WorkloadRow.dtype.label("dtype"),
                 MeasurementRow.gflops.label("gflops"),
                 func.row_number()
                 .over(
@@ -201,7 +193,17 @@ class ServerStore(JobQueue, Store):
         )
         c = ranked.c
         query = (
-            select(c.device_name, c.fingerprint, c.kernel, c.workload, c.gflops, c.measured)
+            select(
+                c.device_name,
+                c.fingerprint,
+                c.kernel,
+                c.workload,
+                c.gflops,
+                c.measured,
+                c.problem,
+                c.shape,
+                c.dtype,
+            )
             .where(c.rank == 1)
             .order_by(c.device_name, c.kernel, c.workload, c.version.desc())
         )
@@ -214,43 +216,6 @@ class ServerStore(JobQueue, Store):
                 if len(found) == limit:
                     break
         return list(found.values())
-
-    def convergence(self, sessions: int) -> list[Convergence]:
-        """The latest sessions' best-so-far curves, for the dashboard's charts."""
-        latest = (
-            select(TuningSession, Device.name, KernelVersion.name, WorkloadRow.key)
-            .join(Device, TuningSession.device_id == Device.id)
-            .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
-            .join(WorkloadRow, TuningSession.workload_id == WorkloadRow.id)
-            .order_by(TuningSession.started_at.desc(), TuningSession.id.desc())
-            .limit(sessions)
-        )
-        with self._session() as session:
-            found = session.execute(latest).all()
-            ids = [row[0].id for row in found]
-            series: dict[int, list[float | None]] = {session_id: [] for session_id in ids}
-            points = (
-                select(MeasurementRow.session_id, MeasurementRow.gflops)
-                .where(MeasurementRow.session_id.in_(ids))
-                .order_by(MeasurementRow.session_id, MeasurementRow.id)
-            )
-            for session_id, gflops in session.execute(points):
-                curve = series[session_id]
-                previous = curve[-1] if curve else None
-                best = max((g for g in (previous, gflops) if g is not None), default=None)
-                curve.append(best)
-        return [
-            Convergence(
-                session_id=row.id,
-                device_name=device_name,
-                kernel=kernel,
-                workload=workload,
-                strategy=row.strategy,
-                started_at=row.started_at,
-                best_so_far=tuple(series[row.id]),
-            )
-            for row, device_name, kernel, workload in found
-        ]
 
     def upload(
         self,

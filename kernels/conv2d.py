@@ -82,6 +82,7 @@ class Conv2d(Family):
         "r": 3,
         "s": 3,
     }
+    coverage_axes = (("c", "k"), ("h", "w"))
     derived = (
         ("OH", "(H + 2 * PAD - DILATION * (R - 1) - 1) // STRIDE + 1"),
         ("OW", "(W + 2 * PAD - DILATION * (S - 1) - 1) // STRIDE + 1"),

@@ -95,6 +95,7 @@ class Gemm(Family):
     flops = "2 * M * N * K"
     extents = ("M * K", "K * N", "M * N")
     example: ClassVar[Mapping[str, int]] = {"m": 512, "n": 512, "k": 512}
+    coverage_axes = (("m",), ("n",))
     dtypes = ("float32", "float16", "int8")
 
     onnx_ops = ("Gemm", "MatMul")

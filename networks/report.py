@@ -24,10 +24,11 @@ import math
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from octune.core.charts import MATCH_COLOURS, as_dict, layout, plotly_js
 from octune.core.errors import OctuneError
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
@@ -37,13 +38,6 @@ from octune.networks.layers import Layer, own_launches
 from octune.networks.workloads import network_model
 
 Estimate = Literal["measured", "lookup", "scaled", "unknown"]
-#: Bar colours of the chart and the HTML page, by match kind.
-MATCH_COLOURS = {
-    "exact": "#2a9d8f",
-    "nearest": "#e9c46a",
-    "predicted": "#8ab17d",
-    "default": "#e76f51",
-}
 
 
 class LayerReport(BaseModel):
@@ -218,14 +212,60 @@ def write_png(report: NetworkReport, path: Path) -> None:
         plt.close(figure)
 
 
-def render_html(report: NetworkReport) -> str:
-    """A standalone page of the report (no scripts, CSS bars), in the dashboard's style."""
+def layer_figure(report: NetworkReport) -> dict[str, Any]:
+    """Each layer's time in a forward pass as a horizontal bar, longest first, coloured by
+    match kind; hatched where the time is scaled from another layer.
+    """
+    import plotly.graph_objects as go
+
+    layers = sorted(report.layers, key=lambda r: -(r.total_s or 0.0))
+    figure = go.Figure()
+    for kind, colour in MATCH_COLOURS.items():
+        chosen = [r for r in layers if r.match == kind]
+        if not chosen:
+            continue
+        figure.add_bar(
+            y=[r.label for r in chosen], x=[(r.total_s or 0.0) * 1e6 for r in chosen],
+            orientation="h", name=kind,
+            marker={"color": colour, "pattern": {"shape": [
+                "/" if r.estimate in ("scaled", "unknown") else "" for r in chosen]}},
+            hovertext=[f"{r.family} {r.kernel}: {(r.total_s or 0) * 1e6:.1f} µs, "
+                       f"{r.share or 0:.1f} % ({r.estimate})" for r in chosen],
+        )  # fmt: skip
+    figure.update_layout(
+        layout(
+            f"{report.model} on {report.device_name}: {report.total_s * 1e3:.3f} ms estimated",
+            "time per forward pass (µs); hatched: scaled or unknown",
+            "",
+            height=120 + 22 * len(layers),
+            yaxis={"categoryorder": "array", "categoryarray": [r.label for r in layers][::-1]},
+        )
+    )
+    return as_dict(figure)
+
+
+def render_html(report: NetworkReport, *, standalone: bool = True) -> str:
+    """The report as a page: standalone, one file with plotly.js inside it (a report opens
+    anywhere, offline); else the dashboard's page, which loads it from the server.
+    """
     import jinja2
 
     folder = resources.files("octune.server") / "templates"
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=True)
     template = environment.get_template("network_report.html")
-    return template.render(report=report, colours=MATCH_COLOURS)
+    inline = plotly_js().read_text(encoding="utf-8") if standalone else None
+    return template.render(
+        report=report, figure=layer_figure(report), match_colours=MATCH_COLOURS,
+        standalone=standalone, plotly_inline=inline, describe=_describe,
+    )  # fmt: skip
+
+
+def _describe(layer: LayerReport) -> str:
+    """A layer's shape as its family writes it (``conv2d 64→128 3x3 56x56 s2 p1``)."""
+    from octune.tuner.registry import families
+
+    family = families().get(layer.family)
+    return family.describe(layer.shape) if family is not None else str(layer.shape)
 
 
 def write_html(report: NetworkReport, path: Path) -> None:

@@ -8,10 +8,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException
@@ -100,6 +101,7 @@ def create_app(settings: ServerSettings, store: ServerStore | None = None) -> Fa
     for router in (devices.router, families.router, kernels.router, lookup.router, jobs.reads):
         app.include_router(router, prefix="/v1", dependencies=reads)
     app.include_router(dashboard.router, dependencies=reads)
+    app.include_router(dashboard.public)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(NotFoundError, _not_found)
@@ -141,9 +143,20 @@ async def _invalid(_request: Request, error: Exception) -> JSONResponse:
     return _problem(422, "; ".join(problems) or "invalid request")
 
 
-async def _http_error(_request: Request, error: Exception) -> JSONResponse:
+async def _http_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, HTTPException)
+    if error.status_code == 401 and _browser_page(request):  # a person, not a runtime
+        return RedirectResponse(f"/login?{urlencode({'next': request.url.path})}", 303)
     return _problem(error.status_code, str(error.detail), getattr(error, "headers", None))
+
+
+def _browser_page(request: Request) -> bool:
+    """A dashboard page asked for by a browser (it accepts HTML), not an API call."""
+    return (
+        request.method == "GET"
+        and not request.url.path.startswith("/v1/")
+        and "text/html" in request.headers.get("accept", "")
+    )
 
 
 async def _not_found(_request: Request, error: Exception) -> JSONResponse:

@@ -1,6 +1,8 @@
 """Who may call what: write endpoints need a write (or trusted) token; reads need a token
-of any scope only when the server runs with --require-read-token. Tokens travel in the Authorization
-header only, never in a URL, so access logs cannot record them.
+of any scope only when the server runs with --require-read-token. Tokens travel in the
+Authorization header, never in a URL, so access logs cannot record them; a browser that signed
+in at /login sends its token in an HttpOnly cookie instead, which reads accept and writes never
+do (a cookie rides along with any page's request: a write must be asked for explicitly).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from octune.db.server_store import ServerStore, TokenRecord
 from octune.server.tokens import Scope, token_hash
 
 _bearer = HTTPBearer(auto_error=False, description="a token from `octune token create`")
+#: The cookie /login sets for a browser's reads of the dashboard.
+COOKIE = "octune_token"
 
 
 def _authorize(
@@ -52,6 +56,14 @@ def require_read(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> TokenRecord:
     """Added to the read routes only when the server runs with --require-read-token, so the
-    OpenAPI spec says exactly which operations need a token.
+    OpenAPI spec says exactly which operations need a token. The header, else the cookie.
     """
+    if credentials is None and (cookie := request.cookies.get(COOKIE)):
+        credentials = HTTPAuthorizationCredentials(scheme="Bearer", credentials=cookie)
     return _authorize(request, credentials, "read")
+
+
+def known_token(request: Request, token: str) -> TokenRecord | None:
+    """The stored token ``token`` is, if any (any scope reads)."""
+    store: ServerStore = request.app.state.store
+    return store.token(token_hash(token))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,13 @@ def test_report_shows_tuned_layers_and_writes_json_png_html(tuned_db: Path, tmp_
     assert out["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = out["html"].read_text()
     assert "squeezenet1.1" in page and "classifier.1" in page and "exact" in page
+    # One file that opens anywhere, offline: plotly.js inside it, the chart's data beside it.
+    assert "<script src=" not in page and "Plotly.newPlot" in page
+    chart = re.search(r'data-chart="layers-chart">(.*?)</script>', page, re.S)
+    assert chart is not None
+    bars = [x for trace in json.loads(chart.group(1))["data"] for x in trace["x"]]
+    assert len(bars) == len(report["layers"])
+    assert max(bars) == pytest.approx(max(layer["total_s"] for layer in layers.values()) * 1e6)
 
 
 def _key(shape: dict[str, int]) -> str:

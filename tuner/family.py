@@ -123,6 +123,9 @@ class Family(ABC):
     onnx_ops: ClassVar[tuple[str, ...]] = ()
     #: A typical shape (its required keys), shown in the service's documentation.
     example: ClassVar[Mapping[str, int]] = {}
+    #: The keys a dashboard's coverage map varies on its x and y axes (keys in one group move
+    #: together, e.g. a conv's height and width); empty: its first two required keys.
+    coverage_axes: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     @abstractmethod
     def bind(
@@ -164,6 +167,12 @@ class Family(ABC):
         defaults = {p.name: p.default for p in self.params}
         keys = [f"{key}={value}" for key, value in shape.items() if defaults.get(key) != value]
         return " ".join([self.name, *keys])
+
+    def coverage_keys(self) -> tuple[tuple[str, ...], ...]:
+        """``coverage_axes``, or the first two required keys (fewer: no map is drawn)."""
+        if self.coverage_axes:
+            return self.coverage_axes
+        return tuple((p.name,) for p in self.params if p.default is None)[:2]
 
     def example_shape(self) -> dict[str, int]:
         """``example``, with 64 for any required key it leaves out."""

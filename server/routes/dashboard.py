@@ -1,52 +1,66 @@
-"""The page at /: devices, the tuning farm (agents online, jobs with their progress and
-failures), tuned workloads with the kernel that answers each (the fastest of
-its family's kernels, as a lookup answers) and its best GFLOP/s, and each recent session's
-convergence (best-so-far over candidates) as an inline SVG chart; and a page per built-in
-network and device at /dashboard/models/NAME, the page `octune report --model NAME --html`
-writes. Server-rendered HTML with Jinja2: no scripts, no front-end build.
+"""The dashboard, server-rendered HTML (Jinja2) with Plotly charts drawn by the plotly.js the
+plotly package ships (served here, no CDN):
+
+- ``/``: devices (and how they compare on the workloads they share), the tuning farm, recent
+  search sessions with their confirmations folded in, tuned workloads as lookups answer them;
+- ``/dashboard/sessions/{id}``: every candidate of a session, failures by kind, best so far;
+- ``/dashboard/devices/{fingerprint}``: how lookups answer shapes around what was tuned;
+- ``/dashboard/models/{name}``: a built-in network layer by layer (`octune report --html`);
+- ``/login``: where a browser trades a token for a cookie when reads need a token.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
-from typing import Annotated
+from typing import Annotated, Any
+from urllib.parse import parse_qs
 
-from fastapi import APIRouter, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from octune.db.server_store import Convergence, ServerStore, WorkloadBest
+from octune.core.charts import MATCH_COLOURS, plotly_js
+from octune.db.dashboard_views import SessionRow, recent_sessions, session_detail
+from octune.db.server_store import ServerStore, WorkloadBest
+from octune.lookup.data import Query as LookupQuery
+from octune.server.auth import COOKIE, known_token
+from octune.server.dashboard_charts import KINDS, coverage_figure, devices_figure, session_figure
 from octune.server.job_spec import spec_label
 from octune.server.lookups import LookupService
+from octune.tuner.registry import families
 
 router = APIRouter(tags=["dashboard"])
+#: Pages anyone may load: the sign-in form and the charting library.
+public = APIRouter(tags=["dashboard"])
 templates = Jinja2Templates(directory=str(resources.files("octune.server") / "templates"))
 
-SESSIONS = 12
+SESSIONS = 30
 JOBS = 100
 WORKLOADS = 500
-WIDTH, HEIGHT, PAD = 360, 160, 28
+#: Token bytes a sign-in form may carry, and the lifetime of the cookie it sets.
+MAX_FORM_BYTES, COOKIE_MAX_AGE_S = 4096, 12 * 3600
 
 
 @dataclass(frozen=True)
-class Chart:
-    session: Convergence
-    points: str  # SVG polyline points of best-so-far GFLOP/s, candidate on x
-    improvements: list[tuple[str, str]]  # (x, y) where the best improved: dots on the line
-    best: float | None
-    candidates: int
-
-
-@dataclass(frozen=True)
-class Answer:
+class TunedRow:
     """One tuned workload on one device: the fastest kernel, and the others tuned for it."""
 
     best: WorkloadBest
     others: list[WorkloadBest]
+    label: str
 
 
-def answers(rows: list[WorkloadBest]) -> list[Answer]:
+def label(problem: str, shape: dict[str, int], key: str) -> str:
+    """A workload as its family describes it (``conv2d 64→128 3x3 56x56 s2``), else its key."""
+    family = families().get(problem)
+    try:
+        return family.describe(shape) if family is not None else key
+    except KeyError:  # a shape stored by an older family with other keys
+        return key
+
+
+def tuned_rows(rows: list[WorkloadBest]) -> list[TunedRow]:
     """Rows of one (device, workload) merged, fastest kernel first: a workload's flops are the
     same for every kernel, so the highest GFLOP/s is the shortest time.
     """
@@ -54,27 +68,19 @@ def answers(rows: list[WorkloadBest]) -> list[Answer]:
     for row in rows:
         grouped.setdefault((row.device_fingerprint, row.workload), []).append(row)
     merged = [sorted(group, key=lambda r: -r.best_gflops) for group in grouped.values()]
-    return [Answer(group[0], group[1:]) for group in merged]
+    return [TunedRow(g[0], g[1:], label(g[0].problem, g[0].shape, g[0].workload)) for g in merged]
 
 
-def chart(session: Convergence) -> Chart:
-    curve = session.best_so_far
-    best = max((g for g in curve if g is not None), default=None)
-    points: list[tuple[str, str]] = []
-    improvements = []
-    previous = None
-    if best:
-        span = max(len(curve) - 1, 1)
-        for i, value in enumerate(curve):
-            if value is not None:
-                x = PAD + (WIDTH - 2 * PAD) * i / span
-                y = HEIGHT - PAD - (HEIGHT - 2 * PAD) * value / best
-                points.append((f"{x:.1f}", f"{y:.1f}"))
-                if value != previous:
-                    improvements.append(points[-1])
-                previous = value
-    polyline = " ".join(f"{x},{y}" for x, y in points)
-    return Chart(session, polyline, improvements, best, len(curve))
+def _page(request: Request, name: str, context: dict[str, Any]) -> HTMLResponse:
+    signed_in = COOKIE in request.cookies
+    common = {"match_colours": MATCH_COLOURS, "signed_in": signed_in, "standalone": False}
+    return templates.TemplateResponse(request, name, {**common, **context})
+
+
+def _session_labels(sessions: list[SessionRow]) -> tuple[dict[int, str], dict[int, str]]:
+    keys = {s.session_id: ",".join(f"{k}={v}" for k, v in s.shape.items()) for s in sessions}
+    labels = {s.session_id: label(s.problem, s.shape, keys[s.session_id]) for s in sessions}
+    return labels, keys
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -82,20 +88,88 @@ def dashboard(request: Request) -> HTMLResponse:
     from octune.networks.models import BUILTIN  # loads ONNX: only once a page is asked for
 
     store: ServerStore = request.app.state.store
-    return templates.TemplateResponse(
+    tuned = store.tuned_workloads(WORKLOADS)
+    sessions = recent_sessions(store, SESSIONS)
+    labels, keys = _session_labels(sessions)
+    return _page(
         request,
         "dashboard.html",
         {
             "devices": store.devices(),
+            "compared": devices_figure(tuned, lambda r: label(r.problem, r.shape, r.workload)),
             "agents": store.agents(2 * request.app.state.settings.lease_s),
             "jobs": [(job, spec_label(job.spec)) for job in store.jobs(limit=JOBS)],
             "waiting": store.waiting_submissions(),
             "models": list(BUILTIN),
-            "workloads": answers(store.tuned_workloads(WORKLOADS)),
-            "charts": [chart(s) for s in store.convergence(SESSIONS)],
-            "size": {"width": WIDTH, "height": HEIGHT, "pad": PAD},
+            "sessions": sessions,
+            "labels": labels,
+            "keys": keys,
+            "workloads": tuned_rows(tuned),
             "limit": WORKLOADS,
         },
+    )
+
+
+@router.get(
+    "/dashboard/sessions/{session_id}", response_class=HTMLResponse, include_in_schema=False
+)
+def session_page(
+    request: Request, session_id: Annotated[int, Path(ge=1, le=2**62)]
+) -> HTMLResponse:
+    """A search session's every candidate; a confirm session shows the search it confirms."""
+    detail = session_detail(request.app.state.store, session_id)
+    if detail is None:
+        raise HTTPException(404, f"no session {session_id}: the dashboard's home lists them")
+    labels, keys = _session_labels([detail.row])
+    row = detail.row
+    return _page(
+        request,
+        "session.html",
+        {
+            "row": row,
+            "label": labels[row.session_id],
+            "key": keys[row.session_id],
+            "candidates": detail.candidates,
+            "truncated": detail.truncated,
+            "figure": session_figure(detail),
+        },
+    )
+
+
+@router.get(
+    "/dashboard/devices/{fingerprint}", response_class=HTMLResponse, include_in_schema=False
+)
+def device_page(
+    request: Request, fingerprint: Annotated[str, Path(pattern=r"^[0-9a-f]{16}$")]
+) -> HTMLResponse:
+    """One device: per tuned family and dtype, how its lookups answer the shapes around the
+    shape tuned most recently (exact, nearest, predicted or default).
+    """
+    from octune.networks.models import BUILTIN
+
+    store: ServerStore = request.app.state.store
+    found = [d for d in store.devices() if d.fingerprint == fingerprint]
+    if not found:
+        raise HTTPException(404, f"no device {fingerprint}: the dashboard's home lists them")
+    lookups: LookupService = request.app.state.lookups
+    stored = lookups.device(fingerprint)
+    latest: dict[tuple[str, str], dict[str, int]] = {}
+    for row in store.tuned_workloads(WORKLOADS):
+        if row.device_fingerprint == fingerprint and row.problem in families():
+            latest.setdefault((row.problem, row.dtype), row.shape)
+    coverage = []
+    for (problem, dtype), shape in sorted(latest.items()):
+
+        def answer(query: dict[str, int], problem: str = problem, dtype: str = dtype) -> str:
+            return lookups.lookup.lookup(stored, LookupQuery(problem, query, dtype)).match
+
+        figure = coverage_figure(families()[problem], shape, dtype, answer)
+        if figure is not None:
+            coverage.append((f"coverage-{problem}-{dtype}", figure))
+    return _page(
+        request,
+        "device.html",
+        {"device": found[0], "coverage": coverage, "kinds": KINDS, "models": list(BUILTIN)},
     )
 
 
@@ -120,4 +194,49 @@ def model_page(
     lookups: LookupService = request.app.state.lookups
     found = lookups.device(device)
     report = network_report(name, request.app.state.store, found, lookup=lookups.lookup)
-    return HTMLResponse(render_html(report))
+    return HTMLResponse(render_html(report, standalone=False))
+
+
+@public.get("/static/plotly.min.js", include_in_schema=False)
+def plotly_script() -> Response:
+    return FileResponse(
+        str(plotly_js()),
+        media_type="text/javascript",
+        headers={"Cache-Control": "public, max-age=86400"},
+    )
+
+
+def _local(path: str) -> str:
+    """Where to go after signing in: a path on this server only (never ``//host``)."""
+    return path if path.startswith("/") and not path.startswith("//") else "/"
+
+
+@public.get("/login", response_class=HTMLResponse, include_in_schema=False)
+def login_form(request: Request, next: str = "/") -> HTMLResponse:
+    return _page(request, "login.html", {"next": _local(next[:512]), "error": None})
+
+
+@public.post("/login", include_in_schema=False)
+async def login(request: Request) -> Response:
+    """A token from the form, checked, then kept in an HttpOnly, SameSite=Strict cookie."""
+    body = await request.body()
+    form = parse_qs(body[:MAX_FORM_BYTES].decode("utf-8", "replace"), max_num_fields=4)
+    token = (form.get("token") or [""])[0].strip()
+    target = _local((form.get("next") or ["/"])[0][:512])
+    if not token or known_token(request, token) is None:
+        page = _page(request, "login.html", {"next": target, "error": "Unknown token."})
+        page.status_code = 401
+        return page
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE, token, max_age=COOKIE_MAX_AGE_S, httponly=True, samesite="strict",
+        secure=request.url.scheme == "https",
+    )  # fmt: skip
+    return response
+
+
+@public.post("/logout", include_in_schema=False)
+def logout() -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(COOKIE)
+    return response

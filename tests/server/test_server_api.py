@@ -177,8 +177,10 @@ def test_a_built_in_network_has_a_dashboard_page_per_device(client, seeder, devi
     page = response.text
     assert f"<h1>resnet18 on {device_info.name}</h1>" in page
     fc = re.search(r'<tr class="measured">\s*<td title="fc">fc</td>.*?</tr>', page, re.S)
-    assert fc is not None and "<td>exact</td>" in fc.group(0)
+    assert fc is not None and '<span class="kind exact">exact</span>' in fc.group(0)
     assert "1 of 12 distinct layers tuned exactly" in page  # resnet18: 11 convs and the fc
+    assert '<script src="/static/plotly.min.js">' in page  # served, not inlined as in a file
+    assert client.get("/static/plotly.min.js").headers["content-type"].startswith("text/javas")
 
 
 @pytest.mark.parametrize(
@@ -474,9 +476,14 @@ def test_the_dashboard_shows_what_lookups_answer_not_a_lucky_run(client, seeder,
     confirmed = W64.flops / 1e-3 / 1e9
     assert answer["match"] == "exact" and answer["gflops"] == pytest.approx(confirmed)
     home = client.get("/").text
-    row = re.search(r"<td class=\"num\">([\d.]+)</td><td class=\"num\">(\d+)</td>", home)
+    tuned = home[home.index('<table id="workloads">') :]
+    row = re.search(r"<td class=\"num\">([\d.]+)</td><td class=\"num\">(\d+)</td>", tuned)
     assert row is not None and float(row.group(1)) == pytest.approx(confirmed, abs=0.05)
     assert row.group(2) == "3"  # every verified measurement of the workload, counted
+    sessions = home[home.index('<table id="sessions">') : home.index("Tuned workloads")]
+    assert sessions.count('<tr class="session">') == 1  # the confirmation folded into its search
+    best = re.search(r'<td class="num">([\d.]+)</td>\s*<td>yes', sessions)
+    assert best is not None and float(best.group(1)) == pytest.approx(confirmed, abs=0.05)
 
 
 def test_the_api_documentation_is_served_from_the_package(client):
