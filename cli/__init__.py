@@ -14,6 +14,7 @@ import typer
 
 from octune.cli import bundles, devices, farm, networks, run, serve, tune
 from octune.cli.options import SHAPE_ARGS
+from octune.cli.shape_options import ShapeCommand
 from octune.core.errors import OctuneError
 
 app = typer.Typer(
@@ -73,8 +74,8 @@ def main_options(
             add_kernel_dir(folder)
 
 
-app.command(context_settings=SHAPE_ARGS, cls=tune.ShapeHelpCommand)(tune.tune)
-app.command(context_settings=SHAPE_ARGS, cls=tune.ShapeHelpCommand)(tune.best)
+app.command(context_settings=SHAPE_ARGS, cls=ShapeCommand)(tune.tune)
+app.command(context_settings=SHAPE_ARGS, cls=ShapeCommand)(tune.best)
 app.add_typer(tune.workloads_app, name="workloads")
 app.command()(devices.devices)
 app.command()(devices.setup)
@@ -82,7 +83,7 @@ app.command()(serve.serve)
 app.add_typer(serve.token_app, name="token")
 app.command("export")(bundles.export)
 app.command("import")(bundles.import_)
-app.command("lookup", context_settings=SHAPE_ARGS)(bundles.lookup)
+app.command("lookup", context_settings=SHAPE_ARGS, cls=bundles.LookupCommand)(bundles.lookup)
 app.command("keygen")(bundles.keygen)
 app.command("run")(run.run)
 app.command("report")(networks.report)

@@ -18,9 +18,9 @@ from octune.cli.options import (
     checked_dtype,
     open_store,
 )
+from octune.cli.shape_options import ShapeCommand, ShapeKey, parse_shape
 from octune.core.console import console
 from octune.core.errors import OctuneError
-from octune.tuner.shape_args import ShapeOption, parse_shape_args
 
 # Signing loads `cryptography` (with its native library) only when a command signs or keys.
 SIGNING_KEY_ENV_VAR = "OCTUNE_BUNDLE_SIGNING_KEY"
@@ -146,6 +146,10 @@ def import_(
     )
 
 
+class LookupCommand(ShapeCommand):
+    kernel_argument = "kernel"
+
+
 def lookup(
     ctx: typer.Context,
     bundle: Annotated[Path, typer.Argument(help="bundle directory (json or sqlite format)")],
@@ -170,10 +174,8 @@ def lookup(
             f"bundle {bundle} has no kernel or family '{kernel}'; it has "
             f"{', '.join(sorted(problems)) or 'none'}"
         )
-    options = [
-        ShapeOption(key, (low, high) == (0, 1))
-        for key, (low, high) in zip(problem.keys, problem.ranges, strict=True)
-    ]
-    shape = parse_shape_args(kernel, options, ctx.args)
+    # The bundle's keys: it may answer a kernel this octune does not ship.
+    ranges = zip(problem.keys, problem.ranges, strict=True)
+    shape = parse_shape(kernel, [ShapeKey(key, low, high) for key, (low, high) in ranges], ctx.args)
     answer = loaded.lookup(Query(kernel, shape, checked_dtype(dtype)))
     print(json.dumps(answer.to_dict(), indent=2))

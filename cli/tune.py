@@ -30,10 +30,10 @@ from octune.cli.options import (
     open_store,
     write_json,
 )
+from octune.cli.shape_options import shape_of
 from octune.core.console import console
 from octune.core.errors import CheckError, OctuneError
 from octune.core.precision import DTYPES
-from octune.tuner.shape_args import ShapeOption, parse_shape_args
 from octune.tuner.strategies import available_strategies
 
 #: Seconds a workload's first turn should have at least: below it `tune` warns the time budget
@@ -45,41 +45,9 @@ if TYPE_CHECKING:
     from octune.db.store import Store
     from octune.tuner.campaign import Task
     from octune.tuner.device import DeviceInfo
-    from octune.tuner.family import Family, Workload
+    from octune.tuner.family import Workload
     from octune.tuner.registry import KernelSpec
     from octune.tuner.session import Budget, SessionReport, Settings
-
-
-def _shape_help() -> str:
-    """The shape options of each family, for --help (they are read after the kernel name)."""
-    from octune.tuner.registry import families
-
-    lines = ["Shape options, after the kernel or family name:"]
-    for family in families().values():
-        options = " ".join(
-            f"[--{p.name}]" if p.default is not None else f"--{p.name}" for p in family.params
-        )
-        lines.append(f"{family.name}: {options}")
-    return "\n\n".join(lines)
-
-
-def _shape_options(family: Family, args: list[str]) -> dict[str, int]:
-    options = [ShapeOption(p.name, p.flag, p.help) for p in family.params]
-    return parse_shape_args(family.name, options, args)
-
-
-class ShapeHelpCommand(typer.core.TyperCommand):
-    """A command whose help ends with every family's shape options, read only when the help
-    is shown: listing them loads the families, which `octune --help` must not wait for.
-    """
-
-    @property  # type: ignore[override]
-    def epilog(self) -> str:
-        return _shape_help()
-
-    @epilog.setter
-    def epilog(self, _value: str | None) -> None:
-        pass
 
 
 def tune(
@@ -186,13 +154,13 @@ def tune(
     check_seed(seed)
     get_strategy(strategy)  # a misspelt strategy is a one-line error before any work
     if model is not None:
-        if kernel_name is not None or ctx.args or workloads is not None:
+        if kernel_name is not None or ctx.args or workloads is not None:  # shape: kernel named
             raise OctuneError("give one of --model, --workloads FILE, or a kernel and its shape")
         tasks = _model_tasks(model, batch, dim, checked_dtype(dtype) if dtype else None)
     elif batch is not None or dim:
         raise OctuneError("--batch and --dim size the dynamic dimensions of a --model: add one")
     else:
-        tasks = _tasks(kernel_name, ctx.args, workloads, dtype and checked_dtype(dtype))
+        tasks = _tasks(kernel_name, ctx, workloads, dtype and checked_dtype(dtype))
     total = Budget(
         candidates=budget,
         seconds=parse_duration(time_budget) if time_budget else None,
@@ -347,13 +315,13 @@ def _close(
 
 
 def _tasks(
-    kernel_name: str | None, shape_args: list[str], workloads: Path | None, dtype: str | None
+    kernel_name: str | None, ctx: typer.Context, workloads: Path | None, dtype: str | None
 ) -> list[Task]:
     from octune.tuner.campaign import load_tasks, tasks_for
     from octune.tuner.registry import resolve_kernels
 
     if workloads is not None:
-        if kernel_name is not None or shape_args:
+        if kernel_name is not None or ctx.args:  # shape options come after a kernel
             raise OctuneError("give either --workloads FILE or a kernel and its shape, not both")
         if dtype is not None:
             raise OctuneError("a workloads file says each workload's dtype: leave out --dtype")
@@ -362,8 +330,8 @@ def _tasks(
         raise OctuneError(
             "say what to tune: `octune tune gemm --m M --n N --k K` or `--workloads FILE.yaml`"
         )
-    family = resolve_kernels(kernel_name)[0].family
-    return tasks_for(kernel_name, _shape_options(family, shape_args), dtype or "float32")
+    family = resolve_kernels(kernel_name)[0].family  # an unknown name: says which are known
+    return tasks_for(kernel_name, shape_of(ctx, family.name), dtype or "float32")
 
 
 def _model_tasks(
@@ -508,7 +476,7 @@ def best(
     from octune.tuner.device import DeviceInfo, select_device
     from octune.tuner.family import host_timing
 
-    tasks = _tasks(kernel_name, ctx.args, None, checked_dtype(dtype))
+    tasks = _tasks(kernel_name, ctx, None, checked_dtype(dtype))
     workload = tasks[0].workload
     info = DeviceInfo.from_cl(select_device(device))
     store = open_store(db)
@@ -519,7 +487,7 @@ def best(
                                  task.kernel.sha256, objective)) is not None
     ]  # fmt: skip
     if not found:
-        raise OctuneError(_why_none(store, info, tasks, objective, kernel_name, ctx.args))
+        raise OctuneError(_why_none(store, info, tasks, objective, kernel_name))
     result, kernel = min(found, key=lambda pair: pair[0].median_s)
     payload = _best_payload(result, kernel, workload, info)
     baseline = workload.family.host_baseline(workload)
@@ -568,7 +536,6 @@ def _why_none(
     tasks: list[Task],
     objective: str,
     kernel_name: str,
-    shape_args: list[str],
 ) -> str:
     """Why no config can be shown: all failed, no energy readings, an older version, or none."""
     workload = tasks[0].workload
@@ -585,7 +552,8 @@ def _why_none(
             f"no verified config with energy readings stored for {kernel_name} {workload} on "
             f"{info.name}: tune it with --objective {objective} or --energy first"
         )
-    command = f"octune tune {kernel_name} {' '.join(shape_args)}"
+    shape = " ".join(f"--{key} {value}" for key, value in workload.shape.items())
+    command = f"octune tune {kernel_name} {shape}"
     for task in tasks:
         kernel = task.kernel
         older = store.best(info.fingerprint, kernel.name, workload.key)

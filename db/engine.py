@@ -8,13 +8,13 @@ import errno
 import os
 import re
 import sqlite3
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
 import platformdirs
+import tenacity
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
@@ -148,15 +148,15 @@ class Database:
             cursor.execute("PRAGMA foreign_keys=ON")
             # Switching a new file to WAL needs it to itself and SQLite does not wait for
             # that (no busy handler), so processes opening one database together retry.
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    cursor.execute("PRAGMA journal_mode=WAL")
-                    break
-                except sqlite3.OperationalError as error:
-                    if "locked" not in str(error) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.05)
+            wal = tenacity.Retrying(
+                retry=tenacity.retry_if_exception(
+                    lambda e: isinstance(e, sqlite3.OperationalError) and "locked" in str(e)
+                ),
+                wait=tenacity.wait_fixed(0.05),
+                stop=tenacity.stop_after_delay(timeout),
+                reraise=True,
+            )
+            wal(cursor.execute, "PRAGMA journal_mode=WAL")
             cursor.close()
 
     @staticmethod

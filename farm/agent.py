@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pyopencl as cl
+import tenacity
 
 from octune.core.errors import OctuneError
 from octune.core.results import Measurement
@@ -132,16 +133,24 @@ class Held:
                 log(f"job {self.job.id}: heartbeat failed, trying again: {error}")
 
 
+def _unreachable(error: BaseException) -> bool:
+    """A server that did not answer at all (a restart), not one that said no."""
+    return isinstance(error, ClientError) and error.status is None
+
+
 def retrying(what: Callable[[], Any], stop: threading.Event) -> Any:
-    """``what()``, again every RETRY_S while the server cannot be reached (a restart)."""
-    while True:
-        try:
-            return what()
-        except ClientError as error:
-            if error.status is not None or stop.is_set():
-                raise
-            log(f"waiting for the server: {error}")
-            stop.wait(RETRY_S)
+    """``what()``, again every RETRY_S while the server cannot be reached (a restart), until
+    ``stop``; a server's answer, even an error, is final.
+    """
+    attempts = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(_unreachable),
+        wait=tenacity.wait_fixed(RETRY_S),
+        stop=lambda _state: stop.is_set(),
+        sleep=stop.wait,  # a stop wakes it at once
+        before_sleep=lambda state: log(f"waiting for the server: {state.outcome.exception()}"),
+        reraise=True,
+    )
+    return attempts(what)
 
 
 def seed(store: Store, info: DeviceInfo, tasks: list[Task], done: list[DoneSessionOut]) -> int:

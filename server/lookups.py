@@ -17,8 +17,9 @@ import json
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from cachetools import FIFOCache
 from pydantic import ValidationError
 
 from octune.db.queries import StoredDevice
@@ -32,16 +33,29 @@ from octune.tuner.registry import available_kernels, families
 if TYPE_CHECKING:  # importing it loads XGBoost
     from octune.lookup.predictor import BackgroundModelAnswers
 
-#: Answers kept serialised; past this many the cache starts over (a runtime asks a few
+#: Answers kept serialised, the oldest dropped first past this many (a runtime asks a few
 #: hundred shapes, a benchmark a few thousand).
 MAX_ANSWERS = 200_000
 
-#: Batch bodies whose validated keys are kept (a runtime sends a few), and their bytes, before
-#: that cache starts over: few objects for the garbage collector to scan.
+#: Batch bodies whose validated keys are kept (a runtime sends a few), and their bytes: few
+#: objects for the garbage collector to scan. A small body counts as its share of the bytes.
 MAX_BATCHES, MAX_BATCH_BYTES = 1024, 16 << 20
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 #: device, kernel, dtype, then the shape's (key, value) pairs in key order
 AnswerKey = tuple[str, str, str, tuple[tuple[str, int], ...]]
+
+
+def _peek(cache: FIFOCache[K, V], key: K) -> V | None:
+    """``cache[key]``, or None: also when a worker thread drops it between the check and the
+    read (``cache.get`` checks, then reads).
+    """
+    try:
+        return cache[key]
+    except KeyError:
+        return None
 
 
 class NotFoundError(Exception):
@@ -64,10 +78,14 @@ class LookupService:
         self._checked = -float("inf")
         self._stamp = -1
         self._generation = 0  # bumped whenever answers are dropped
-        self._answers: dict[AnswerKey, bytes] = {}
-        self._raw: dict[bytes, bytes] = {}  # GET /v1/lookup query string -> answer
-        self._batches: dict[bytes, list[AnswerKey]] = {}  # valid batch body -> its keys
-        self._batch_bytes = 0
+        # First in, first out: a read leaves the order alone, so the event loop reads these
+        # while worker threads write them (under the lock) as it reads any dict.
+        self._answers: FIFOCache[AnswerKey, bytes] = FIFOCache(MAX_ANSWERS)
+        self._raw: FIFOCache[bytes, bytes] = FIFOCache(MAX_ANSWERS)  # GET query -> answer
+        # valid batch body -> (its size, its keys); read and written by the event loop only
+        self._batches: FIFOCache[bytes, tuple[int, list[AnswerKey]]] = FIFOCache(
+            MAX_BATCH_BYTES, getsizeof=lambda entry: max(entry[0], MAX_BATCH_BYTES // MAX_BATCHES)
+        )
         self._devices: dict[str, StoredDevice] = {}
         self._kernels: frozenset[str] = frozenset()
         if model is not None:
@@ -95,7 +113,7 @@ class LookupService:
             return None
         answers, found = self._answers, []
         for key in keys:
-            answer = answers.get(key)
+            answer = _peek(answers, key)
             if answer is None:
                 return None
             found.append(answer)
@@ -103,7 +121,7 @@ class LookupService:
 
     def cached_query(self, query_string: bytes) -> bytes | None:
         """The answer to a query string answered before (so already validated), if fresh."""
-        return self._raw.get(query_string) if self._fresh() else None
+        return _peek(self._raw, query_string) if self._fresh() else None
 
     def cached_batch(self, body: bytes) -> bytes | None:
         """The answer to a raw ``BatchLookup`` body whose answers are all cached; None when the
@@ -113,24 +131,20 @@ class LookupService:
         """
         if not self._fresh():
             return None
-        keys = self._batches.get(body)
-        if keys is None:
+        entry = self._batches.get(body)
+        if entry is None:
             try:
-                keys = self.batch_keys(BatchLookup.model_validate_json(body))
+                entry = (len(body), self.batch_keys(BatchLookup.model_validate_json(body)))
             except ValidationError:
                 return None
-            if len(self._batches) >= MAX_BATCHES or self._batch_bytes > MAX_BATCH_BYTES:
-                self._batches.clear()
-                self._batch_bytes = 0
-            self._batches[body] = keys
-            self._batch_bytes += len(body)
-        found = self.cached(keys)
+            if len(body) <= MAX_BATCH_BYTES:
+                self._batches[body] = entry
+        found = self.cached(entry[1])
         return None if found is None else self.batch_body(found)
 
     def remember_query(self, query_string: bytes, body: bytes) -> None:
-        if len(self._raw) >= MAX_ANSWERS:
-            self._raw.clear()
-        self._raw[query_string] = body
+        with self._lock:
+            self._raw[query_string] = body
 
     def invalidate(self) -> None:
         """After an upload: forget every table and answer now, not at the next stamp check."""
@@ -156,7 +170,7 @@ class LookupService:
         generation = self._generation
         out = []
         for i, key in enumerate(keys):
-            found = self._answers.get(key)
+            found = _peek(self._answers, key)
             if found is None:
                 choice, kernel, dtype, items = key
                 self._check_kernel(kernel)
@@ -173,9 +187,6 @@ class LookupService:
                 found = json.dumps(answer.to_dict(), separators=(",", ":")).encode()
                 with self._lock:
                     if generation == self._generation:  # not answered from dropped tables
-                        if len(self._answers) >= MAX_ANSWERS:
-                            self._answers.clear()
-                            self._raw.clear()
                         self._answers[key] = found
             out.append(found)
         return out

@@ -157,7 +157,7 @@ def test_best_when_every_measurement_failed_says_why(
 @pytest.mark.parametrize(
     ("args", "fragments", "code"),
     [
-        (["tune", "gemm", "--m", "0", "--n", "4", "--k", "4"], ["m=0"], 2),
+        (["tune", "gemm", "--m", "0", "--n", "4", "--k", "4"], ["--m 0 is out of range"], 2),
         (
             ["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--device", "no-such-gpu"],
             ["no-such-gpu", "octune setup"],
@@ -458,6 +458,28 @@ def test_the_shell_completes_commands() -> None:
            "_OCTUNE_COMPLETE": "complete_bash"}  # fmt: skip
     result = subprocess.run(OCTUNE, capture_output=True, text=True, env=env, timeout=60)
     assert result.stdout.split() == ["tune"], result.stderr
+
+
+def test_a_named_kernels_shape_options_are_listed_checked_and_completed() -> None:
+    """Shape keys follow the kernel's name; once it is named, `--help` lists its family's keys
+    with their ranges, the shell completes them, and a value out of range is one line.
+    """
+    shown = octune("tune", "conv2d_direct", "--help", columns=100)
+    assert shown.returncode == 0
+    keys = shown.stdout[shown.stdout.index("conv2d shape options:") :]
+    assert "--groups" in keys and "(integer 1..1048576, default 1)" in keys
+    assert "--transa" not in keys
+    assert "gemm: --m --n --k [--transa] [--transb]" in octune("best", "--help").stdout
+    env = {**os.environ, "COMP_WORDS": "octune tune gemm --m 8 --tr", "COMP_CWORD": "5",
+           "_OCTUNE_COMPLETE": "complete_bash"}  # fmt: skip
+    completed = subprocess.run(OCTUNE, capture_output=True, text=True, env=env, timeout=60)
+    assert completed.stdout.split() == ["--transa", "--transb"], completed.stderr
+    assert_one_line_error(
+        octune("tune", "gemm", "--m", "0", "--n", "8", "--k", "8"),
+        "--m 0 is out of range: rows of op(A) and C (integer 1..1048576",
+    )
+    assert_one_line_error(octune("tune", "gemm", "--m", "8", "--n", "8", "--k", "8", "--transb",
+                                 "2"), "--transb 2 is out of range")  # fmt: skip
 
 
 def test_quiet_prints_only_json_and_errors(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
+import timeit
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -364,19 +364,15 @@ class Bound:
 def host_timing(
     run: Callable[[], object], min_seconds: float = 1.0, min_runs: int = 10
 ) -> tuple[float, float, float]:
-    """The median, first and third quartile of ``run``'s time over at least ``min_runs`` calls
-    and ``min_seconds``, after 0.2 s of warm-up calls (a BLAS's threads start on its first
-    calls: one timing of 0.3 s swung NumPy's GEMM between 2 and 232 GFLOP/s on one host).
+    """The median, first and third quartile of ``run``'s time over ``min_runs`` timings of
+    ``min_seconds`` in all, after at least 0.2 s of warm-up calls (a BLAS's threads start on
+    its first calls: one timing of 0.3 s swung NumPy's GEMM between 2 and 232 GFLOP/s on one
+    host). ``timeit`` times it, the garbage collector off.
     """
-    started = time.perf_counter()
-    while time.perf_counter() - started < 0.2:
-        run()
-    times: list[float] = []
-    started = time.perf_counter()
-    while len(times) < min_runs or time.perf_counter() - started < min_seconds:
-        begin = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - begin)
+    timer = timeit.Timer(run)
+    calls, spent = timer.autorange()  # the warm-up: calls enough to take 0.2 s
+    number = max(1, math.ceil(min_seconds / min_runs / (spent / calls)))
+    times = [total / number for total in timer.repeat(repeat=min_runs, number=number)]
     first, median, third = statistics.quantiles(times, n=4)
     return median, first, third
 

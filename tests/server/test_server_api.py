@@ -546,3 +546,16 @@ def test_a_batch_error_names_its_item(client, seeder, device_info):
     form = client.post("/v1/lookup/batch", json=body)
     assert form.status_code == 422
     assert form.json()["message"].startswith("workloads[1].m: "), form.text
+
+
+def test_a_full_answer_cache_drops_its_oldest_answers_only(store, seeder, device_info, monkeypatch):
+    from octune.server import lookups
+
+    monkeypatch.setattr(lookups, "MAX_ANSWERS", 3)
+    seeder.session(W64, [5])
+    with make_client(store, cache_check_s=60.0) as client:
+        service = client.app.state.lookups
+        for m in (8, 16, 32, 64, 128):
+            assert lookup(client, device_info.fingerprint, m=m, n=64, k=64).status_code == 200
+        cached = [dict(key[3])["m"] for key in service._answers]
+        assert cached == [32, 64, 128]  # the newest three; the others dropped one by one
