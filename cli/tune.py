@@ -9,7 +9,7 @@ from collections import Counter
 from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -156,11 +156,11 @@ def tune(
     if model is not None:
         if kernel_name is not None or ctx.args or workloads is not None:  # shape: kernel named
             raise OctuneError("give one of --model, --workloads FILE, or a kernel and its shape")
-        tasks = _model_tasks(model, batch, dim, checked_dtype(dtype) if dtype else None)
+        tasks, network = _model_tasks(model, batch, dim, checked_dtype(dtype) if dtype else None)
     elif batch is not None or dim:
         raise OctuneError("--batch and --dim size the dynamic dimensions of a --model: add one")
     else:
-        tasks = _tasks(kernel_name, ctx, workloads, dtype and checked_dtype(dtype))
+        tasks, network = _tasks(kernel_name, ctx, workloads, dtype and checked_dtype(dtype)), None
     total = Budget(
         candidates=budget,
         seconds=parse_duration(time_budget) if time_budget else None,
@@ -185,6 +185,8 @@ def tune(
         resume=resume,
     )
     store = open_store(db)
+    if network is not None:  # its dashboard page and report need no file (db.networks)
+        store.save_network(**network)
     if not all_kernels:
         tasks, left_out = for_device(tasks, info.device_type)
         if left_out:
@@ -336,12 +338,19 @@ def _tasks(
 
 def _model_tasks(
     source: str, batch: int | None, dims: list[str] | None, dtype: str | None
-) -> list[Task]:
-    from octune.networks.workloads import describe, network_layers, network_tasks, parse_dims
+) -> tuple[list[Task], dict[str, Any]]:
+    """The network's layers as tasks, and the record of it the database keeps."""
+    from octune.networks.workloads import (
+        describe,
+        network_model,
+        network_record,
+        network_tasks,
+        parse_dims,
+    )
 
-    layers, untuned = network_layers(source, batch, parse_dims(dims or []))
+    model, layers, untuned = network_model(source, batch, parse_dims(dims or []))
     console.print(describe(source, layers, untuned))
-    return network_tasks(layers, dtype)
+    return network_tasks(layers, dtype), network_record(source, batch, model, layers, untuned)
 
 
 _KEPT_NOT_ANSWERING = (

@@ -197,6 +197,24 @@ class ConfigClaim(Base):
 
 
 #: The scope of a token whose uploads answer lookups (``octune.db.queries.answering``).
+class NetworkRow(Base):
+    """A network as `tune --model` read it: its distinct layers (family, shape, dtype,
+    launches, node names) and what it runs beside them, so that the dashboard and `report`
+    can show any ONNX file tuned into this database without the file (a request never names
+    one). ``digest`` identifies the same network read again.
+    """
+
+    __tablename__ = "networks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    layers: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    not_tuned: Mapped[list[str]] = mapped_column(JSON)
+    left_out: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+
+
 TRUSTED_SCOPE = "trusted"
 
 

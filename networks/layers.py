@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import onnx
 from google.protobuf.message import DecodeError
@@ -69,6 +70,18 @@ class Layer:
     def workload(self, dtype: str | None = None) -> Workload:
         """The layer's workload in its own dtype, or in ``dtype`` (a run that stores another)."""
         return family(self.family).workload(self.shape, dtype or self.dtype)
+
+    def record(self) -> dict[str, Any]:
+        """As the database keeps it (``db.networks``)."""
+        return {"family": self.family, "shape": dict(self.shape), "nodes": list(self.nodes),
+                "count": self.count, "dtype": self.dtype}  # fmt: skip
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Layer:
+        return cls(
+            record["family"], dict(record["shape"]), tuple(record["nodes"]), record["count"],
+            record.get("dtype", "float32"),
+        )  # fmt: skip
 
 
 def model_dtype(model: onnx.ModelProto) -> str:

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from octune.core.charts import MATCH_COLOURS, as_dict, layout, plotly_js
 from octune.core.errors import OctuneError
+from octune.db.networks import StoredNetwork
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.lookup.data import Query, QueryError
@@ -108,6 +109,31 @@ def network_report(
     ``lookup``: a server's own, so its page answers as its lookups do (with its cost model).
     """
     model, layers, untuned = network_model(model_source, batch, dims or {})
+    return layers_report(
+        str(model_source), layers, untuned, own_launches(model), store, device, lookup
+    )
+
+
+def stored_network_report(
+    network: StoredNetwork, store: Store, device: StoredDevice, lookup: StoreLookup | None = None
+) -> NetworkReport:
+    """The report of a network `tune --model` stored (``Store.save_network``): no file read."""
+    layers = [Layer.from_record(record) for record in network.layers]
+    return layers_report(
+        network.name, layers, network.not_tuned, network.left_out, store, device, lookup
+    )
+
+
+def layers_report(
+    name: str,
+    layers: Sequence[Layer],
+    untuned: Sequence[str],
+    left_out: Sequence[str],
+    store: Store,
+    device: StoredDevice,
+    lookup: StoreLookup | None = None,
+) -> NetworkReport:
+    """Each layer's answer and time, and the network's estimated total."""
     lookup = lookup or StoreLookup(store)
     reports = [_layer_report(layer, lookup, device, store) for layer in layers]
     _scale_missing(reports)
@@ -116,7 +142,7 @@ def network_report(
         if entry.total_s is not None and total > 0:
             entry.share = 100 * entry.total_s / total
     return NetworkReport(
-        model=str(model_source),
+        model=name,
         device_fingerprint=device.fingerprint,
         device_name=device.name,
         database=store.url,
@@ -125,7 +151,7 @@ def network_report(
         exact_layers=sum(r.match == "exact" for r in reports),
         unknown_layers=sum(r.estimate == "unknown" for r in reports),
         not_tuned=list(untuned),
-        left_out=own_launches(model),
+        left_out=list(left_out),
     )
 
 

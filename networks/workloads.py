@@ -8,12 +8,14 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import onnx
 import yaml
 
 from octune.core.errors import OctuneError
-from octune.networks.layers import Layer, extract_layers, load_model
+from octune.networks.layers import Layer, extract_layers, load_model, own_launches
+from octune.networks.models import BUILTIN
 from octune.tuner.campaign import Task, tasks_for
 from octune.tuner.expr import Expression
 
@@ -43,6 +45,25 @@ def network_model(
         not_tuned = f" (not tuned: {', '.join(untuned)})" if untuned else ""
         raise OctuneError(f"{source} has no Conv, Gemm or MatMul to tune{not_tuned}")
     return model, layers, untuned
+
+
+def network_record(
+    source: str | Path,
+    batch: int | None,
+    model: onnx.ModelProto,
+    layers: Sequence[Layer],
+    untuned: Sequence[str],
+) -> dict[str, Any]:
+    """What the database keeps of a network tuned (``Store.save_network``): its name (a file's
+    name, not its path), layers and what runs beside them.
+    """
+    name = str(source) if str(source) in BUILTIN else Path(source).name
+    return {
+        "name": name if batch is None else f"{name} (batch {batch})",
+        "layers": [layer.record() for layer in layers],
+        "not_tuned": list(untuned),
+        "left_out": own_launches(model),
+    }  # fmt: skip
 
 
 def parse_dims(texts: Sequence[str]) -> dict[str, int]:

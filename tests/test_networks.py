@@ -17,6 +17,7 @@ from helpers.cli_testing import assert_one_line_error, octune
 from onnx import TensorProto, helper, numpy_helper
 
 from octune.core.errors import OctuneError
+from octune.db.store import Store
 from octune.networks.layers import Layer, extract_layers, load_model, node_layers
 from octune.networks.models import BUILTIN
 from octune.networks.workloads import network_layers, network_tasks, time_shares
@@ -537,6 +538,13 @@ def test_tune_model_shares_the_budget_by_estimated_time(tmp_path: Path) -> None:
     # Weights 71.8 and 28.2 (the small GEMM moves more than it computes): one candidate each
     # first (a quarter of an even part, at least one), then the 8 left by weight: 5, then 3.
     assert [row["tried_now"] for row in rows] == [6, 4]
+    # The network is kept with its layers, for the dashboard and reports without the file.
+    with Store(f"sqlite:///{tmp_path / 't.db'}") as store:
+        (network,) = store.stored_networks()
+    assert network.name == "two.onnx (batch 48)"
+    assert sorted(layer["nodes"][0] for layer in network.layers) == ["big", "small"]
+    assert {tuple(layer["shape"][k] for k in "mnk") for layer in network.layers} == {
+        (48, 32, 40), (48, 4, 32)}  # fmt: skip
 
 
 def test_tune_model_measures_the_largest_layers_first_and_names_the_starved(

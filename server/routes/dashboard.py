@@ -6,6 +6,8 @@ plotly package ships (served here, no CDN):
 - ``/dashboard/sessions/{id}``: every candidate of a session, failures by kind, best so far;
 - ``/dashboard/devices/{fingerprint}``: how lookups answer shapes around what was tuned;
 - ``/dashboard/models/{name}``: a built-in network layer by layer (`octune report --html`);
+- ``/dashboard/networks/{id}``: the same for a network tuned from any ONNX file, from the
+  layers the database kept (``db.networks``);
 - ``/login``: where a browser trades a token for a cookie when reads need a token.
 """
 
@@ -101,6 +103,7 @@ def dashboard(request: Request) -> HTMLResponse:
             "jobs": [(job, spec_label(job.spec)) for job in store.jobs(limit=JOBS)],
             "waiting": store.waiting_submissions(),
             "models": list(BUILTIN),
+            "networks": store.stored_networks(),
             "sessions": sessions,
             "labels": labels,
             "keys": keys,
@@ -194,6 +197,28 @@ def model_page(
     lookups: LookupService = request.app.state.lookups
     found = lookups.device(device)
     report = network_report(name, request.app.state.store, found, lookup=lookups.lookup)
+    return HTMLResponse(render_html(report, standalone=False))
+
+
+@router.get(
+    "/dashboard/networks/{network_id}", response_class=HTMLResponse, include_in_schema=False
+)
+def network_page(
+    request: Request,
+    network_id: Annotated[int, Path(ge=1, le=2**62)],
+    device: Annotated[str, Query(description="a stored device's fingerprint or name")],
+) -> HTMLResponse:
+    """A network `tune --model` read from any ONNX file, from the layers the database kept:
+    the file itself is never opened.
+    """
+    from octune.networks.report import render_html, stored_network_report
+
+    store: ServerStore = request.app.state.store
+    network = store.stored_network(network_id)
+    if network is None:
+        raise HTTPException(404, f"no network {network_id}: the dashboard's home lists them")
+    lookups: LookupService = request.app.state.lookups
+    report = stored_network_report(network, store, lookups.device(device), lookups.lookup)
     return HTMLResponse(render_html(report, standalone=False))
 
 

@@ -111,3 +111,27 @@ def test_a_browser_signs_in_with_a_read_token(store, seeder, read_token, write_t
         assert upload.status_code == 401
         out = client.post("/logout", follow_redirects=False)
         assert out.status_code == 303 and COOKIE in out.headers["set-cookie"]
+
+
+def test_a_network_tuned_from_a_file_has_its_page_without_the_file(client, store, seeder):
+    """What `tune --model FILE` keeps (its layers) is enough for the network's page; the
+    fc layer tuned answers exact, the others not.
+    """
+    from octune.networks.workloads import network_model, network_record
+
+    model, layers, untuned = network_model("resnet18", None, {})
+    record = network_record("/models/resnet18-v1.onnx", None, model, layers, untuned)
+    network_id = store.save_network(**record)
+    assert store.save_network(**record) == network_id  # the same network read again
+    seeder.session(gemm_workload(1, 1000, 512, transb=True), [5])
+    fp = seeder.device.fingerprint
+    home = client.get("/").text
+    assert f'href="/dashboard/networks/{network_id}?device={fp}"' in home
+    assert "resnet18-v1.onnx" in home and "/models/resnet18-v1" not in home  # a name only
+    page = client.get(f"/dashboard/networks/{network_id}", params={"device": fp})
+    assert page.status_code == 200, page.text
+    assert "<h1>resnet18-v1.onnx on" in page.text
+    assert "1 of 12 distinct layers tuned exactly" in page.text
+    (chart,) = figures(page.text).values()
+    assert sum(len(trace["y"]) for trace in chart["data"]) == 12
+    assert client.get("/dashboard/networks/99", params={"device": fp}).status_code == 404
