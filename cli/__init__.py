@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from octune.cli import bundles, devices, farm, networks, run, serve, tune
+from octune.cli import bundles, devices, farm, networks, run, serve, tokens, tune
 from octune.cli.options import SHAPE_ARGS
 from octune.cli.shape_options import ShapeCommand
 from octune.core.errors import OctuneError
@@ -80,7 +80,7 @@ app.add_typer(tune.workloads_app, name="workloads")
 app.command()(devices.devices)
 app.command()(devices.setup)
 app.command()(serve.serve)
-app.add_typer(serve.token_app, name="token")
+app.add_typer(tokens.token_app, name="token")
 app.command("export")(bundles.export)
 app.command("import")(bundles.import_)
 app.command("lookup", context_settings=SHAPE_ARGS, cls=bundles.LookupCommand)(bundles.lookup)

@@ -1,27 +1,16 @@
-"""`octune serve` and `octune token create`: the config service and its API tokens."""
+"""`octune serve`: the config service."""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
 import sys
-from enum import StrEnum
 from typing import Annotated
 
 import typer
 
 from octune.cli.options import DbOption
 from octune.core.errors import OctuneError
-
-token_app = typer.Typer(
-    help="Manage the server's API tokens.", no_args_is_help=True, rich_markup_mode=None
-)
-
-
-class TokenScope(StrEnum):
-    read = "read"
-    write = "write"
-    trusted = "trusted"
 
 
 def serve(
@@ -117,31 +106,3 @@ def _check_port(host: str, port: int) -> None:
             f"cannot listen on {host}:{port}: {error.strerror or error}; pass another --host "
             "or --port"
         ) from error
-
-
-@token_app.command("create")
-def token_create(
-    name: Annotated[str, typer.Option(help="who or what uses the token, e.g. tuner-lab-3")],
-    scope: Annotated[
-        TokenScope,
-        typer.Option(
-            help="read: lookups; write: uploads and jobs, kept but answering no lookup; "
-            "trusted: write, and its measurements answer lookups and exports"
-        ),
-    ] = TokenScope.read,
-    db: DbOption = None,
-) -> None:
-    """Make a token and print it once: only its hash is stored, it cannot be shown again."""
-    from octune.db.server_store import ServerStore
-    from octune.db.store import Store
-    from octune.server.tokens import create_token
-
-    if not name.strip() or len(name) > 255:
-        raise OctuneError("--name must be 1 to 255 characters, e.g. --name tuner-lab-3")
-    with ServerStore(db or Store.default_url()) as store:
-        token = create_token(store, name.strip(), scope.value)
-    print(token)
-    print(
-        f"{scope.value} token '{name.strip()}' created; copy it now, it is not shown again",
-        file=sys.stderr,
-    )

@@ -11,6 +11,13 @@ IMMEDIATE``. A job's measurements are stored in the transaction that checks the 
 job changes hands only between two uploads, never during one. A lease's tuning sessions end
 with it: when the job is taken over, cancelled or finished, those still "running" (their agent
 was killed, or dropped the job) become "interrupted" in that transaction.
+
+Trust (docs/farm.md): a job is *trusted* when a trusted token submitted it, its results being
+meant to answer lookups. Each agent leases the jobs of its own trust only: one registered
+with a trusted token the trusted jobs, any other the rest; so a write token can neither steer
+a trusted machine nor, posing as one (the same device), take its jobs. A lease resumes from
+the job's sessions uploaded with a token of the job's trust only. A job is cancelled by the
+token that submitted it, or a trusted one.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from octune.core.errors import OctuneError
 from octune.core.results import Measurement, Status
 from octune.db.models import (
     SESSION_END_STATUSES,
+    TRUSTED_SCOPE,
+    ApiToken,
     Device,
     FarmAgent,
     FarmAgentDevice,
@@ -210,20 +219,26 @@ class JobQueue(Recording):
         session.flush()
         return job.id
 
-    def cancel_job(self, job_id: int) -> JobView:
+    def cancel_job(self, job_id: int, token_id: int) -> JobView:
+        """Cancel a job: for the token that submitted it, or a trusted one."""
         with self._locked() as session:
             job = session.scalar(select(FarmJob).where(FarmJob.id == job_id).with_for_update())
             if job is None:
                 raise QueueError(404, f"no job {job_id}: see `octune jobs list`")
+            _may_cancel(session, session.get(JobSubmission, job.submission_id), token_id,
+                        f"job {job_id}")  # fmt: skip
             _cancel(session, job)
         return self._view(job_id)
 
-    def cancel_submission(self, submission_id: int) -> list[int]:
-        """Cancel a submission's unfinished jobs, and close it to devices that come later."""
+    def cancel_submission(self, submission_id: int, token_id: int) -> list[int]:
+        """Cancel a submission's unfinished jobs, and close it to devices that come later:
+        for the token that submitted it, or a trusted one.
+        """
         with self._locked() as session:
             row = session.get(JobSubmission, submission_id, with_for_update=True)
             if row is None:
                 raise QueueError(404, f"no submission {submission_id}: see `octune jobs list`")
+            _may_cancel(session, row, token_id, f"submission {submission_id}")
             row.status = "cancelled"
             jobs = session.scalars(
                 select(FarmJob).where(FarmJob.submission_id == submission_id).with_for_update()
@@ -277,6 +292,17 @@ class JobQueue(Recording):
         now = utcnow()
         with self._locked() as session:
             self._agent(session, agent_id, token_id)
+            own_trust = _trusted(session, token_id)
+            submitted_trusted = (
+                select(JobSubmission.id)
+                .join(ApiToken, ApiToken.id == JobSubmission.token_id)
+                .where(ApiToken.scope == TRUSTED_SCOPE)
+            )
+            of_own_trust = (
+                FarmJob.submission_id.in_(submitted_trusted)
+                if own_trust
+                else FarmJob.submission_id.not_in(submitted_trusted)
+            )
             device_id = session.scalar(
                 select(Device.id)
                 .join(FarmAgentDevice, FarmAgentDevice.device_id == Device.id)
@@ -298,6 +324,7 @@ class JobQueue(Recording):
                     select(FarmJob)
                     .where(
                         FarmJob.device_id == device_id,
+                        of_own_trust,
                         or_(
                             FarmJob.status == "queued",
                             and_(FarmJob.status == "running", FarmJob.lease_expires_at < now),
@@ -317,7 +344,7 @@ class JobQueue(Recording):
                 job.lease_agent_id = agent_id
             job.lease_expires_at = now + timedelta(seconds=lease_s)
             job_id = job.id
-        return Lease(self._view(job_id), self._done_sessions(job_id))
+        return Lease(self._view(job_id), self._done_sessions(job_id, own_trust))
 
     def _held(
         self, session: Session, job_id: int, agent_id: int, token_id: int, epoch: int
@@ -477,14 +504,20 @@ class JobQueue(Recording):
                 found.status, found.finished_at = status, utcnow()
             return found.id, added
 
-    def _done_sessions(self, job_id: int) -> list[DoneSession]:
+    def _done_sessions(self, job_id: int, trusted: bool) -> list[DoneSession]:
+        """The job's sessions uploaded with a token of the leasing agent's trust only: a
+        trusted agent never skips a config on a write token's word.
+        """
+        scope = ApiToken.scope == TRUSTED_SCOPE if trusted else ApiToken.scope != TRUSTED_SCOPE
         query = (
             select(TuningSession.id, TuningSession.strategy, KernelVersion.name,
                    KernelVersion.sha256, WorkloadRow.key)
             .join(JobSession, JobSession.session_id == TuningSession.id)
+            .join(SessionUpload, SessionUpload.session_id == TuningSession.id)
+            .join(ApiToken, ApiToken.id == SessionUpload.token_id)
             .join(KernelVersion, TuningSession.kernel_version_id == KernelVersion.id)
             .join(WorkloadRow, TuningSession.workload_id == WorkloadRow.id)
-            .where(JobSession.job_id == job_id)
+            .where(JobSession.job_id == job_id, scope)
             .order_by(TuningSession.id)
         )  # fmt: skip
         with self._session() as session:
@@ -614,6 +647,24 @@ class JobQueue(Recording):
             )
             for agent in agents
         ]
+
+
+def _trusted(session: Session, token_id: int) -> bool:
+    return session.scalar(select(ApiToken.scope).where(ApiToken.id == token_id)) == TRUSTED_SCOPE
+
+
+def _may_cancel(
+    session: Session, submission: JobSubmission | None, token_id: int, what: str
+) -> None:
+    if (
+        submission is not None
+        and submission.token_id != token_id
+        and not _trusted(session, token_id)
+    ):
+        raise QueueError(
+            403, f"{what} was submitted with another token: cancel it with that one, or a "
+            "trusted token",
+        )  # fmt: skip
 
 
 def _cancel(session: Session, job: FarmJob) -> None:

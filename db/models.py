@@ -221,7 +221,8 @@ TRUSTED_SCOPE = "trusted"
 class ApiToken(Base):
     """A server access token: ``read``, ``write`` (uploads and jobs, kept but answering
     nothing) or ``trusted`` (a write token whose measurements answer). Only its SHA-256 is
-    kept: a leaked database leaks no token.
+    kept: a leaked database leaks no token. A revoked or expired token is refused; its row
+    stays, since uploads and jobs name the token they came with.
     """
 
     __tablename__ = "api_tokens"
@@ -231,6 +232,9 @@ class ApiToken(Base):
     scope: Mapped[str] = mapped_column(String(16))
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime, default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # None: never
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)  # to the minute
 
 
 class SessionUpload(Base):

@@ -1,4 +1,5 @@
-"""The queries only the config service needs: tokens, uploads, listings and the dashboard.
+"""The queries only the config service needs: uploads, listings and the dashboard (tokens:
+``tokens.py``).
 
 Kept beside ``store.py`` rather than in it so the tuner's store stays small; a ``ServerStore``
 is a ``Store`` (same migrated database, same one-line errors) composed with these methods and
@@ -18,8 +19,6 @@ from octune.core.results import CONFIRM_STRATEGY, Measurement, Status
 from octune.db.job_queue import JobQueue, uploader_settings
 from octune.db.models import (
     SESSION_END_STATUSES,
-    TRUSTED_SCOPE,
-    ApiToken,
     Device,
     KernelVersion,
     MeasurementRow,
@@ -30,21 +29,10 @@ from octune.db.models import (
 )
 from octune.db.queries import StoredKernel, answering
 from octune.db.store import Store
+from octune.db.tokens import TokenRecords
 
 if TYPE_CHECKING:
     from octune.tuner.device import DeviceInfo
-
-
-@dataclass(frozen=True)
-class TokenRecord:
-    id: int
-    name: str
-    scope: str
-
-    @property
-    def answers(self) -> bool:
-        """Whether what this token uploads may answer lookups (``store.answering``)."""
-        return self.scope == TRUSTED_SCOPE
 
 
 @dataclass(frozen=True)
@@ -89,23 +77,11 @@ class UploadConflictError(StoreError):
     """An upload identifier already names a session of another device, kernel or workload."""
 
 
-class ServerStore(JobQueue, Store):
+class ServerStore(JobQueue, TokenRecords, Store):
     def revision(self) -> str:
         """The schema revision the database is at; reading it proves the database answers."""
         with self._session() as session:
             return session.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
-
-    def add_token(self, name: str, scope: str, sha256: str) -> int:
-        with self._session() as session:
-            row = ApiToken(name=name, scope=scope, sha256=sha256)
-            session.add(row)
-            session.flush()
-            return row.id
-
-    def token(self, sha256: str) -> TokenRecord | None:
-        with self._session() as session:
-            row = session.scalar(select(ApiToken).filter_by(sha256=sha256))
-            return None if row is None else TokenRecord(row.id, row.name, row.scope)
 
     def devices(self) -> list[DeviceSummary]:
         """Every device with the kernel versions tuned on it; sessions are few, so this is cheap."""

@@ -12,7 +12,8 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from octune.db.server_store import ServerStore, TokenRecord
+from octune.db.server_store import ServerStore
+from octune.db.tokens import TokenRecord
 from octune.server.tokens import Scope, token_hash
 
 _bearer = HTTPBearer(auto_error=False, description="a token from `octune token create`")

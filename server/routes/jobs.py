@@ -10,7 +10,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 
 from octune.db.job_queue import JobView
-from octune.db.server_store import ServerStore, TokenRecord
+from octune.db.server_store import ServerStore
+from octune.db.tokens import TokenRecord
 from octune.server.auth import require_write
 from octune.server.job_spec import check_spec
 from octune.server.routes.uploads import checked_session
@@ -103,20 +104,24 @@ def show_job(request: Request, job_id: JobId) -> JobOut:
 
 
 @writes.post("/jobs/{job_id}/cancel")
-def cancel_job(request: Request, job_id: JobId, _token: Writer) -> JobOut:
-    """Its agent drops it at its next call; what it measured stays stored."""
-    return job_out(_store(request).cancel_job(job_id))
+def cancel_job(request: Request, job_id: JobId, token: Writer) -> JobOut:
+    """Its agent drops it at its next call; what it measured stays stored. For the token that
+    submitted it, or a trusted one (403 for any other).
+    """
+    return job_out(_store(request).cancel_job(job_id, token.id))
 
 
 @writes.post("/submissions/{submission_id}/cancel")
 def cancel_submission(
     request: Request,
     submission_id: Annotated[int, Path(ge=1, le=2**62)],
-    _token: Writer,
+    token: Writer,
 ) -> list[JobOut]:
-    """Cancel every unfinished job of a submission, and close it to devices that come later."""
+    """Cancel every unfinished job of a submission, and close it to devices that come later:
+    for the token that submitted it, or a trusted one.
+    """
     store = _store(request)
-    views = [store.job(job_id) for job_id in store.cancel_submission(submission_id)]
+    views = [store.job(job_id) for job_id in store.cancel_submission(submission_id, token.id)]
     return [job_out(view) for view in views if view is not None]
 
 

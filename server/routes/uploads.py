@@ -13,7 +13,8 @@ from octune.core.errors import OctuneError, SpaceError
 from octune.core.problem import kernel_version_sha256
 from octune.core.results import Measurement, Status
 from octune.db.queries import StoredKernel
-from octune.db.server_store import ServerStore, TokenRecord, UploadConflictError
+from octune.db.server_store import ServerStore, UploadConflictError
+from octune.db.tokens import TokenRecord
 from octune.lookup.tables import device_limits
 from octune.server.auth import require_write
 from octune.server.schemas import MeasurementIn, SessionBody, UploadIn, UploadOut

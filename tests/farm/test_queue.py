@@ -302,3 +302,44 @@ def test_bad_input_is_one_line(client, write, store, tmp_path, device_info):
                      "http://127.0.0.1:9")  # fmt: skip
     assert forever.returncode == 2 and forever.stderr.count("\n") == 1
     assert "give how long: --time DURATION or --budget N" in forever.stderr
+
+
+def test_a_write_token_neither_takes_nor_poisons_a_trusted_machines_jobs(
+    client, write, store, device_info, gemm_kernel
+):
+    """Issue 61: a write token registers an agent for the trusted machine's device (the same
+    fingerprint). It leases none of the trusted jobs; the job it may lease (its own) is never
+    handed to the trusted agent, so its forged results never seed a trusted resume; and it
+    cannot cancel a job it did not submit, while a trusted token may cancel any.
+    """
+    trusted = bearer(create_token(store, "lab-3", "trusted"))
+    honest = register(client, trusted, device_info)
+    posing = register(client, write, device_info)
+    trusted_job = submit(client, trusted)["jobs"][0]["id"]
+    assert lease(client, write, posing, device_info)["job"] is None
+    own_job = submit(client, write)["jobs"][0]["id"]
+    granted = lease(client, write, posing, device_info)
+    assert granted["job"]["id"] == own_job
+    forged = upload_body(device_info, gemm_kernel, posing, 1)
+    url = f"/v1/jobs/{own_job}/measurements"
+    assert client.post(url, json=forged, headers=write).is_success
+    store.heartbeat(own_job, posing, token_id(store, write), 1, 1.0, 0.0)  # lets it lapse
+    mine = lease(client, trusted, honest, device_info)
+    assert mine["job"]["id"] == trusted_job and mine["done"] == []
+    assert lease(client, trusted, honest, device_info)["job"]["id"] == trusted_job
+    # The trusted agent's own uploads do seed its next lease of the job.
+    honest_body = upload_body(device_info, gemm_kernel, honest, 1)
+    assert client.post(f"/v1/jobs/{trusted_job}/measurements", json=honest_body,
+                       headers=trusted).is_success  # fmt: skip
+    assert [len(s["measurements"]) for s in lease(client, trusted, honest, device_info)["done"]] \
+        == [1]  # fmt: skip
+
+    refused = client.post(f"/v1/jobs/{trusted_job}/cancel", headers=write)
+    assert refused.status_code == 403
+    assert "submitted with another token" in refused.json()["message"]
+    sub = store.job(trusted_job).submission_id
+    assert client.post(f"/v1/submissions/{sub}/cancel", headers=write).status_code == 403
+    assert client.post(f"/v1/jobs/{trusted_job}/cancel", headers=trusted).is_success
+    # The write token's job, its lease lapsed, is still no job for the trusted machine.
+    assert lease(client, trusted, honest, device_info)["job"] is None
+    assert client.post(f"/v1/jobs/{own_job}/cancel", headers=trusted).is_success  # an admin

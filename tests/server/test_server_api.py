@@ -252,7 +252,7 @@ def test_devices_kernel_source_health(client, seeder, device_info, gemm_kernel):
     assert client.get("/v1/kernels/../../etc/passwd").status_code == 404
     assert client.get("/v1/kernels/ABC").status_code == 422
     assert client.get("/v1/health").json() == {"status": "ok"}
-    assert client.get("/v1/ready").json()["schema_revision"] == "0007"
+    assert client.get("/v1/ready").json()["schema_revision"] == "0008"
 
 
 def test_upload_is_idempotent_resumable_and_invalidates(

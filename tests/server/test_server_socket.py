@@ -56,7 +56,7 @@ def served(tuned, tmp_path_factory):
 def test_tuned_results_answered_over_a_socket(tuned, served, device_info):
     server, token, ids = served
     with ServerStore(tuned) as local, OctuneClient(server.url, token) as client:
-        assert client.ready().schema_revision == "0007"
+        assert client.ready().schema_revision == "0008"
         answer = client.lookup(device_info.name, "gemm", {"m": 32, "n": 32, "k": 32})
         assert answer.match == "exact"
         best = local.best(device_info.fingerprint, answer.kernel, WORKLOAD.key)
