@@ -519,10 +519,35 @@ def read_verified(path: Path, manifest: Mapping[str, Any], name: str) -> bytes:
     return content
 
 
+#: The objects a bundle's SQLite file holds (``_write_sqlite``): tables only. A view (or a
+#: trigger) runs SQL of the file's author when read: a recursive one held a lookup forever.
+SQLITE_TABLES = {"kernels", "configs", "entries"}
+#: SQLite virtual-machine steps a bundle may take to read, per byte of the file: reading one
+#: as exported takes a few; the bound ends any query that would run away.
+SQLITE_STEPS_PER_BYTE, SQLITE_MIN_STEPS, SQLITE_STEP_CHECK = 200, 10**7, 10_000
+
+
 def _tables_from_sqlite(content: bytes) -> list[dict[str, Any]]:
     connection = sqlite3.connect(":memory:")
+    budget = [max(SQLITE_MIN_STEPS, SQLITE_STEPS_PER_BYTE * len(content)) // SQLITE_STEP_CHECK]
+
+    def spent() -> int:  # nonzero: SQLite interrupts the query
+        budget[0] -= 1
+        return budget[0] < 0
+
+    connection.set_progress_handler(spent, SQLITE_STEP_CHECK)
     try:
         connection.deserialize(content)
+        objects = connection.execute(
+            "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+        odd = [
+            f"{kind} {name}"
+            for kind, name in objects
+            if kind != "index" and (kind != "table" or name not in SQLITE_TABLES)
+        ]
+        if odd:
+            raise ValueError(f"it holds {', '.join(odd)[:200]}, which octune never writes")
         kernels = connection.execute("SELECT id, spec FROM kernels ORDER BY id").fetchall()
         out = []
         for kernel_id, spec in kernels:
@@ -546,6 +571,10 @@ def _tables_from_sqlite(content: bytes) -> list[dict[str, Any]]:
                 }
             out.append(data)
         return out
+    except sqlite3.OperationalError:
+        if budget[0] < 0:
+            raise ValueError("reading it ran past its bound, as a runaway query does") from None
+        raise
     finally:
         connection.close()
 

@@ -74,7 +74,8 @@ def device_limits(device: DeviceLimits) -> dict[str, int]:
 
 def resolve_device(store: Store, choice: str) -> StoredDevice:
     """A stored device by fingerprint or name (`match_devices`): tuned elsewhere, so not
-    necessarily present on this machine.
+    necessarily present on this machine. A name that several stored devices have exactly
+    names the newest of them (a driver update stores a device anew).
     """
     devices = store.stored_devices()
     matches = match_devices(
@@ -82,6 +83,10 @@ def resolve_device(store: Store, choice: str) -> StoredDevice:
     )
     if len(matches) == 1:
         return matches[0]
+    if matches and all(d.name.lower() == choice.strip().lower() for d in matches):
+        # One name, several devices: a driver update (or a second board) stored a new one.
+        # The newest answers, as it would have alone; its fingerprint is in every answer.
+        return matches[-1]
     listed = ", ".join(f"{d.fingerprint} ({d.name})" for d in matches or devices) or "none"
     if matches:
         raise QueryError(

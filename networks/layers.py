@@ -159,6 +159,10 @@ def load_model(
         raise OctuneError(f"{label}: ONNX shape inference failed: {_first_line(error)}") from None
 
 
+#: Nodes a model file may have: reading and normalising one of 10^6 took 110 s and 4 GB.
+MAX_NODES = 200_000
+
+
 def _read(path: Path) -> onnx.ModelProto:
     """The model in a file, checked; each way a file can fail to be one is a line naming it
     (protobuf reads an empty file as an empty model, and the checker would only say that it
@@ -177,6 +181,11 @@ def _read(path: Path) -> onnx.ModelProto:
         ) from None
     if empty:
         raise OctuneError(f"{path} is empty (0 bytes): export or download the model again")
+    if len(model.graph.node) > MAX_NODES:
+        raise OctuneError(
+            f"{path} has {len(model.graph.node):,} nodes, more than the {MAX_NODES:,} octune "
+            "reads (the largest exported networks have tens of thousands): check the export"
+        )
     _load_external_data(model, path)
     graph = model.graph
     for kind, values in (("input", graph.input), ("output", graph.output)):

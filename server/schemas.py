@@ -79,6 +79,31 @@ _ANSWER = {
 }
 
 
+def _utf8(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be UTF-8 text: it holds a lone surrogate") from None
+    return value
+
+
+def _printable(value: str) -> str:
+    """No control or format characters (NUL, ESC, BEL, U+202E...): names are shown as sent,
+    on dashboards and terminals.
+    """
+    if not _utf8(value).isprintable():
+        raise ValueError("must be printable: no control or format characters")
+    return value
+
+
+#: Text stored as sent: it must be text a database can hold.
+Utf8 = AfterValidator(_utf8)
+Printable = AfterValidator(_printable)
+#: A name shown as sent: a device's or an agent's.
+Name255 = Annotated[str, Field(min_length=1, max_length=255), Printable]
+PrintableText255 = Annotated[str, Field(max_length=255), Printable]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -297,11 +322,11 @@ class Readiness(BaseModel):
 
 
 class DeviceIn(Strict):
-    platform_name: Text255
-    platform_version: Text255
-    vendor: Text255
-    name: Annotated[str, Field(min_length=1, max_length=255)]
-    driver_version: Text255
+    platform_name: PrintableText255
+    platform_version: PrintableText255
+    vendor: PrintableText255
+    name: Name255
+    driver_version: PrintableText255
     compute_units: Annotated[int, Field(ge=1, le=1 << 20)]
     max_work_group_size: Annotated[int, Field(ge=1, le=1 << 31)]
     local_mem_size: Annotated[int, Field(ge=0, le=1 << 40)]
@@ -402,23 +427,6 @@ class UploadOut(BaseModel):
 # --- the tuning farm ------------------------------------------------------------------------
 
 
-def _utf8(value: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("must be UTF-8 text: it holds a lone surrogate") from None
-    return value
-
-
-def _printable(value: str) -> str:
-    if any(char < " " or char == "\x7f" for char in _utf8(value)):
-        raise ValueError("must be printable: no control characters")
-    return value
-
-
-#: Text stored as sent: it must be text a database can hold.
-Utf8 = AfterValidator(_utf8)
-Printable = AfterValidator(_printable)
 DevicePattern = Annotated[str, Field(min_length=1, max_length=255), Printable]
 Fingerprint = Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
 Id = Annotated[int, Field(ge=1, le=2**62)]
@@ -495,18 +503,9 @@ class SubmitOut(BaseModel):
 
 
 class AgentIn(Strict):
-    name: Annotated[str, Field(min_length=1, max_length=255), Printable]
-    host: Annotated[Text255, Printable]
+    name: Name255
+    host: PrintableText255
     devices: Annotated[list[DeviceIn], Field(min_length=1, max_length=64)]
-
-    @model_validator(mode="after")
-    def _storable(self) -> Self:
-        """A registered device is stored as sent (an upload's is checked by its kernel first)."""
-        for device in self.devices:
-            for value in device.model_dump().values():
-                if isinstance(value, str):
-                    _utf8(value)
-        return self
 
 
 class AgentOut(BaseModel):

@@ -423,6 +423,41 @@ def test_damaged_bundles_are_refused(bundle, damage, fragments, cli):
     )
 
 
+def test_an_sqlite_bundle_that_would_run_away_is_refused_in_one_line(
+    tuned_store, tmp_path, cli, monkeypatch
+):
+    """Issue 61: an unsigned SQLite bundle whose ``configs`` is a recursive VIEW held
+    `octune lookup` forever. Only tables are read, and every query has a bound.
+    """
+    import sqlite3
+
+    from octune.firmware import bundle as bundles
+
+    path = tmp_path / "view"
+    export_bundle(tuned_store, DEVICE.fingerprint, ["gemm"], "sqlite", path)
+    connection = sqlite3.connect(path / "lookup.sqlite")
+    with connection:
+        connection.execute("ALTER TABLE configs RENAME TO configs_kept")
+        connection.execute(
+            "CREATE VIEW configs AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+            "FROM n) SELECT '[1]' AS config_values, 1 AS kernel_id, i AS position FROM n"
+        )
+    connection.close()
+    _rehash(path, "lookup.sqlite")
+    with pytest.raises(BundleError, match="holds table configs_kept, view configs"):
+        load_bundle(path)
+    assert_one_line_error(cli("lookup", str(path), "gemm", "--m", "8", "--n", "8", "--k", "8"),
+                          "which octune never writes")  # fmt: skip
+    # However a query would run away, it stops at its bound (lowered here to cross it).
+    plain = tmp_path / "plain"
+    export_bundle(tuned_store, DEVICE.fingerprint, ["gemm"], "sqlite", plain)
+    monkeypatch.setattr(bundles, "SQLITE_MIN_STEPS", 0)
+    monkeypatch.setattr(bundles, "SQLITE_STEPS_PER_BYTE", 0)
+    monkeypatch.setattr(bundles, "SQLITE_STEP_CHECK", 1)
+    with pytest.raises(BundleError, match="ran past its bound"):
+        load_bundle(plain)
+
+
 def test_unsafe_names_in_the_manifest_are_refused(bundle):
     def change(manifest):
         manifest["files"]["../outside"] = {"sha256": "0" * 64, "bytes": 1}

@@ -570,3 +570,17 @@ def test_tune_model_measures_the_largest_layers_first_and_names_the_starved(
     assert [key.split(",")[1:3] for key in tuned] == [["n=64", "k=8"], ["n=64", "k=64"]]
     assert "Budget spent before 1 workload(s) got a turn" in result.stdout
     assert "48x8x40 (tiny)" in result.stdout
+
+
+def test_a_model_with_too_many_nodes_is_refused_before_it_is_read(
+    bad_models: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 61: a model of 10^6 nodes took 110 s and 4 GB; the bound (MAX_NODES, lowered
+    here so that a small file crosses it) refuses one in a line.
+    """
+    from octune.networks import layers
+
+    monkeypatch.setattr(layers, "MAX_NODES", 1)
+    result = octune("workloads", "from-onnx", str(bad_models / "uninferable.onnx"),
+                    db=tmp_path / "octune.db")  # fmt: skip
+    assert_one_line_error(result, "uninferable.onnx has 2 nodes, more than the 1 octune reads")

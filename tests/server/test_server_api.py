@@ -559,3 +559,35 @@ def test_a_full_answer_cache_drops_its_oldest_answers_only(store, seeder, device
             assert lookup(client, device_info.fingerprint, m=m, n=64, k=64).status_code == 200
         cached = [dict(key[3])["m"] for key in service._answers]
         assert cached == [32, 64, 128]  # the newest three; the others dropped one by one
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x1b", "\x07", "\u202e"])
+def test_device_names_are_printable_as_agent_names_are(client, store, seeder, write_token, char):
+    (upload,) = session_uploads(store, seeder.session(W64, [5]))
+    odd = upload.model_copy(deep=True)
+    odd.device.name = f"GPU{char}name"
+    response = post_upload(client, odd, write_token)
+    assert response.status_code == 422
+    assert response.json()["message"] == (
+        "device.name: Value error, must be printable: no control or format characters"
+    )
+
+
+def test_a_name_two_stored_devices_share_answers_for_the_newer(client, store, seeder,
+                                                              device_info):  # fmt: skip
+    """Issue 61: a second device of an existing name (a driver update stores a new one) made
+    every by-name lookup of that name a 422.
+    """
+    from helpers.server_testing import Seeder
+
+    seeder.session(W64, [5])
+    updated = replace(device_info, driver_version=device_info.driver_version + ".1")
+    assert updated.fingerprint != device_info.fingerprint
+    Seeder(store, updated, seeder.kernel, seeder.table).session(W64, [6])
+    answer = lookup(client, device_info.name, m=64, n=64, k=64)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["device_fingerprint"] == updated.fingerprint
+    assert answer.json()["config"] == seeder.table.config(6)
+    assert lookup(client, device_info.fingerprint, m=64, n=64, k=64).json()["config"] == (
+        seeder.table.config(5)
+    )
