@@ -29,7 +29,7 @@ from octune.kernels.gemm import gemm_workload
 from octune.server.client import session_uploads
 from octune.tuner.family import Workload as WorkloadSpec
 
-OCTUNE = [sys.executable, "-m", "octune.cli"]
+OCTUNE = [sys.executable, "-m", "octune"]
 
 
 def octune(*args: str) -> subprocess.CompletedProcess[str]:

@@ -39,7 +39,7 @@ def main() -> None:
         path = args.out / f"{name}.half.onnx"
         export(name, path)
         report = args.out / f"{name}.run.json"
-        command = [sys.executable, "-m", "octune.cli", "run", str(path), "--configs", "default",
+        command = [sys.executable, "-m", "octune", "run", str(path), "--configs", "default",
                    "--repeat", "5", "--json", str(report)]  # fmt: skip
         if args.device:
             command += ["--device", args.device]

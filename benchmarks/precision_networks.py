@@ -36,7 +36,7 @@ DTYPES = ("float32", "float16")
 
 def tune(net: str, batch: int, dtype: str, args: argparse.Namespace, log: Path) -> None:
     """`octune tune --model` in a process of its own, its output appended to ``log``."""
-    command = [sys.executable, "-m", "octune.cli", "tune", "--model", net, "--batch", str(batch),
+    command = [sys.executable, "-m", "octune", "tune", "--model", net, "--batch", str(batch),
                "--dtype", dtype, "--time", f"{args.seconds}s", "--db", args.db,
                "--seed", str(args.seed)]  # fmt: skip
     if args.device:

@@ -111,7 +111,7 @@ def main() -> None:
         for net in args.nets:
             plain, quantized = quantized_file(net, folder)
             for path in (plain, quantized) if args.seconds else ():
-                command = [sys.executable, "-m", "octune.cli", "tune", "--model", str(path),
+                command = [sys.executable, "-m", "octune", "tune", "--model", str(path),
                            "--time", f"{args.seconds}s", "--db", args.db]  # fmt: skip
                 if args.device:
                     command += ["--device", args.device]

@@ -34,7 +34,7 @@ from octune.tuner.runtimes import (
     vendor_folder,
 )
 
-OCTUNE = [sys.executable, "-m", "octune.cli"]
+OCTUNE = [sys.executable, "-m", "octune"]
 
 
 def test_the_suite_runs_on_a_device_that_compiles(cl_device: cl.Device) -> None:
