@@ -7,6 +7,7 @@ still finishes, and no measurement is lost or measured twice.
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 from helpers.cli_testing import octune
@@ -140,3 +141,28 @@ def test_a_cancelled_job_stops_and_the_agent_takes_the_next(farm, tmp_path):
     assert len(job_measurements(store, job_id)) == stored  # nothing stored after the cancel
     assert "running" not in session_statuses(store, job_id)
     assert f"job {job_id}: dropped" in (tmp_path / "agent.log").read_text()
+
+
+def test_a_write_tokens_agent_gets_no_trusted_job(farm, tmp_path):
+    """Issue 61 with real agents: a trusted token's job waits while a write token's agent
+    drives the very device (it registers, polls, and is handed nothing); the trusted agent
+    then tunes it from scratch, its results answering lookups.
+    """
+    server, write, store, agents = farm
+    trusted = create_token(store, "lab-3", "trusted")
+    submission = submit(server, trusted)
+    agents.append(Agent(server.url, write, tmp_path / "posing.log"))
+    wait_for(lambda: job_of(server, submission))  # the write agent registered the device
+    job_id = job_of(server, submission)["id"]
+    wait_for(lambda: " drives " in (tmp_path / "posing.log").read_text())
+    time.sleep(4)  # more than a lease; the posing agent polls every 0.3 s and gets nothing
+    assert job(server.url, job_id)["status"] == "queued"
+    assert job(server.url, job_id)["lease_epoch"] == 0
+    agents.append(Agent(server.url, trusted, tmp_path / "trusted.log"))
+    done = finished(server, job_id)
+    assert done["status"] == "completed" and done["lease_epoch"] == 1
+    assert "resuming after" not in (tmp_path / "trusted.log").read_text()
+    with OctuneClient(server.url) as client:
+        answer = client.lookup(done["device_fingerprint"], "gemm",
+                               {"m": 16, "n": 16, "k": 16})  # fmt: skip
+    assert answer.match == "exact"
