@@ -186,31 +186,40 @@ def pick(
     return min(tied, key=lambda c: (distance(c), scores[c]))
 
 
-def train(
-    store: Store, device: StoredDevice, table: KernelTable, seed: int = 0
-) -> DeviceModel | None:
-    """The model of ``table``'s device and kernel version, or None with too little data."""
-    problem = table.problem
+Workloads = dict[tuple[int, ...], list[HistoryRecord]]
+
+
+def _history(store: Store, device: StoredDevice, table: KernelTable) -> Workloads | None:
+    """The device's measurements of the table's kernel version by shape, or None when they
+    are too few to learn from.
+    """
     names = table.parameters
     records = [
         r
         for r in store.history(table.kernel, table.sha256, device.fingerprint)
         if all(n in r.config for n in names)
     ]
-    workloads: dict[tuple[int, ...], list[HistoryRecord]] = {}
+    workloads: Workloads = {}
     for record in records:
-        shape = stored_shape(problem, record.workload)
-        workloads.setdefault(shape, []).append(record)
+        workloads.setdefault(stored_shape(table.problem, record.workload), []).append(record)
     passing = [shape for shape, rows in workloads.items() if any(r.time_s for r in rows)]
     if len(passing) < MIN_WORKLOADS or sum(r.time_s is not None for r in records) < (
         MIN_MEASUREMENTS
     ):
         return None
+    return workloads
+
+
+def _fitted(
+    store: Store, device: StoredDevice, table: KernelTable, workloads: Workloads, seed: int
+) -> DeviceModel:
+    """A model of the table's kernel version fit on ``workloads`` (no candidates yet)."""
+    names = table.parameters
     stored = store.lookup_kernel(device.fingerprint, table.kernel, table.sha256)
     assert stored is not None  # the history has rows of it
-    space = stored_space(stored)
+    device_record = next(iter(workloads.values()))[0].device
+    model = DeviceModel(table, stored_space(stored), device_record, time_model(seed), _empty(names))
     rng = np.random.default_rng(seed)
-    model = DeviceModel(table, space, records[0].device, time_model(seed), _empty(names))
     xs, ys = [], []
     for shape, rows in workloads.items():
         if len(rows) > ROWS_PER_WORKLOAD:
@@ -219,8 +228,65 @@ def train(
         xs.append(model.features(configs, shape))
         ys.append(targets([r.time_s for r in rows], [r.flops for r in rows]))
     model.estimator.fit(np.vstack(xs), np.concatenate(ys))
+    return model
+
+
+def train(
+    store: Store, device: StoredDevice, table: KernelTable, seed: int = 0
+) -> DeviceModel | None:
+    """The model of ``table``'s device and kernel version, or None with too little data."""
+    workloads = _history(store, device, table)
+    if workloads is None:
+        return None
+    model = _fitted(store, device, table, workloads, seed)
     model.candidates, model.measured_on = _candidates(table, workloads)
     return model if len(model.candidates) else None
+
+
+#: Of the tuned shapes, every this-many-th is held out of the check's training.
+HOLD_OUT_EVERY = 4
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One measured config at a shape the checking model never saw, and its estimate."""
+
+    shape: tuple[int, ...]
+    config: tuple[int, ...]
+    measured_s: float
+    predicted_s: float
+
+
+def held_out_check(
+    store: Store, device: StoredDevice, table: KernelTable, seed: int = 0
+) -> list[HeldOut]:
+    """How far the model's times land from measured ones on shapes it did not learn from:
+    a model fit without every HOLD_OUT_EVERY-th tuned shape, scoring each config measured
+    there. Empty when too little is tuned to hold any shape out.
+    """
+    workloads = _history(store, device, table)
+    if workloads is None:
+        return []
+    shapes = sorted(workloads)
+    held = set(shapes[HOLD_OUT_EVERY - 1 :: HOLD_OUT_EVERY]) or {shapes[-1]}
+    kept = {shape: rows for shape, rows in workloads.items() if shape not in held}
+    if sum(any(r.time_s for r in rows) for rows in kept.values()) < MIN_WORKLOADS:
+        return []
+    model = _fitted(store, device, table, kept, seed)
+    names = table.parameters
+    out = []
+    for shape in sorted(held):
+        rows = [r for r in workloads[shape] if r.time_s is not None]
+        if not rows:
+            continue
+        configs = np.array([[r.config[n] for n in names] for r in rows], dtype=np.int64)
+        estimates = np.exp(model.estimator.predict(model.features(configs, shape)))
+        for row, config, per_flop in zip(rows, configs, estimates, strict=True):
+            out.append(
+                HeldOut(shape, tuple(config.tolist()), float(row.time_s or 0.0),
+                        float(per_flop) * max(row.flops, 1))
+            )  # fmt: skip
+    return out
 
 
 def _empty(names: Sequence[str]) -> NDArray[np.int64]:

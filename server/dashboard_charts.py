@@ -6,12 +6,15 @@ a plain dict (``octune.core.charts``) that a page hands to plotly.js.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from octune.core.charts import MATCH_COLOURS, STATUS_COLOURS, as_dict, layout
 from octune.db.dashboard_views import Candidate, SessionDetail
 from octune.db.server_store import WorkloadBest
 from octune.tuner.family import Family, WorkloadError
+
+if TYPE_CHECKING:  # the module loads XGBoost
+    from octune.lookup.predictor import HeldOut
 
 #: Octaves a coverage map spans on each axis, centred on the tuned shape.
 COVERAGE_STEPS = (-3, -2, -1, 0, 1, 2, 3)
@@ -185,6 +188,43 @@ def coverage_figure(
             "=".join(xs),
             "=".join(ys),
             height=420,
+        )
+    )
+    return as_dict(figure)
+
+
+def model_check_figure(kernel: str, checks: Sequence[HeldOut]) -> dict[str, Any] | None:
+    """The cost model's estimate against the measured time of each config at shapes it was
+    not fit on (``predictor.held_out_check``), on log axes with the line where they agree;
+    the title gives the median factor between them. None without a check.
+    """
+    import plotly.graph_objects as go
+
+    if not checks:
+        return None
+    measured = [c.measured_s * 1e3 for c in checks]
+    predicted = [c.predicted_s * 1e3 for c in checks]
+    factors = sorted(max(m / p, p / m) for m, p in zip(measured, predicted, strict=True))
+    median = factors[len(factors) // 2]
+    low, high = min(measured + predicted), max(measured + predicted)
+    figure = go.Figure()
+    figure.add_scatter(
+        x=measured, y=predicted, mode="markers", name=f"held-out configs ({len(checks)})",
+        marker={"color": "#457b9d", "size": 6, "opacity": 0.7},
+        hovertext=[f"shape {c.shape}<br>config {c.config}" for c in checks], hoverinfo="text",
+    )  # fmt: skip
+    figure.add_scatter(
+        x=[low, high], y=[low, high], mode="lines", name="estimate = measurement",
+        line={"color": "#999", "dash": "dash"}, hoverinfo="skip",
+    )  # fmt: skip
+    figure.update_layout(
+        layout(
+            f"{kernel}: the cost model on shapes it was not fit on (median factor {median:.2f})",
+            "measured (ms)",
+            "estimated (ms)",
+            height=420,
+            xaxis={"title": {"text": "measured (ms)"}, "type": "log"},
+            yaxis={"title": {"text": "estimated (ms)"}, "type": "log"},
         )
     )
     return as_dict(figure)

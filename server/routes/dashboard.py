@@ -4,7 +4,8 @@ plotly package ships (served here, no CDN):
 - ``/``: devices (and how they compare on the workloads they share), the tuning farm, recent
   search sessions with their confirmations folded in, tuned workloads as lookups answer them;
 - ``/dashboard/sessions/{id}``: every candidate of a session, failures by kind, best so far;
-- ``/dashboard/devices/{fingerprint}``: how lookups answer shapes around what was tuned;
+- ``/dashboard/devices/{fingerprint}``: how lookups answer shapes around what was tuned, and
+  the cost model's estimates against measurements on shapes held out of its fit;
 - ``/dashboard/models/{name}``: a built-in network layer by layer (`octune report --html`);
 - ``/dashboard/networks/{id}``: the same for a network tuned from any ONNX file, from the
   layers the database kept (``db.networks``);
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
@@ -24,13 +25,23 @@ from fastapi.templating import Jinja2Templates
 
 from octune.core.charts import MATCH_COLOURS, plotly_js
 from octune.db.dashboard_views import SessionRow, recent_sessions, session_detail
-from octune.db.server_store import ServerStore, WorkloadBest
+from octune.db.queries import StoredDevice
+from octune.db.server_store import ServerStore, TunedKernel, WorkloadBest
 from octune.lookup.data import Query as LookupQuery
 from octune.server.auth import COOKIE, known_token
-from octune.server.dashboard_charts import KINDS, coverage_figure, devices_figure, session_figure
+from octune.server.dashboard_charts import (
+    KINDS,
+    coverage_figure,
+    devices_figure,
+    model_check_figure,
+    session_figure,
+)
 from octune.server.job_spec import spec_label
 from octune.server.lookups import LookupService
 from octune.tuner.registry import families
+
+if TYPE_CHECKING:  # the module loads XGBoost
+    from octune.lookup.predictor import HeldOut
 
 router = APIRouter(tags=["dashboard"])
 #: Pages anyone may load: the sign-in form and the charting library.
@@ -169,11 +180,42 @@ def device_page(
         figure = coverage_figure(families()[problem], shape, dtype, answer)
         if figure is not None:
             coverage.append((f"coverage-{problem}-{dtype}", figure))
+    checks = [
+        (f"model-{kernel.name}", figure)
+        for kernel in found[0].kernels
+        if (figure := model_check_figure(kernel.name, _model_check(request, stored, kernel)))
+    ]
     return _page(
         request,
         "device.html",
-        {"device": found[0], "coverage": coverage, "kinds": KINDS, "models": list(BUILTIN)},
+        {"device": found[0], "coverage": coverage, "checks": checks, "kinds": KINDS,
+         "models": list(BUILTIN)},
+    )  # fmt: skip
+
+
+#: Held-out checks of the cost model kept, by device, kernel version and data stamp.
+MODEL_CHECKS = 64
+
+
+def _model_check(request: Request, device: StoredDevice, kernel: TunedKernel) -> list[HeldOut]:
+    """The cost model's held-out check of a kernel version on a device, fit once per state of
+    its measurements (an XGBoost fit: a fraction of a second to a few).
+    """
+    from octune.lookup.predictor import held_out_check  # loads XGBoost
+
+    store: ServerStore = request.app.state.store
+    key = (device.fingerprint, kernel.sha256, store.version_stamp(device.fingerprint,
+                                                                   kernel.sha256))  # fmt: skip
+    cache: dict[tuple[Any, ...], list[HeldOut]] = request.app.state.__dict__.setdefault(
+        "model_checks", {}
     )
+    if key not in cache:
+        lookups: LookupService = request.app.state.lookups
+        table = lookups.lookup.index(device, kernel.name, kernel.sha256).table
+        if len(cache) >= MODEL_CHECKS:
+            cache.clear()
+        cache[key] = held_out_check(store, device, table)
+    return cache[key]
 
 
 @router.get("/dashboard/models/{name}", response_class=HTMLResponse, include_in_schema=False)

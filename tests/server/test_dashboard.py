@@ -135,3 +135,20 @@ def test_a_network_tuned_from_a_file_has_its_page_without_the_file(client, store
     (chart,) = figures(page.text).values()
     assert sum(len(trace["y"]) for trace in chart["data"]) == 12
     assert client.get("/dashboard/networks/99", params={"device": fp}).status_code == 404
+
+
+def test_a_device_page_checks_the_cost_model_on_shapes_it_did_not_learn(client, seeder):
+    fp = seeder.device.fingerprint
+    seeder.session(W64, [5])
+    assert "no-model-check" in client.get(f"/dashboard/devices/{fp}").text  # too little
+    for size in (32, 128, 256):
+        seeder.session(gemm_workload(size, size, size), [2, 3, 4, 5, 6, 7, 8])
+    page = client.get(f"/dashboard/devices/{fp}")
+    figure = figures(page.text)["model-gemm"]
+    held, agree = figure["data"]
+    assert agree["name"] == "estimate = measurement"
+    # Shapes in key order (32, 64, 128, 256): the fourth, 256³, held out; its 7 configs.
+    assert held["name"] == "held-out configs (7)" and len(held["x"]) == 7
+    assert all(x > 0 and y > 0 for x, y in zip(held["x"], held["y"], strict=True))
+    assert figure["layout"]["xaxis"]["type"] == "log"
+    assert "median factor" in figure["layout"]["title"]["text"]
