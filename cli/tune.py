@@ -187,6 +187,8 @@ def tune(
     store = open_store(db)
     if network is not None:  # its dashboard page and report need no file (db.networks)
         store.save_network(**network)
+        if upload is not None:
+            _upload_network(network, upload, cast(str, token))
     if not all_kernels:
         tasks, left_out = for_device(tasks, info.device_type)
         if left_out:
@@ -377,6 +379,17 @@ def _upload(store: Store, report: SessionReport, url: str, token: str) -> None:
                 )
     except OctuneError as error:
         console.print(f"[yellow]Upload to {url} failed, results kept locally:[/] {error}")
+
+
+def _upload_network(network: dict[str, Any], url: str, token: str) -> None:
+    """The network's layers for the server's dashboard; a failure ends nothing."""
+    from octune.server.client import OctuneClient
+
+    try:
+        with OctuneClient(url, token=token) as client:
+            client.upload_network(network)
+    except OctuneError as error:
+        console.print(f"[yellow]Sending the network's layers to {url} failed:[/] {error}")
 
 
 def _summary_row(

@@ -28,6 +28,8 @@ from octune.server.schemas import (
     KernelSourceOut,
     LeaseOut,
     LookupAnswer,
+    NetworkIn,
+    NetworkOut,
     Readiness,
     SubmitOut,
     UploadIn,
@@ -131,6 +133,12 @@ class OctuneClient:
                 answers=done.answers,
             )
         return total
+
+    def upload_network(self, network: Mapping[str, Any]) -> int:
+        """Send a network's layers (``networks.workloads.network_record``); its server id."""
+        body = NetworkIn.model_validate(dict(network)).model_dump_json()
+        done = self._call("POST", "/v1/networks", content=body, headers=_JSON)
+        return NetworkOut.model_validate(done).network_id
 
     # -- the tuning farm (octune.farm) ------------------------------------------------------
 

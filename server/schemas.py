@@ -424,6 +424,32 @@ class UploadOut(BaseModel):
     )
 
 
+# --- networks ---------------------------------------------------------------------------
+
+
+class NetworkLayerIn(Strict):
+    family: Identifier
+    shape: Annotated[dict[str, ShapeValue], Field(max_length=MAX_SHAPE_KEYS)]
+    dtype: Literal["float32", "float16", "int8"] = "float32"
+    count: Annotated[int, Field(ge=1, le=1 << 20)]
+    nodes: Annotated[list[PrintableText255], Field(min_length=1, max_length=4096)]
+
+
+class NetworkIn(Strict):
+    """A network's layers as `tune --model` read them: what the dashboard shows of a network
+    tuned elsewhere. Each layer's shape is checked by its family, as a lookup's is.
+    """
+
+    name: Name255
+    layers: Annotated[list[NetworkLayerIn], Field(min_length=1, max_length=10_000)]
+    not_tuned: Annotated[list[PrintableText255], Field(max_length=1000)] = []
+    left_out: Annotated[list[PrintableText255], Field(max_length=1000)] = []
+
+
+class NetworkOut(BaseModel):
+    network_id: int
+
+
 # --- the tuning farm ------------------------------------------------------------------------
 
 

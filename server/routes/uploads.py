@@ -1,4 +1,5 @@
-"""Tuning machines post their sessions here (write token required). Every measurement is
+"""Tuning machines post their sessions here (write token required), and the networks whose
+layers they tuned (``POST /v1/networks``, for the dashboard). Every measurement is
 kept; only a trusted token's answer lookups (``octune.db.queries.answering``): a write token's
 holder could send any time, and a fast enough one would crown its config.
 """
@@ -17,10 +18,17 @@ from octune.db.server_store import ServerStore, UploadConflictError
 from octune.db.tokens import TokenRecord
 from octune.lookup.tables import device_limits
 from octune.server.auth import require_write
-from octune.server.schemas import MeasurementIn, SessionBody, UploadIn, UploadOut
+from octune.server.schemas import (
+    MeasurementIn,
+    NetworkIn,
+    NetworkOut,
+    SessionBody,
+    UploadIn,
+    UploadOut,
+)
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
-from octune.tuner.registry import family, kernel_from_texts, load_kernel
+from octune.tuner.registry import families, family, kernel_from_texts, load_kernel
 from octune.tuner.space import SearchSpace
 
 router = APIRouter(tags=["uploads"])
@@ -29,6 +37,33 @@ router = APIRouter(tags=["uploads"])
 #: Five to twenty times what today's do (an H100 SM: 128 x 2 x 1.98 GHz), so it refuses only
 #: the impossible, such as the 1e-300 s that once made a config "best" at 5e296 GFLOP/s.
 MAX_FLOPS_PER_COMPUTE_UNIT = 1024 * 2 * 5e9
+
+
+@router.post("/networks", response_model=NetworkOut)
+def upload_network(
+    request: Request, network: NetworkIn, _token: Annotated[TokenRecord, Depends(require_write)]
+) -> NetworkOut:
+    """Keep a network's layers (`tune --model --upload` sends them), for its dashboard page:
+    each layer's shape checked by its family first. Sending the same network again keeps one.
+    """
+    known = families()
+    for i, layer in enumerate(network.layers):
+        found = known.get(layer.family)
+        if found is None:
+            families_known = ", ".join(known)
+            raise HTTPException(
+                422, f"layers[{i}].family: no family '{layer.family}': use one of {families_known}"
+            )
+        try:
+            found.workload(layer.shape, layer.dtype)
+        except OctuneError as error:
+            raise HTTPException(422, f"layers[{i}]: {error}") from None
+    store: ServerStore = request.app.state.store
+    network_id = store.save_network(
+        network.name, [layer.model_dump() for layer in network.layers], network.not_tuned,
+        network.left_out,
+    )  # fmt: skip
+    return NetworkOut(network_id=network_id)
 
 
 @router.post("/sessions", response_model=UploadOut)

@@ -591,3 +591,22 @@ def test_a_name_two_stored_devices_share_answers_for_the_newer(client, store, se
     assert lookup(client, device_info.fingerprint, m=64, n=64, k=64).json()["config"] == (
         seeder.table.config(5)
     )
+
+
+@pytest.mark.parametrize(
+    ("layer", "fragment"),
+    [
+        ({"family": "nope", "shape": {"m": 1}}, "layers[0].family: no family 'nope'"),
+        ({"family": "gemm", "shape": {"m": 0, "n": 1, "k": 1}}, "layers[0]: gemm m=0 is out"),
+        ({"family": "gemm", "shape": {"m": 1, "n": 1, "k": 1, "q": 2}}, "no parameter q"),
+        (
+            {"family": "gemm", "shape": {"m": 1, "n": 1, "k": 1}, "nodes": ["a\x1bb"]},
+            "must be printable",
+        ),
+    ],
+)
+def test_a_network_upload_is_checked_layer_by_layer(client, write_token, layer, fragment):
+    body = {"name": "net.onnx", "layers": [{"count": 1, "nodes": ["fc"], **layer}]}
+    refused = client.post("/v1/networks", json=body, headers=bearer(write_token))
+    assert refused.status_code == 422 and fragment in refused.json()["message"], refused.text
+    assert client.post("/v1/networks", json=body).status_code == 401
