@@ -157,6 +157,19 @@ _C_COMPARE = {
 }  # fmt: skip
 
 
+#: How a kernel's arguments are laid out (``Family.argument_layout``): ``OCTUNE_ARGS_*``, 0 for
+#: a kernel no runtime launches.
+ARGUMENT_LAYOUTS = ("gemm", "gemm_int8", "conv2d", "conv2d_int8", "conv2d_as_gemm")
+
+
+def _arguments(table: KernelTable) -> str:
+    from octune.tuner.registry import families
+
+    family = families().get(table.problem.name)
+    layout = family.argument_layout(table.entry, table.dtype) if family is not None else None
+    return f"OCTUNE_ARGS_{layout.upper()}" if layout in ARGUMENT_LAYOUTS else "OCTUNE_ARGS_NONE"
+
+
 def _prefix(table: KernelTable) -> str:
     return "octune_kernel_" + re.sub(r"[^A-Za-z0-9_]", "_", table.kernel)
 
@@ -182,14 +195,15 @@ def _entries(
 
 
 def _shape_checks(table: KernelTable) -> str:
-    """C that fills v[] (shape variables, derived ones) from q[] and returns -1 for a shape
+    """C that fills v[] (shape variables, derived ones) from q[] and returns OCTUNE_MATCH_NONE
+    for a shape
     the Python lookup refuses: out of range, impossible, past 32-bit indexing, not taken.
     """
     problem = table.problem
     variables = {name: i for i, name in enumerate(problem.variables)}
     keys = problem.keys
     lines = [
-        f"    if (q[{i}] < INT64_C({low}) || q[{i}] > INT64_C({high})) return -1;"
+        f"    if (q[{i}] < INT64_C({low}) || q[{i}] > INT64_C({high})) return OCTUNE_MATCH_NONE;"
         for i, (low, high) in enumerate(problem.ranges)
     ]
     lines += [
@@ -201,18 +215,20 @@ def _shape_checks(table: KernelTable) -> str:
         for i, (_, text) in enumerate(problem.derived)
     ]
     lines += [
-        f"    if (bad || !({_c(text, {}, variables, {})})) return -1;" for text, _ in problem.rules
+        f"    if (bad || !({_c(text, {}, variables, {})})) return OCTUNE_MATCH_NONE;"
+        for text, _ in problem.rules
     ]
     if problem.max_elements:
         lines += [
             f"    if (bad || {_c(text, {}, variables, {})} > INT64_C({problem.max_elements})) "
-            "return -1;"
+            "return OCTUNE_MATCH_NONE;"
             for text in problem.extents
         ]
     lines += [
-        f"    if (bad || !({_c(text, {}, variables, {})})) return -1;" for text in table.requires
+        f"    if (bad || !({_c(text, {}, variables, {})})) return OCTUNE_MATCH_NONE;"
+        for text in table.requires
     ]
-    lines.append("    if (bad) return -1;")
+    lines.append("    if (bad) return OCTUNE_MATCH_NONE;")
     return "\n".join(lines)
 
 
@@ -270,6 +286,7 @@ def _kernel(table: KernelTable, template: str) -> dict[str, Any]:
         "nkeys": len(problem.keys),
         "nsizes": len(problem.sizes),
         "nvars": len(problem.variables),
+        "arguments": _arguments(table),
         "kernel_string": c_string(table.kernel),
         "entry_string": c_string(table.entry),
         "sha_string": c_string(table.sha256),
@@ -322,9 +339,20 @@ def _family(name: str, dtype: str, tables: Sequence[KernelTable]) -> dict[str, A
     the fastest kept (``best_answer``'s order). float32's is ``octune_gemm_lookup``, the
     others' name their dtype (``octune_gemm_float16_lookup``), so no answer crosses dtypes.
     """
-    keys = tables[0].problem.keys
+    problem = tables[0].problem
+    keys = problem.keys
     function = name if dtype == "float32" else f"{name}_{dtype}"
+    defaults = {key: value for key, value in problem.defaults if value}
     return {
+        "macro": re.sub(r"[^A-Za-z0-9_]", "_", function).upper(),
+        "query_fields": "\n".join(
+            f"    long {key};" + (f"  /* 0: {defaults[key]} */" if key in defaults else "")
+            for key in problem.keys
+        ),
+        "query_args": ", ".join(
+            f"q->{key} ? q->{key} : {defaults[key]}" if key in defaults else f"q->{key}"
+            for key in keys
+        ),
         "name": _comment(f"{name} {dtype}"),
         "function": "octune_" + re.sub(r"[^A-Za-z0-9_]", "_", function),
         "key_names": ", ".join(keys),
@@ -333,7 +361,7 @@ def _family(name: str, dtype: str, tables: Sequence[KernelTable]) -> dict[str, A
         "args": ", ".join(f"long {key}" for key in keys),
         "fill": " ".join(f"q_[{i}] = {key};" for i, key in enumerate(keys)),
         "calls": "\n".join(
-            f"    if ({_prefix(t)}_lookup(q_, &candidate_) >= 0) "
+            f"    if ({_prefix(t)}_lookup(q_, &candidate_)) "
             "octune_keep_better_(cfg, &candidate_, &found_);"
             for t in sorted(tables, key=lambda t: (-t.fit, t.kernel))
         ),
@@ -359,12 +387,20 @@ def render(
             driver=driver,
             fingerprint=re.sub(r"[^0-9a-f]", "", str(device.get("fingerprint", ""))),
             written=_comment(f"octune {manifest['octune_version']} at {manifest['created_at']}"),
+            device_name_string=c_string(str(device.get("name", ""))),
+            driver_string=c_string(str(device.get("driver_version", ""))),
+            # Numbered from 1: a lookup returns 0 (OCTUNE_MATCH_NONE) for no answer, so that
+            # `if (!octune_gemm_lookup(...))` tests for a failure, not for an exact hit.
             matches="\n".join(
-                f"#define OCTUNE_MATCH_{m.upper()} {i}" for i, m in enumerate(MATCHES)
+                f"#define OCTUNE_MATCH_{m.upper()} {i}" for i, m in enumerate(MATCHES, 1)
             ),
-            nmatches=len(MATCHES),
-            match_names=", ".join(c_string(m) for m in MATCHES),
-            ranks="{" + ", ".join(str(MATCH_RANK[m]) for m in MATCHES) + "}",
+            nmatches=len(MATCHES) + 1,
+            match_names=", ".join(c_string(m) for m in ("none", *MATCHES)),
+            ranks="{" + ", ".join(str(r) for r in (99, *(MATCH_RANK[m] for m in MATCHES))) + "}",
+            argument_layouts="\n".join(
+                f"#define OCTUNE_ARGS_{layout.upper()} {i}"
+                for i, layout in enumerate(ARGUMENT_LAYOUTS, 1)
+            ),
             log_bits=LOG_BITS,
             log_table_size=1 << LOG_TABLE_BITS,
             near_distance=NEAR_DISTANCE,

@@ -198,6 +198,14 @@ class Conv2d(Family):
                  "groups": node.integer("group", 1)}  # fmt: skip
         return shape, 1
 
+    def argument_layout(self, entry: str, dtype: str) -> str | None:
+        """(x, w, y, N, C, H, W, K, OH, OW); int8: those, then (scale, bias, x_zero,
+        y_zero); a pointwise conv's ``gemm`` entry: a GEMM's, over the image's pixels.
+        """
+        if dtype == "int8":
+            return "conv2d_int8"
+        return "conv2d_as_gemm" if entry == "gemm" else "conv2d"
+
     def launch_arguments(
         self, workload: Workload, entry: str, alpha: float = 1.0, zeros: tuple[int, int] = (0, 0)
     ) -> Arguments:

@@ -197,6 +197,12 @@ class Gemm(Family):
             return gemm_int8_arguments(s["m"], s["n"], s["k"], lda, ldb, *zeros)
         return gemm_arguments(s["m"], s["n"], s["k"], lda, ldb, alpha=alpha)
 
+    def argument_layout(self, entry: str, dtype: str) -> str | None:
+        """(M, N, K, alpha, beta, A, lda, B, ldb, C, ldc); int8: (M, N, K, A, lda, B, ldb,
+        scale, bias, a_zero, c_zero, C, ldc).
+        """
+        return "gemm_int8" if dtype == "int8" else "gemm"
+
 
 FAMILY = Gemm()
 

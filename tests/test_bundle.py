@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from helpers.c_lookup import GCC, compile_query, python_line
 from helpers.cli_testing import assert_one_line_error, octune
 from test_lookup import DEVICE, config
 
@@ -30,7 +31,7 @@ from octune.firmware.bundle import (
 )
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_query, gemm_workload
-from octune.lookup.data import Answer, Entry, KernelTable, Query, QueryError
+from octune.lookup.data import Entry, KernelTable, Query, QueryError
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.tuner.limits import max_buffer_bytes
@@ -64,7 +65,6 @@ def cli(capsys, monkeypatch):
     return run
 
 
-GCC = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"]
 SIZES = [1, 3, 16, 17, 64, 100, 128, 255, 256, 512, 1000, 1024, 2048, 4096]
 
 
@@ -160,58 +160,6 @@ def test_store_and_bundles_answer_identically(tuned_store, tmp_path):
     assert bundles["json"].sources["gemm"][0] == load_kernel("gemm").source
 
 
-C_PROGRAM = r"""
-#include <stdio.h>
-#include "octune_lookup.h"
-
-int main(int argc, char **argv) {
-    long m, n, k;
-    int transa, transb, match, d;
-    unsigned part;
-    char options[4096];
-    struct octune_config cfg;
-    if (argc > 1 && octune_gemm_lookup(4096, 4096, 4096, 0, 0, &cfg) >= 0) {  /* the source */
-        for (part = 0; part < cfg.source_count; part++) fputs(cfg.source[part], stdout);
-        return argv[1][0] == 's' ? 0 : 1;
-    }
-    while (scanf("%ld %ld %ld %d %d", &m, &n, &k, &transa, &transb) == 5) {
-        match = octune_gemm_lookup(m, n, k, transa, transb, &cfg);
-        if (match < 0) { printf("none\n"); continue; }
-        printf("%s", octune_match_names[match]);
-        for (d = 0; d < cfg.ndefines; d++)
-            printf(" %s=%d", cfg.define_names[d], cfg.defines[d]);
-        printf(" |");
-        for (d = 0; d < (int)cfg.work_dim; d++)
-            printf(" %zu/%zu", cfg.global_size[d], cfg.local_size[d]);
-        printf(" | %.17g %.17g |", cfg.time_s, cfg.gflops);
-        if (cfg.source_index < 0) printf(" -");
-        else for (d = 0; d < 5; d++) printf(" %lld", (long long)cfg.source_shape[d]);
-        octune_build_options(&cfg, options, sizeof options);
-        printf(" | %s | %s %s %s\n", options, cfg.kernel, cfg.entry, cfg.kernel_sha256);
-    }
-    return 0;
-}
-"""
-
-
-def python_line(answer: Answer | None) -> str:
-    """What the C program prints, from the Python answer."""
-    if answer is None:
-        return "none"
-    defines = "".join(f" {name}={value}" for name, value in answer.defines.items())
-    launch = zip(answer.global_size, answer.local_size, strict=True)
-    sizes = "".join(f" {global_}/{local}" for global_, local in launch)
-    time_s = -1.0 if answer.time_s is None else answer.time_s
-    gflops = -1.0 if answer.gflops is None else answer.gflops
-    source = (
-        " -" if answer.source is None else "".join(f" {v}" for v in answer.source["shape"].values())
-    )
-    return (
-        f"{answer.match}{defines} |{sizes} | {time_s:.17g} {gflops:.17g} |{source} | "
-        f"{answer.build_options} | {answer.kernel} {answer.entry} {answer.kernel_sha256}"
-    )
-
-
 def compile_header(table: KernelTable, out: Path) -> Path:
     kernel = load_kernel("gemm")
     # The device's name goes into a C comment: "/*" and "*/" in it must neither end the comment
@@ -219,10 +167,7 @@ def compile_header(table: KernelTable, out: Path) -> Path:
     device = {"name": "test /* GPU */ of /*/ names", "fingerprint": table.device_fingerprint}
     write_bundle(out, "c-header", device, [table],
                  {table.sha256: (kernel.source, kernel.space.source_text)})  # fmt: skip
-    (out / "main.c").write_text(C_PROGRAM)
-    subprocess.run([*GCC, "-I", str(out), "-o", str(out / "lookup"), str(out / "main.c")],
-                   check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
-    return out / "lookup"
+    return compile_query(out)
 
 
 def test_c_header_answers_as_python(tuned_store, tmp_path):
@@ -258,7 +203,7 @@ def test_c_header_answers_as_python(tuned_store, tmp_path):
                 expected.append(python_line(index.lookup(query)))
             except QueryError:
                 expected.append("none")
-        stdin = "".join(" ".join(map(str, q.shape.values())) + "\n" for q in queries)
+        stdin = "".join("gemm " + " ".join(map(str, q.shape.values())) + "\n" for q in queries)
         result = subprocess.run([program], input=stdin, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         for query, want, got in zip(queries, expected, result.stdout.splitlines(), strict=True):
@@ -575,7 +520,7 @@ int main(void) {
     unsigned i, d;
     struct octune_config cfg;
     while (scanf("%lld %lld %lld %lld %lld", &q[0], &q[1], &q[2], &q[3], &q[4]) == 5) {
-        if (octune_kernel_gemm_splitk_lookup((const int64_t *)q, &cfg) < 0) {
+        if (!octune_kernel_gemm_splitk_lookup((const int64_t *)q, &cfg)) {
             printf("none\n");
             continue;
         }

@@ -10,10 +10,9 @@ import random
 import re
 import subprocess
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-from test_bundle import GCC, python_line
+from helpers.c_lookup import compile_query, python_line
 from test_lookup import DEVICE
 
 from octune.core.errors import WorkloadError
@@ -134,7 +133,7 @@ def test_a_layer_is_answered_by_its_fastest_kernel_in_service_bundles_and_c(conv
         )
     for fmt in ("json", "sqlite"):
         bundles[fmt] = load_bundle(tmp_path / fmt)
-    program = compile_conv_program(tmp_path / "c-header")
+    program = compile_query(tmp_path / "c-header")
 
     cases = queries(tuned, 300, seed=1)
     expected = [answer_or_none(lambda q: best_answer(indexes, q), q) for q in cases]
@@ -148,7 +147,7 @@ def test_a_layer_is_answered_by_its_fastest_kernel_in_service_bundles_and_c(conv
         assert python_line(got) == python_line(want), query.shape
         for fmt, bundle in bundles.items():
             assert python_line(answer_or_none(bundle.lookup, query)) == python_line(want), fmt
-    stdin = "".join(" ".join(str(q.shape[key]) for key in KEYS) + "\n" for q in cases)
+    stdin = "".join("conv2d " + " ".join(str(q.shape[key]) for key in KEYS) + "\n" for q in cases)
     result = subprocess.run([program], input=stdin, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     for query, want, got in zip(cases, expected, result.stdout.splitlines(), strict=True):
@@ -170,50 +169,6 @@ def test_an_exact_answer_is_the_fastest_measurement_of_any_kernel(conv_store):
         )
         assert answer.match == "exact"
         assert answer.time_s == pytest.approx(fastest)
-
-
-C_PROGRAM = r"""
-#include <stdio.h>
-#include "octune_lookup.h"
-
-int main(void) {
-    long q[%(nkeys)d];
-    int match, d;
-    char options[4096];
-    struct octune_config cfg;
-    while (scanf("%(scan)s", %(refs)s) == %(nkeys)d) {
-        match = octune_conv2d_lookup(%(args)s, &cfg);
-        if (match < 0) { printf("none\n"); continue; }
-        printf("%%s", octune_match_names[match]);
-        for (d = 0; d < cfg.ndefines; d++)
-            printf(" %%s=%%d", cfg.define_names[d], cfg.defines[d]);
-        printf(" |");
-        for (d = 0; d < (int)cfg.work_dim; d++)
-            printf(" %%zu/%%zu", cfg.global_size[d], cfg.local_size[d]);
-        printf(" | %%.17g %%.17g |", cfg.time_s, cfg.gflops);
-        if (cfg.source_index < 0) printf(" -");
-        else for (d = 0; d < %(nkeys)d; d++) printf(" %%lld", (long long)cfg.source_shape[d]);
-        octune_build_options(&cfg, options, sizeof options);
-        printf(" | %%s | %%s %%s %%s\n", options, cfg.kernel, cfg.entry, cfg.kernel_sha256);
-    }
-    return 0;
-}
-"""
-
-
-def compile_conv_program(header_dir: Path) -> Path:
-    n = len(KEYS)
-    source = C_PROGRAM % {
-        "nkeys": n,
-        "scan": " ".join(["%ld"] * n),
-        "refs": ", ".join(f"&q[{i}]" for i in range(n)),
-        "args": ", ".join(f"q[{i}]" for i in range(n)),
-    }
-    (header_dir / "main.c").write_text(source)
-    subprocess.run([*GCC, "-I", str(header_dir), "-o", str(header_dir / "lookup"),
-                    str(header_dir / "main.c")], check=True, capture_output=True, text=True,
-                   timeout=120)  # fmt: skip
-    return header_dir / "lookup"
 
 
 # --- from before the layout key ----------------------------------------------------------------
@@ -286,9 +241,9 @@ def test_a_database_from_before_the_layout_key_answers_nchw_only(legacy_store, t
         assert service.lookup(device, Query("conv2d", shape)).kernel == "conv2d_direct"
         nhwc = service.lookup(device, Query("conv2d", {**shape, "nhwc": 1}))
         assert nhwc.kernel.endswith("_nhwc")
-    program = compile_conv_program(tmp_path / "c-header")
+    program = compile_query(tmp_path / "c-header")
     stdin = "".join(
-        " ".join(str({**shape, "nhwc": nhwc}[key]) for key in KEYS) + "\n"
+        "conv2d " + " ".join(str({**shape, "nhwc": nhwc}[key]) for key in KEYS) + "\n"
         for shape in layers
         for nhwc in (0, 1)
     )

@@ -31,11 +31,11 @@ C_PROGRAM = r"""
 int main(void) {
     struct octune_config cfg;
     int int8 = octune_gemm_int8_lookup(48, 40, 72, 0, 0, &cfg);
-    printf("int8 %d %s\n", int8, int8 >= 0 ? cfg.kernel : "-");
+    printf("int8 %d %s\n", int8, int8 ? cfg.kernel : "-");
     int nearest = octune_gemm_int8_lookup(50, 40, 70, 0, 0, &cfg);
-    printf("near %d %s\n", nearest, nearest >= 0 ? cfg.kernel : "-");
+    printf("near %d %s\n", nearest, nearest ? cfg.kernel : "-");
     int f16 = octune_gemm_float16_lookup(48, 40, 72, 0, 0, &cfg);
-    printf("float16 %d %s\n", f16, f16 >= 0 ? cfg.kernel : "-");
+    printf("float16 %d %s\n", f16, f16 ? cfg.kernel : "-");
     return 0;
 }
 """
@@ -76,13 +76,13 @@ def test_bundles_and_the_c_header_key_answers_by_dtype(tuned: Path, tmp_path: Pa
         assert [table.dtype for table in tables] == ["int8"]
     (tmp_path / "main.c").write_text(C_PROGRAM.replace(
         "    int f16 = octune_gemm_float16_lookup(48, 40, 72, 0, 0, &cfg);\n"
-        '    printf("float16 %d %s\\n", f16, f16 >= 0 ? cfg.kernel : "-");\n', ""))  # fmt: skip
+        '    printf("float16 %d %s\\n", f16, f16 ? cfg.kernel : "-");\n', ""))  # fmt: skip
     program = tmp_path / "lookup"
     gcc = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"]
     subprocess.run([*gcc, "-I", str(tmp_path), "-o", str(program), str(tmp_path / "main.c")],
                    check=True, capture_output=True, text=True, timeout=120)  # fmt: skip
     lines = subprocess.run([program], capture_output=True, text=True, timeout=60).stdout
-    assert lines.splitlines() == ["int8 0 gemm_int8", "near 1 gemm_int8"]  # exact, nearest
+    assert lines.splitlines() == ["int8 1 gemm_int8", "near 2 gemm_int8"]  # exact, nearest
 
     json_dir = tmp_path / "json"
     exported = octune("export", "--device", device.fingerprint, "--out", str(json_dir),

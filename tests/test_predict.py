@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from test_bundle import cli, compile_header, python_line, random_queries  # noqa: F401
+from helpers.c_lookup import python_line
+from test_bundle import cli, compile_header, random_queries  # noqa: F401
 from test_lookup import DEVICE
 
 from octune.core.results import Measurement, Status
@@ -161,7 +162,7 @@ def test_service_answers_live_and_bundles_and_c_header_from_the_grid_identically
     bundled = load_bundle(tmp_path / "json").tables["gemm"]
     program = compile_header(bundled, tmp_path / "header")
     index = KernelIndex(bundled)
-    stdin = "".join(" ".join(map(str, q.shape.values())) + "\n" for q in queries)
+    stdin = "".join("gemm " + " ".join(map(str, q.shape.values())) + "\n" for q in queries)
     result = subprocess.run([program], input=stdin, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     for query, got in zip(queries, result.stdout.splitlines(), strict=True):

@@ -148,6 +148,13 @@ class Family(ABC):
         """
         raise NotImplementedError(f"{self.name} gives no launch arguments: no model runs it")
 
+    def argument_layout(self, entry: str, dtype: str) -> str | None:
+        """How ``entry``'s arguments are laid out, named for a runtime without Python (the C
+        header's ``OCTUNE_ARGS_*``): the same order ``launch_arguments`` gives; None where
+        no runtime launches it.
+        """
+        return None
+
     def read_onnx(self, node: OnnxNode) -> OnnxReading:
         """A node of one of ``onnx_ops`` as this family's shape and how many launches of it a
         forward pass makes (a batched MatMul: one a matrix), or why the family cannot take it.
