@@ -162,7 +162,12 @@ def setup(
         none_compiles,
         select_device,
     )
-    from octune.tuner.runtimes import PIP_RUNTIMES, extra_requirements, installed_library
+    from octune.tuner.runtimes import (
+        PIP_RUNTIMES,
+        extra_requirements,
+        installed_library,
+        system_driver_hint,
+    )
 
     if as_json:
         console.quiet = True  # stdout is the JSON alone; pip's output goes to stderr
@@ -196,7 +201,7 @@ def setup(
             checked,
             f"install {missing[0].label} with `pip install 'octune[{missing[0].extra}]'`"
             if missing
-            else "install your vendor's OpenCL driver (docs/runtimes.md)",
+            else system_driver_hint(),
         )
     for runtime in missing:
         requirements = extra_requirements(runtime.extra)

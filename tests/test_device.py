@@ -31,6 +31,7 @@ from octune.tuner.runtimes import (
     extra_requirements,
     installed_library,
     loader_icd_files,
+    system_driver_hint,
     vendor_folder,
 )
 
@@ -205,6 +206,16 @@ def test_the_intel_extra_names_both_runtime_distributions_where_published() -> N
     published = platform.machine() == "x86_64" and sys.platform == "linux"  # Intel's wheels
     assert names == ({"intel-opencl-rt", "intel-cmplr-lib-rt"} if published else set())
     assert extra_requirements("no-such-extra") == []
+
+
+def test_where_pypi_has_no_runtime_setup_names_the_systems() -> None:
+    """On an ARM or RISC-V board `octune setup` never offers Intel's x86-only runtime: it
+    names the distribution's PoCL and the GPU vendors' drivers.
+    """
+    for machine in ("aarch64", "armv7l", "riscv64"):
+        assert "apt install pocl-opencl-icd" in system_driver_hint(machine)
+        assert "libmali" in system_driver_hint(machine)
+    assert "pocl" not in system_driver_hint("x86_64")
 
 
 def test_an_installed_intel_runtime_is_what_the_loader_reads(cl_device: cl.Device) -> None:

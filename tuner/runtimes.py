@@ -131,3 +131,20 @@ def extra_requirements(extra: str) -> list[str]:
             requirement.marker = None
             requirements.append(str(requirement))
     return requirements
+
+
+def system_driver_hint(machine: str | None = None) -> str:
+    """What to install where PyPI has no CPU runtime for this machine: on ARM and RISC-V
+    boards, the distribution's PoCL or the GPU vendor's driver (Mali's libmali, Adreno's);
+    elsewhere the vendor's driver.
+    """
+    import platform
+
+    arch = (machine or platform.machine()).lower()
+    if arch.startswith(("aarch64", "arm", "riscv")):
+        return (
+            "install PoCL from the distribution (Debian, Ubuntu: apt install pocl-opencl-icd) or "
+            "the board's GPU driver (Mali: libmali, Adreno: the vendor's libOpenCL), registered "
+            "in /etc/OpenCL/vendors (docs/runtimes.md)"
+        )
+    return "install your vendor's OpenCL driver (docs/runtimes.md)"
