@@ -74,6 +74,13 @@ def export(
             help=f"Ed25519 private key (PEM file or text; ${SIGNING_KEY_ENV_VAR}) to sign with",
         ),
     ] = None,
+    prefix: Annotated[
+        str,
+        typer.Option(
+            help="what the C header's names start with instead of octune (octune_gemm_lookup, "
+            "OCTUNE_MATCH_EXACT...): two devices' headers in one firmware"
+        ),
+    ] = "octune",
     as_json: JsonOption = False,
 ) -> None:
     """Write one device's best configs, fallback tables and kernel sources as a bundle."""
@@ -82,6 +89,15 @@ def export(
 
     if fmt not in FORMATS:
         raise OctuneError(f"unknown --format '{fmt}': use one of {', '.join(FORMATS)}")
+    from octune.firmware.cheader import PREFIX
+
+    if not PREFIX.fullmatch(prefix):
+        raise OctuneError(
+            f"--prefix {prefix!r} cannot start C names: use lower-case letters, digits and _, "
+            "starting with a letter, e.g. --prefix mali"
+        )
+    if prefix != "octune" and fmt != "c-header":
+        raise OctuneError("--prefix names the C header's functions: add --format c-header")
     names = [name.strip() for name in kernels.split(",") if name.strip()] if kernels else None
     answers = None
     if model:
@@ -90,7 +106,7 @@ def export(
         answers = ModelAnswers()
     with open_store(db) as store:
         dtypes = [checked_dtype(value) for value in dtype] if dtype else None
-        manifest, tables = export_bundle(store, device, names, fmt, out, answers, dtypes)
+        manifest, tables = export_bundle(store, device, names, fmt, out, answers, dtypes, prefix)
     if sign_key is not None:
         from octune.firmware.signing import sign_manifest
 

@@ -372,10 +372,12 @@ def write_bundle(
     device: Mapping[str, Any],
     tables: Sequence[KernelTable],
     sources: Mapping[str, tuple[str, str]],
+    prefix: str = "octune",
 ) -> dict[str, Any]:
     """Write a bundle into ``out`` (created if needed) and return its manifest.
 
-    ``sources`` maps each kernel sha256 to its (template, space) texts.
+    ``sources`` maps each kernel sha256 to its (template, space) texts; ``prefix`` starts
+    the C header's names (``cheader.prefixed``).
     The manifest is written last: a bundle interrupted half-way has none and cannot load.
     """
     if fmt not in FORMAT_FILES:
@@ -410,7 +412,8 @@ def write_bundle(
     elif fmt == "sqlite":
         files[FORMAT_FILES[fmt]] = _sqlite_bytes(tables)
     else:
-        files[FORMAT_FILES[fmt]] = cheader.render(device, tables, sources, manifest).encode()
+        header = cheader.render(device, tables, sources, manifest, prefix)
+        files[FORMAT_FILES[fmt]] = header.encode()
     try:
         out.mkdir(parents=True, exist_ok=True)
         # A re-export in another format; an old signature is of another manifest.

@@ -368,18 +368,45 @@ def _family(name: str, dtype: str, tables: Sequence[KernelTable]) -> dict[str, A
     }
 
 
+#: What a header's names may start with instead of ``octune``: a C identifier's start.
+PREFIX = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+#: C string literals (left alone: kernel sources and build options name OCTUNE_ defines),
+#: and the identifiers the header declares.
+_NAMES = re.compile(r'"(?:\\.|[^"\\\n])*"|\boctune_|\bOCTUNE_')
+
+
+def prefixed(text: str, prefix: str) -> str:
+    """The header with its names starting ``prefix_`` / ``PREFIX_`` instead of ``octune_`` /
+    ``OCTUNE_`` (its functions, types, macros and include guard), so that two devices' headers
+    live in one firmware; string literals (sources, build options, names) unchanged.
+    """
+    if prefix == "octune":
+        return text
+
+    def rename(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found.startswith('"'):
+            return found
+        return f"{prefix.upper()}_" if found.isupper() else f"{prefix}_"
+
+    return _NAMES.sub(rename, text)
+
+
 def render(
     device: Mapping[str, Any],
     tables: Sequence[KernelTable],
     sources: Mapping[str, tuple[str, str]],
     manifest: Mapping[str, Any],
+    prefix: str = "octune",
 ) -> str:
-    """The whole header for one device's tables (``templates/header.h.j2``)."""
+    """The whole header for one device's tables (``templates/header.h.j2``), its names
+    starting ``prefix_`` (``prefixed``).
+    """
     by_family: dict[tuple[str, str], list[KernelTable]] = {}
     for table in tables:
         by_family.setdefault((table.problem.name, table.dtype), []).append(table)
     name, driver = (_comment(str(device.get(key, "?"))) for key in ("name", "driver_version"))
-    return (
+    return prefixed(
         _templates()
         .get_template("header.h.j2")
         .render(
@@ -418,7 +445,8 @@ def render(
             families=[
                 _family(name, dtype, group) for (name, dtype), group in sorted(by_family.items())
             ],
-        )
+        ),
+        prefix,
     )
 
 

@@ -31,9 +31,10 @@ def export_bundle(
     out: Path,
     model: TableModel | None = None,
     dtypes: Sequence[str] | None = None,
+    prefix: str = "octune",
 ) -> tuple[dict[str, Any], list[KernelTable]]:
     """Write the bundle of one stored device; every tuned kernel unless ``kernels`` names some,
-    of the ``dtypes`` given (default: all).
+    of the ``dtypes`` given (default: all); a C header's names start with ``prefix``.
     Each kernel is exported at the version last tuned on the device that is not retired, as
     lookups answer, with ``model``'s answers for far shapes (the server's ``ModelAnswers``, so
     both agree).
@@ -75,7 +76,7 @@ def export_bundle(
             f"{store.url}: tune one with `octune tune ... --dtype`, or leave out --dtype"
         )
     record = {**asdict(device), "limits": device_limits(device)}
-    return write_bundle(out, fmt, record, tables, sources), tables
+    return write_bundle(out, fmt, record, tables, sources, prefix), tables
 
 
 @dataclass(frozen=True)

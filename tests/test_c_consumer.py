@@ -236,3 +236,39 @@ def test_the_lookup_answers_as_python_on_arm_and_risc_v(
     for line, want, got in zip(lines, expected, ran.stdout.splitlines(), strict=True):
         assert got == want, (target, line)
     assert {want.split(" ", 1)[0] for want in expected} >= {"exact", "nearest"}
+
+
+def test_two_devices_headers_live_in_one_firmware(
+    tuned: Path, tmp_path: Path, device_info: DeviceInfo
+) -> None:
+    """`export --prefix` renames the header's functions, types, macros and guard, never the
+    kernel sources or build options (which name OCTUNE_ defines of the templates).
+    """
+    for prefix in ("mali", "cortex"):
+        result = octune("export", "-d", device_info.fingerprint, "--out",
+                        str(tmp_path / prefix), "--format", "c-header", "--no-model",
+                        "--prefix", prefix, db=tuned)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    text = (tmp_path / "mali" / "octune_lookup.h").read_text()
+    assert "MALI_LOOKUP_H" in text and "mali_gemm_lookup(" in text
+    assert "octune_gemm_lookup" not in text and "OCTUNE_MATCH" not in text
+    assert 'mali_kernel_gemm_panel_extra_options_[] = "-DOCTUNE_ENTRY_gemm_panel_pack -w"' in text
+    program = tmp_path / "both.c"
+    program.write_text(
+        '#include "mali/octune_lookup.h"\n#include "cortex/octune_lookup.h"\n'
+        "int main(void) {\n    struct mali_config a;\n    struct cortex_config b;\n"
+        "    int x = mali_gemm_lookup(64, 48, 32, 0, 0, &a);\n"
+        "    int y = cortex_gemm_lookup(64, 48, 32, 0, 0, &b);\n"
+        '    printf("%s %s\\n", mali_match_names[x], cortex_match_names[y]);\n'
+        "    return !(x == MALI_MATCH_EXACT && y == CORTEX_MATCH_EXACT);\n}\n"
+    )
+    for compiler in (["gcc", "-std=c99"], ["g++", "-x", "c++", "-std=c++17"]):
+        built = subprocess.run([*compiler, "-Wall", "-Wextra", "-Werror", "-pedantic", "-I",
+                                str(tmp_path), "-o", str(tmp_path / "both"), str(program)],
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert built.returncode == 0, built.stderr
+        ran = subprocess.run([tmp_path / "both"], capture_output=True, text=True, timeout=60)
+        assert (ran.returncode, ran.stdout) == (0, "exact exact\n")
+    refused = octune("export", "-d", device_info.fingerprint, "--out", str(tmp_path / "x"),
+                     "--format", "json", "--prefix", "mali", db=tuned)  # fmt: skip
+    assert refused.returncode == 2 and "add --format c-header" in refused.stderr
