@@ -8,7 +8,8 @@ A bundle directory holds::
                            SHA-256 and size of every other file
     lookup.json            the tables (format json), or
     lookup.sqlite          the same tables as SQLite (format sqlite), or
-    octune_lookup.h        a self-contained C99 header (format c-header, for C runtimes)
+    octune_lookup.h        a self-contained C99 header (format c-header, for C runtimes),
+                           beside the tables it was written from as lookup.json
     kernels/NAME-HASH.cl   each kernel version's template source ...
     kernels/NAME-HASH.yaml ... and search space, whose hash names the version
 
@@ -411,9 +412,10 @@ def write_bundle(
         files[FORMAT_FILES[fmt]] = _json_bytes({"kernels": [table_to_data(t) for t in tables]})
     elif fmt == "sqlite":
         files[FORMAT_FILES[fmt]] = _sqlite_bytes(tables)
-    else:
+    else:  # the header, and its tables as JSON: `octune lookup` shows what it answers
         header = cheader.render(device, tables, sources, manifest, prefix)
         files[FORMAT_FILES[fmt]] = header.encode()
+        files[FORMAT_FILES["json"]] = _json_bytes({"kernels": [table_to_data(t) for t in tables]})
     try:
         out.mkdir(parents=True, exist_ok=True)
         # A re-export in another format; an old signature is of another manifest.
@@ -617,8 +619,9 @@ class Bundle:
 
 
 def load_bundle(path: str | Path, public_key: str | None = None) -> Bundle:
-    """Verify and load a json or sqlite bundle (c-header bundles are for C compilers); with a
-    public key (a PEM file's path, or PEM), only if the key verifies its signature.
+    """Verify and load a bundle (a c-header bundle: the tables its header was written from,
+    kept beside it); with a public key (a PEM file's path, or PEM), only if the key verifies
+    its signature.
     """
     path = Path(path)
     manifest = read_manifest(path)
@@ -627,11 +630,13 @@ def load_bundle(path: str | Path, public_key: str | None = None) -> Bundle:
 
         verify_manifest(path / MANIFEST, path / SIGNATURE, public_key, path)
     fmt = manifest["format"]
-    if fmt == "c-header":
-        raise BundleError(
-            f"bundle {path} is a C header for firmware builds; export --format json or sqlite "
-            "to look up from Python or to import"
-        )
+    if fmt == "c-header":  # its tables beside it, as JSON: what the header answers
+        if FORMAT_FILES["json"] not in manifest["files"]:
+            raise BundleError(
+                f"bundle {path} is a C header written before octune kept its tables beside it; "
+                "export it again, or export --format json or sqlite to look up from Python"
+            )
+        fmt = "json"
     content = read_verified(path, manifest, FORMAT_FILES[fmt])
     what = f"bundle file {path / FORMAT_FILES[fmt]}"
     try:

@@ -8,6 +8,7 @@ under qemu, where those cross compilers are installed (.ci/run installs them).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -102,6 +103,10 @@ def test_a_c_runtime_builds_launches_and_checks_what_the_header_answers(
     lines = ran.stdout.splitlines()
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert len(lines) == len(CHECKS) and all(": ok " in line for line in lines), ran.stdout
+    # `octune lookup` of the header's bundle answers what the header does.
+    shown = octune("lookup", str(header), "gemm", "--m", "100", "--n", "37", "--k", "29")
+    assert shown.returncode == 0, shown.stderr
+    assert f"{json.loads(shown.stdout)['match']} {json.loads(shown.stdout)['kernel']}" in lines[1]
     kinds = {(line.split(":")[0], line.split()[2]) for line in lines}
     assert kinds == {("gemm", "exact"), ("gemm", "nearest"), ("conv2d", "exact"),
                      ("conv2d", "nearest")}  # fmt: skip
