@@ -61,8 +61,8 @@ from octune.networks.layers import load_model, node_layers
 from octune.networks.models import BUILTIN
 from octune.networks.workloads import network_layers, network_tasks
 from octune.runtime.executor import Runtime
-from octune.runtime.graph import Tuned
 from octune.runtime.sources import POLICIES, Policy, StoreConfigs
+from octune.runtime.steps import Tuned
 from octune.runtime.verify import check, onnxruntime_seconds, random_inputs
 from octune.tuner.campaign import Task
 from octune.tuner.device import DeviceInfo, list_devices, require_compiling, select_device

@@ -42,7 +42,7 @@ import onnx
 
 from octune.core.errors import OctuneError
 from octune.networks.layers import load_model
-from octune.runtime.graph import load_graph
+from octune.runtime.onnx_loader import load_graph
 
 
 def manifest(zoo: Path, names: list[str] | None) -> list[dict[str, Any]]:

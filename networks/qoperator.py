@@ -5,7 +5,7 @@ DequantizeLinear around float operators) and QOperator (QLinearConv, QLinearMatM
 onnxruntime's com.microsoft QGemm and QLinear* operators: ``FORMS``). A QLinear node
 computes, by its definition, its float operator on its dequantized inputs, quantized to its
 output's scale and zero point: so each becomes exactly that, and one reader
-(``octune.runtime.graph``, the tuner's layer extraction) serves both formats. The rewrite
+(``octune.runtime.onnx_loader``, the tuner's layer extraction) serves both formats. The rewrite
 keeps every tensor name, so an output and the layers a report names are the file's own.
 """
 

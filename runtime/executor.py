@@ -24,9 +24,17 @@ from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
 from octune.runtime import layout
 from octune.runtime.fold import Folder, gap_offsets, live
-from octune.runtime.graph import (
-    RESIZE_COORDINATES,
-    RESIZE_NEAREST,
+from octune.runtime.onnx_loader import load_graph
+from octune.runtime.operators import RESIZE_COORDINATES, RESIZE_NEAREST
+from octune.runtime.sources import (
+    Choice,
+    ConfigSource,
+    Policy,
+    choose,
+    confirm,
+    default_configs,
+)
+from octune.runtime.steps import (
     Alias,
     Broadcast,
     Concat,
@@ -42,15 +50,6 @@ from octune.runtime.graph import (
     Softmax,
     Step,
     Tuned,
-    load_graph,
-)
-from octune.runtime.sources import (
-    Choice,
-    ConfigSource,
-    Policy,
-    choose,
-    confirm,
-    default_configs,
 )
 from octune.runtime.stream import BoundLaunch, Stream
 from octune.tuner.device import DeviceInfo

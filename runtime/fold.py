@@ -22,7 +22,7 @@ from typing import NamedTuple, TypeGuard
 import numpy as np
 
 from octune.runtime import layout
-from octune.runtime.graph import Alias, Concat, Graph, IndexMap, Step
+from octune.runtime.steps import Alias, Concat, Graph, IndexMap, Step
 
 #: The most output elements whose source indices are composed (int64 arrays of that length).
 LIMIT = 1 << 24

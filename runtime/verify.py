@@ -40,7 +40,7 @@ from onnx import numpy_helper
 
 from octune.core.errors import CheckError
 from octune.runtime.executor import Runtime
-from octune.runtime.graph import Alias, Step, Tuned
+from octune.runtime.steps import Alias, Step, Tuned
 
 TOLERANCE = 1e-3
 UNIT_ROUNDOFF = 2.0**-11

@@ -24,8 +24,9 @@ from octune.lookup.data import Answer
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
 from octune.runtime.executor import Runtime, _divisor
-from octune.runtime.graph import Tuned, load_graph
+from octune.runtime.onnx_loader import load_graph
 from octune.runtime.sources import choose, default_configs
+from octune.runtime.steps import Tuned
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo
 from octune.tuner.registry import KernelSpec, families, kernels_of, load_kernel

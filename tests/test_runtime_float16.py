@@ -24,7 +24,7 @@ from octune.networks.report import network_report
 from octune.networks.workloads import network_tasks, workloads_yaml
 from octune.runtime import verify
 from octune.runtime.executor import Runtime
-from octune.runtime.graph import Tuned
+from octune.runtime.steps import Tuned
 from octune.runtime.verify import DivergenceError, as_float32, check, random_inputs
 from octune.tuner.campaign import load_tasks
 from octune.tuner.device import DeviceInfo, compiling_devices

@@ -9,7 +9,7 @@ import pytest
 
 from octune.runtime import layout
 from octune.runtime.fold import factor, sources
-from octune.runtime.graph import IndexMap
+from octune.runtime.steps import IndexMap
 
 
 def _map(axes: list[layout.Axis], **extra: object) -> IndexMap:

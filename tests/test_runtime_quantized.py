@@ -22,7 +22,7 @@ from octune.networks.qoperator import qdq_form
 from octune.networks.workloads import network_layers
 from octune.runtime import executor
 from octune.runtime.executor import Runtime
-from octune.runtime.graph import Tuned
+from octune.runtime.steps import Tuned
 from octune.runtime.verify import DivergenceError, check, quanta, random_inputs
 from octune.tuner import registry
 

@@ -1,4 +1,4 @@
-"""An ONNX model as the runtime's steps: one step per launch group, in an order that runs.
+"""An ONNX model as the runtime's steps (``steps``): one per launch group, in an order that runs.
 
 Loading folds what an inference runtime folds, so a forward pass makes few launches:
 
@@ -23,8 +23,6 @@ their family and shape from ``octune.networks.layers``, the same the tuner tunes
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,267 +31,57 @@ from onnx import numpy_helper
 
 from octune.core.errors import OctuneError
 from octune.kernels.conv2d import conv_pads
-from octune.networks.layers import Layer, model_dtype, node_layers, onnx_node
+from octune.networks.layers import model_dtype, node_layers, onnx_node
 from octune.networks.quantized import int8_layers
 from octune.runtime import layout
-
-ALIASES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout", "Identity"})
-#: One-input functions an epilogue applies last, by ONNX operator (Pow: by a constant exponent;
-#: Cast: to bool or an integer type, float casts being aliases; Gelu: by its approximation).
-UNARY = {
-    "Relu": "relu", "Clip": "clip", "Erf": "erf", "Sigmoid": "sigmoid",
-    "HardSigmoid": "hardsigmoid", "HardSwish": "hardswish", "Tanh": "tanh",
-    "LeakyRelu": "leakyrelu", "Elu": "elu", "Gelu": "gelu", "Softplus": "softplus", "Exp": "exp",
-    "Log": "log", "Sqrt": "sqrt", "Reciprocal": "reciprocal", "Neg": "neg", "Abs": "abs",
-    "Pow": "pow", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Not": "not",
-    "Sign": "sign", "Sin": "sin", "Cos": "cos", "Cast": "cast",
-}  # fmt: skip
-#: Element-wise operators an epilogue takes: with a constant (a broadcast vector) or a tensor
-#: that broadcasts along one block of the output's axes.
-ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "BatchNormalization"})
-#: Aliases an epilogue can run through: the same elements in the same order.
-RESHAPES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
-#: Broadcasting functions of two or three tensors (``broadcast`` of ``ops.cl``).
-FUNCTIONS = {
-    "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow", "Min": "min",
-    "Max": "max", "Mod": "mod", "Equal": "equal", "Less": "less", "LessOrEqual": "less_equal",
-    "Greater": "greater", "GreaterOrEqual": "greater_equal", "And": "and", "Or": "or",
-    "Xor": "xor", "PRelu": "prelu", "Where": "where", "Expand": "expand",
-}  # fmt: skip
-REDUCTIONS = {
-    "ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min",
-    "ReduceL2": "l2", "ReduceSumSquare": "sum_square", "ReduceProd": "prod",
-}  # fmt: skip
-RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                      "tf_half_pixel_for_nn")  # fmt: skip
-RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
-INDEXING = frozenset({"Transpose", "Slice", "Split", "Gather", "Tile", "Pad"})
-POOLS = frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"})
-#: A quantized model's QDQ nodes (onnxruntime's quantizer, QDQ format): on weights, folded into
-#: float32 constants; on activations, an epilogue's scale and bias, Quantize ending in the
-#: ``quantize`` activation (round half to even, saturate to the zero point's type).
-QDQ = frozenset({"QuantizeLinear", "DequantizeLinear"})
-_QUANTIZED_RANGES = {onnx.TensorProto.UINT8: (0.0, 255.0), onnx.TensorProto.INT8: (-128.0, 127.0)}
-OTHERS = frozenset({"Conv", "Gemm", "MatMul", "Concat", "Softmax", "LayerNormalization",
-                    "Constant", "Resize", "Upsample", "ConvTranspose"})  # fmt: skip
-SUPPORTED = sorted(
-    ALIASES
-    | UNARY.keys()
-    | ARITHMETIC
-    | FUNCTIONS.keys()
-    | REDUCTIONS.keys()
-    | INDEXING
-    | POOLS
-    | OTHERS
-    | QDQ
+from octune.runtime.epilogues import EpilogueChain
+from octune.runtime.operators import (
+    ALIASES,
+    ARITHMETIC,
+    FLOAT_INPUTS,
+    FUNCTIONS,
+    INDEXING,
+    INTEGER_TYPES,
+    POOLS,
+    QDQ,
+    QUANTIZED_RANGES,
+    REDUCTIONS,
+    RESIZE_COORDINATES,
+    RESIZE_NEAREST,
+    SUPPORTED,
+    UNARY,
+    node_attribute,
+    node_float,
+    node_int,
+    node_ints,
 )
-_INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
-                            onnx.TensorProto.INT64, onnx.TensorProto.UINT8,
-                            onnx.TensorProto.UINT16, onnx.TensorProto.UINT32,
-                            onnx.TensorProto.UINT64})  # fmt: skip
+from octune.runtime.steps import (
+    Alias,
+    Broadcast,
+    Concat,
+    ConvTranspose,
+    Elementwise,
+    Graph,
+    IndexMap,
+    LayerNorm,
+    Pool,
+    Reduce,
+    Resize,
+    Softmax,
+    Step,
+    Tuned,
+    widened,
+)
 
 
-_FLOAT_INPUTS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16})
-
-
-def _widened(value: np.ndarray) -> np.ndarray:
-    """A float16 constant as float32 (exactly), any other as it is."""
-    return value.astype(np.float32) if value.dtype == np.float16 else value
-
-
-@dataclass(frozen=True)
-class Epilogue:
-    """y = act(x * scale[c] + bias[c] (+ or *) other[j]), c = (i // inner) % channels and
-    j = (i // other_inner) % other_size: names of constants (scale, bias) and of a tensor
-    (other) that broadcasts along one block of the output's axes.
-    """
-
-    scale: str | None = None
-    bias: str | None = None
-    other: str | None = None
-    multiply: bool = False  # other multiplies instead of adding
-    activation: str = "none"  # a value of UNARY (cast as bool or trunc), gelu_tanh or silu
-    low: float = 0.0  # the activation's parameters: clip's bounds, alpha and beta, exponent
-    high: float = 0.0
-    inner: int = 1
-    channels: int = 1
-    other_inner: int = 1
-    other_size: int = 1
-
-    @property
-    def empty(self) -> bool:
-        return (self.scale, self.bias, self.other, self.activation) == (None, None, None, "none")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Step:
-    """Nodes that run as one group; ``inputs`` are tensor or constant names, in kernel order."""
-
-    name: str  # the first node's: the layer as tables and messages name it
-    nodes: tuple[str, ...]
-    ops: tuple[str, ...]
-    inputs: tuple[str, ...]
-    output: str
-    epilogue: Epilogue = field(default_factory=Epilogue)
-
-    @property
-    def op(self) -> str:
-        return "+".join(self.ops)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Tuned(Step):
-    """A Conv (x, weight) or Gemm / MatMul (A, B) through octune's tuned kernels; an int8
-    layer (``layer.dtype``, ``octune.networks.quantized``) reads (x, weight, scale, bias) and
-    the zero points of its uint8 input and output.
-    """
-
-    layer: Layer
-    alpha: float = 1.0
-    zeros: tuple[int, int] = (0, 0)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Elementwise(Step):
-    """The epilogue alone, on one input."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Pool(Step):
-    max: bool
-    kernel: tuple[int, int]
-    strides: tuple[int, int]
-    pads: tuple[int, int, int, int]  # top, left, bottom, right
-    include_pad: bool = False
-
-    def global_over(self, shape: Sequence[int]) -> bool:
-        """Whether one window covers each whole plane of an input of ``shape`` (N, C, H, W)."""
-        return self.kernel == tuple(shape[2:]) and not any(self.pads)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Concat(Step):
-    axis: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class Softmax(Step):
-    """Over ``length`` elements ``inner`` apart (ONNX before opset 13: the flattened rest)."""
-
-    length: int
-    inner: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class LayerNorm(Step):
-    """Over the last axis; inputs (x, gamma, beta)."""
-
-    epsilon: float
-
-
-@dataclass(frozen=True, kw_only=True)
-class Broadcast(Step):
-    """A function of one to three tensors or constants (``FUNCTIONS``), broadcast as numpy
-    does; ``strides``: each input's along the output's RANK axes ``dims``.
-    """
-
-    function: str
-    dims: tuple[int, ...]
-    strides: tuple[tuple[int, ...], ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class IndexMap(Step):
-    """Every output element read from one input element (``layout``): transpose, slice,
-    split, gather with constant indices, expand, tile, pad.
-    """
-
-    axes: tuple[layout.Axis, ...]
-    mode: str = "plain"  # plain, tile, constant, edge, reflect
-    value: float = 0.0  # what a constant pad reads
-    table: tuple[int, ...] = ()  # gathered coordinates along table_axis
-    table_axis: int = -1
-
-
-@dataclass(frozen=True, kw_only=True)
-class Reduce(Step):
-    """A reduction (``REDUCTIONS``) over ``reduced`` sizes, RANK axes each: the output's
-    dims (1 on reduced axes) and the input's strides.
-    """
-
-    function: str
-    dims: tuple[int, ...]
-    strides: tuple[int, ...]
-    reduced: tuple[int, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Resize(Step):
-    """Nearest or bilinear resize of the last two axes; ``scales`` output over input."""
-
-    linear: bool
-    coordinates: str  # ONNX's coordinate_transformation_mode
-    nearest: str  # ONNX's nearest_mode
-    scales: tuple[float, float]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ConvTranspose(Step):
-    """A 2-D transposed convolution; inputs (x, weight[, bias])."""
-
-    kernel: tuple[int, int]
-    strides: tuple[int, int]
-    pads: tuple[int, int]  # top, left
-    dilations: tuple[int, int]
-    groups: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class Alias(Step):
-    """The output is the input's buffer, reshaped."""
-
-
-@dataclass
-class Graph:
-    name: str
-    dtype: str  # what the model stores its weights as (``model_dtype``): float32 or float16
-    steps: list[Step]
-    shapes: dict[str, tuple[int, ...]]
-    constants: dict[str, np.ndarray]
-    inputs: list[str]  # the tensors a caller feeds
-    outputs: list[str]
-    #: Element types other than the run's storage, by tensor or constant: a quantized model's
-    #: uint8 tensors and its int8 layers' operands (int8 weights, int32 biases, float32 scales).
-    typed: dict[str, str] = field(default_factory=dict)
-
-
-def _attribute(node: onnx.NodeProto, name: str, default: Any) -> Any:
-    for attribute in node.attribute:
-        if attribute.name == name:
-            return onnx.helper.get_attribute_value(attribute)
-    return default
-
-
-def _int(node: onnx.NodeProto, name: str, default: int) -> int:
-    return int(_attribute(node, name, default))
-
-
-def _float(node: onnx.NodeProto, name: str, default: float) -> float:
-    return float(_attribute(node, name, default))
-
-
-def _ints(node: onnx.NodeProto, name: str, default: Sequence[int]) -> list[int]:
-    return [int(v) for v in _attribute(node, name, default)]
-
-
-class _Loader:
+class OnnxLoader:
     def __init__(self, model: onnx.ModelProto) -> None:
         graph = model.graph
         self.label = graph.name or "the model"
         self.dtype = model_dtype(model)
         # Folding (batch-norm into weights, epilogue vectors) computes in float32 whatever the
         # file stores; the runtime rounds to its storage type when it uploads.
-        self.constants = {t.name: _widened(numpy_helper.to_array(t)) for t in graph.initializer}
+        self.constants = {t.name: widened(numpy_helper.to_array(t)) for t in graph.initializer}
         self.shapes = {name: tuple(v.shape) for name, v in self.constants.items()}
         for value in (*graph.input, *graph.value_info, *graph.output):
             tensor = value.type.tensor_type
@@ -310,7 +98,7 @@ class _Loader:
         self.inputs = [v.name for v in graph.input if v.name not in self.constants]
         for value in graph.input:
             kind = value.type.tensor_type.elem_type
-            if value.name in self.inputs and kind not in _FLOAT_INPUTS:
+            if value.name in self.inputs and kind not in FLOAT_INPUTS:
                 raise OctuneError(
                     f"{self.label}: input '{value.name}' is {onnx.TensorProto.DataType.Name(kind)}"
                     "; octune run feeds float32 or float16 inputs"
@@ -385,15 +173,17 @@ class _Loader:
         """
         op = node.op_type
         if op == "Constant":
-            tensor = _attribute(node, "value", None)
+            tensor = node_attribute(node, "value", None)
             if not isinstance(tensor, onnx.TensorProto):
                 raise self.fail(node, "is not a tensor constant: use value=")
-            return _widened(numpy_helper.to_array(tensor))
+            return widened(numpy_helper.to_array(tensor))
         if op == "DequantizeLinear" and all(name in self.constants for name in node.input if name):
             return self.dequantized(node)
         if op == "Cast" and node.input[0] in self.constants:
-            kind = onnx.helper.tensor_dtype_to_np_dtype(_int(node, "to", onnx.TensorProto.FLOAT))
-            return _widened(self.constants[node.input[0]].astype(kind))
+            kind = onnx.helper.tensor_dtype_to_np_dtype(
+                node_int(node, "to", onnx.TensorProto.FLOAT)
+            )
+            return widened(self.constants[node.input[0]].astype(kind))
         return None
 
     def steps(self, node: onnx.NodeProto) -> list[Step]:
@@ -414,7 +204,7 @@ class _Loader:
         if op in POOLS:
             return [self.pool(node, common)]
         if op == "Concat":
-            axis = _int(node, "axis", 0) % len(self.shape(node, out))
+            axis = node_int(node, "axis", 0) % len(self.shape(node, out))
             return [Concat(inputs=tuple(node.input), axis=axis, **common)]
         if op == "Softmax":
             return [self.softmax(node, common)]
@@ -434,12 +224,12 @@ class _Loader:
         """A QDQ node's scale, zero point (0 where absent) and axis: per tensor, or per slice
         along the axis (weights quantized per output channel).
         """
-        if _int(node, "block_size", 0):
+        if node_int(node, "block_size", 0):
             raise self.fail(node, "quantizes by blocks; octune run takes per tensor or per axis")
         scale = self.constant(node, node.input[1]).astype(np.float64)
         zero = node.input[2] if len(node.input) > 2 and node.input[2] else None
         point = self.constant(node, zero).astype(np.float64) if zero else np.zeros(scale.shape)
-        return scale, point, _int(node, "axis", 1)
+        return scale, point, node_int(node, "axis", 1)
 
     def dequantized(self, node: onnx.NodeProto) -> np.ndarray:
         """A DequantizeLinear of a constant (weights, bias) as float32: (q - zero) * scale."""
@@ -458,17 +248,17 @@ class _Loader:
         kind = onnx.TensorProto.UINT8
         if zero is not None:
             kind = onnx.helper.np_dtype_to_tensor_dtype(self.constant(node, zero).dtype)
-        found = _QUANTIZED_RANGES.get(kind)
+        found = QUANTIZED_RANGES.get(kind)
         if found is None:
             raise self.fail(node, "quantizes to a type other than uint8 and int8")
         return found
 
     def cast(self, node: onnx.NodeProto) -> str:
         """A Cast as an activation: none (to a float type), bool, or trunc (to an integer)."""
-        to = _int(node, "to", onnx.TensorProto.FLOAT)
+        to = node_int(node, "to", onnx.TensorProto.FLOAT)
         if to == onnx.TensorProto.BOOL:
             return "bool"
-        return "trunc" if to in _INTEGER_TYPES else "none"
+        return "trunc" if to in INTEGER_TYPES else "none"
 
     def activation(self, node: onnx.NodeProto) -> tuple[str, float, float] | None:
         """The node as an epilogue's activation and its two parameters, or None."""
@@ -485,10 +275,10 @@ class _Loader:
                 return None
             return "pow", float(exponent.reshape(())), 0.0
         if op == "HardSigmoid":
-            return "hardsigmoid", _float(node, "alpha", 0.2), _float(node, "beta", 0.5)
+            return "hardsigmoid", node_float(node, "alpha", 0.2), node_float(node, "beta", 0.5)
         if op in ("LeakyRelu", "Elu"):
-            return UNARY[op], _float(node, "alpha", 0.01 if op == "LeakyRelu" else 1.0), 0.0
-        if op == "Gelu" and _attribute(node, "approximate", b"none") == b"tanh":
+            return UNARY[op], node_float(node, "alpha", 0.01 if op == "LeakyRelu" else 1.0), 0.0
+        if op == "Gelu" and node_attribute(node, "approximate", b"none") == b"tanh":
             return "gelu_tanh", 0.0, 0.0
         return UNARY[op], 0.0, 0.0
 
@@ -498,7 +288,7 @@ class _Loader:
             if name:
                 bounds[index] = float(self.constant(node, name).reshape(()))
         for index, key in enumerate(("min", "max")):  # opset 6 keeps them as attributes
-            bounds[index] = _float(node, key, bounds[index])
+            bounds[index] = node_float(node, key, bounds[index])
         return bounds[0], bounds[1]
 
     def gate(self, tensor: str) -> tuple[list[onnx.NodeProto], str] | None:
@@ -526,7 +316,7 @@ class _Loader:
             return None
         if gate.op_type == "Sigmoid":
             return [gate, product], "silu"
-        alpha, beta = _float(gate, "alpha", 0.2), _float(gate, "beta", 0.5)  # float32s
+        alpha, beta = node_float(gate, "alpha", 0.2), node_float(gate, "beta", 0.5)  # float32s
         if math.isclose(alpha, 1 / 6, rel_tol=1e-6) and beta == 0.5:
             return [gate, product], "hardswish"
         return None
@@ -614,16 +404,16 @@ class _Loader:
         x, w = x or node.input[0], node.input[1]
         if node.op_type == "Conv":
             self.constant(node, w)
-        chain = _Chain(self, node, self.shape(node, node.output[0]))
+        chain = EpilogueChain(self, node, self.shape(node, node.output[0]))
         if len(node.input) > 2 and node.input[2]:  # Conv's bias, Gemm's C
-            bias = self.constant(node, node.input[2]) * _float(node, "beta", 1.0)
+            bias = self.constant(node, node.input[2]) * node_float(node, "beta", 1.0)
             if not chain.add_vector(node, bias, axis_end=1 if node.op_type == "Conv" else -1):
                 raise self.fail(node, f"broadcasts its bias {bias.shape} along several axes")
         chain.extend(node.output[0])
         if node.op_type == "Conv" and chain.scale is not None and chain.channel_axis() == 1:
             folded = self.constant(node, w) * chain.scale.reshape(-1, 1, 1, 1)
             w, chain.scale = self.add_constant(f"{w}:folded", folded), None
-        alpha = _float(node, "alpha", 1.0)
+        alpha = node_float(node, "alpha", 1.0)
         return Tuned(layer=layer, alpha=alpha, inputs=(x, w), **chain.finish(common))
 
     def quantized(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
@@ -660,12 +450,12 @@ class _Loader:
         if node.op_type.startswith("Global"):
             kernel, strides, pads = list(shape[2:]), [1, 1], [0, 0, 0, 0]
         else:
-            kernel = _ints(node, "kernel_shape", ())
-            strides = _ints(node, "strides", [1, 1])
-            pads = _ints(node, "pads", [0, 0, 0, 0])
-            if _attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", b"VALID"):
+            kernel = node_ints(node, "kernel_shape", ())
+            strides = node_ints(node, "strides", [1, 1])
+            pads = node_ints(node, "pads", [0, 0, 0, 0])
+            if node_attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", b"VALID"):
                 raise self.fail(node, "pads with auto_pad SAME: give explicit pads")
-            if _ints(node, "dilations", [1, 1]) != [1, 1]:
+            if node_ints(node, "dilations", [1, 1]) != [1, 1]:
                 raise self.fail(node, "has dilations: octune run pools dense windows")
         return Pool(
             inputs=(x,),
@@ -673,13 +463,13 @@ class _Loader:
             kernel=(kernel[0], kernel[1]),
             strides=(strides[0], strides[1]),
             pads=(pads[0], pads[1], pads[2], pads[3]),
-            include_pad=bool(_int(node, "count_include_pad", 0)),
+            include_pad=bool(node_int(node, "count_include_pad", 0)),
             **common,
         )
 
     def softmax(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
         shape = self.shape(node, node.output[0])
-        axis = _int(node, "axis", -1 if self.opset >= 13 else 1) % len(shape)
+        axis = node_int(node, "axis", -1 if self.opset >= 13 else 1) % len(shape)
         if self.opset < 13:
             length, inner = math.prod(shape[axis:]), 1
         else:
@@ -688,13 +478,13 @@ class _Loader:
 
     def layer_norm(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
         rank = len(self.shape(node, node.input[0]))
-        if _int(node, "axis", -1) % rank != rank - 1:
+        if node_int(node, "axis", -1) % rank != rank - 1:
             raise self.fail(node, "normalises more than the last axis; octune run takes axis -1")
         if len(node.input) < 3 or len(node.output) > 1:
             raise self.fail(node, "needs a bias and gives mean and variance: not supported")
         for weight in node.input[1:3]:
             self.constant(node, weight)
-        epsilon = _float(node, "epsilon", 1e-5)
+        epsilon = node_float(node, "epsilon", 1e-5)
         return LayerNorm(inputs=tuple(node.input[:3]), epsilon=epsilon, **common)
 
     def elementwise(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
@@ -711,7 +501,7 @@ class _Loader:
             x = None
         if node.op_type not in ARITHMETIC | QDQ and self.activation(node) is None:
             x = None
-        chain = _Chain(self, node, out)
+        chain = EpilogueChain(self, node, out)
         chain.writes_bytes = True  # the epilogue kernel stores a QuantizeLinear's uint8
         written = [(t, self.gate(t)) for t in tensors]  # an activation written out, from node
         gated = [(t, g) for t, g in written if g and node.name in {n.name for n in g[0]}]
@@ -733,13 +523,13 @@ class _Loader:
         if op in ("Min", "Max") and len(inputs) != 2:
             raise self.fail(node, f"takes {len(inputs)} inputs; octune run takes two")
         function = FUNCTIONS[op]
-        if op == "Mod" and _int(node, "fmod", 0):
+        if op == "Mod" and node_int(node, "fmod", 0):
             function = "fmod"
         if len(out) > layout.RANK:
             raise self.fail(node, f"has {len(out)} axes; octune run takes up to {layout.RANK}")
         for name in inputs:
             self.shape(node, name)
-        chain = _Chain(self, node, out)
+        chain = EpilogueChain(self, node, out)
         chain.extend(node.output[0])
         return Broadcast(
             inputs=tuple(inputs),
@@ -753,7 +543,7 @@ class _Loader:
         """An operand given as a constant input (newer opsets) or an attribute (older)."""
         if len(node.input) > index and node.input[index]:
             return [int(v) for v in self.constant(node, node.input[index]).reshape(-1)]
-        found = _attribute(node, attribute, None)
+        found = node_attribute(node, attribute, None)
         return None if found is None else [int(v) for v in found]
 
     def index_map(self, node: onnx.NodeProto, common: dict[str, Any]) -> Step:
@@ -765,7 +555,7 @@ class _Loader:
         axes = layout.identity_axes(shape)
         extra: dict[str, Any] = {}
         if op == "Transpose":
-            axes = layout.transpose(shape, _ints(node, "perm", range(rank - 1, -1, -1)))
+            axes = layout.transpose(shape, node_ints(node, "perm", range(rank - 1, -1, -1)))
         elif op == "Slice":
             starts = self.constant_ints(node, 1, "starts") or []
             ends = self.constant_ints(node, 2, "ends") or []
@@ -777,7 +567,7 @@ class _Loader:
                 *_, dim, stride = axes[axis]
                 axes[axis] = (length, first, step, dim, stride)
         elif op == "Gather":
-            axis = _int(node, "axis", 0) % rank
+            axis = node_int(node, "axis", 0) % rank
             indices = self.constant(node, node.input[1]).astype(np.int64).reshape(-1)
             if ((indices < -shape[axis]) | (indices >= shape[axis])).any():
                 raise self.fail(node, f"gathers indices outside 0..{shape[axis] - 1}")
@@ -791,7 +581,7 @@ class _Loader:
             extra = {"mode": "tile"}
         elif op == "Pad":
             extra = self.pad(node, axes, shape)
-        chain = _Chain(self, node, out)  # what follows joins its stores (ViT's scaled heads)
+        chain = EpilogueChain(self, node, out)  # what follows joins its stores (ViT's scaled heads)
         chain.extend(node.output[0])
         return IndexMap(inputs=(x,), axes=layout.index_axes(axes), **extra, **chain.finish(common))
 
@@ -802,10 +592,10 @@ class _Loader:
         rank = len(shape)
         pads = self.constant_ints(node, 1, "pads") or [0] * 2 * rank
         which = self.constant_ints(node, 3, "axes") or list(range(rank))
-        mode = _attribute(node, "mode", b"constant").decode()
+        mode = node_attribute(node, "mode", b"constant").decode()
         if mode not in ("constant", "edge", "reflect"):
             raise self.fail(node, f"pads in mode {mode!r}; octune run pads constant, edge, reflect")
-        value = _float(node, "value", 0.0)
+        value = node_float(node, "value", 0.0)
         if len(node.input) > 2 and node.input[2]:
             value = float(self.constant(node, node.input[2]).reshape(()))
         count = len(which)
@@ -821,7 +611,7 @@ class _Loader:
         shape = self.shape(node, x)
         if len(shape) > layout.RANK:
             raise self.fail(node, f"has more than {layout.RANK} axes: not supported")
-        axis = _int(node, "axis", 0) % len(shape)
+        axis = node_int(node, "axis", 0) % len(shape)
         steps: list[Step] = []
         start = 0
         for output in node.output:
@@ -843,7 +633,7 @@ class _Loader:
             raise self.fail(node, f"has more than {layout.RANK} axes: not supported")
         which = self.constant_ints(node, 1, "axes")
         if not which:
-            if _int(node, "noop_with_empty_axes", 0):
+            if node_int(node, "noop_with_empty_axes", 0):
                 return Alias(inputs=(x,), **common)
             which = list(range(rank))
         over = {axis % rank for axis in which}
@@ -863,18 +653,20 @@ class _Loader:
         shape, out = self.shape(node, x), self.shape(node, node.output[0])
         if len(shape) != 4 or tuple(shape[:2]) != tuple(out[:2]):
             raise self.fail(node, "resizes more than the last two axes of a 4-D tensor")
-        mode = _attribute(node, "mode", b"nearest").decode()
+        mode = node_attribute(node, "mode", b"nearest").decode()
         if mode not in ("nearest", "linear"):
             raise self.fail(node, f"resizes in mode {mode!r}; octune run takes nearest, linear")
-        if _int(node, "antialias", 0):
+        if node_int(node, "antialias", 0):
             raise self.fail(node, "antialiases: not supported")
         if node.op_type == "Upsample":
             coordinates, nearest = "asymmetric", "floor"
             scales = self.constant(node, node.input[1]).reshape(-1).tolist() if len(
-                node.input) > 1 else _attribute(node, "scales", [])  # fmt: skip
+                node.input) > 1 else node_attribute(node, "scales", [])  # fmt: skip
         else:
-            coordinates = _attribute(node, "coordinate_transformation_mode", b"half_pixel").decode()
-            nearest = _attribute(node, "nearest_mode", b"round_prefer_floor").decode()
+            coordinates = node_attribute(
+                node, "coordinate_transformation_mode", b"half_pixel"
+            ).decode()
+            nearest = node_attribute(node, "nearest_mode", b"round_prefer_floor").decode()
             scales = []
             if len(node.input) > 2 and node.input[2]:
                 scales = self.constant(node, node.input[2]).reshape(-1).tolist()
@@ -891,12 +683,15 @@ class _Loader:
         if len(self.shape(node, x)) != 4:
             raise self.fail(node, "is not 2-D; octune run transposes 2-D convolutions")
         weight = self.constant(node, w)
-        if _attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", b"VALID"):
+        if node_attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", b"VALID"):
             raise self.fail(node, "pads with auto_pad SAME: give explicit pads")
-        pads = _ints(node, "pads", [0, 0, 0, 0])
-        strides, dilations = _ints(node, "strides", [1, 1]), _ints(node, "dilations", [1, 1])
+        pads = node_ints(node, "pads", [0, 0, 0, 0])
+        strides, dilations = (
+            node_ints(node, "strides", [1, 1]),
+            node_ints(node, "dilations", [1, 1]),
+        )
         inputs = (x, w, node.input[2]) if len(node.input) > 2 and node.input[2] else (x, w)
-        chain = _Chain(self, node, self.shape(node, node.output[0]))
+        chain = EpilogueChain(self, node, self.shape(node, node.output[0]))
         chain.extend(node.output[0])
         return ConvTranspose(
             inputs=inputs,
@@ -904,246 +699,16 @@ class _Loader:
             strides=(strides[0], strides[1]),
             pads=(pads[0], pads[1]),
             dilations=(dilations[0], dilations[1]),
-            groups=_int(node, "group", 1),
+            groups=node_int(node, "group", 1),
             **chain.finish(common),
         )
-
-
-class _Chain:
-    """The epilogue being gathered after one node, in float64 until ``finish``."""
-
-    def __init__(self, loader: _Loader, first: onnx.NodeProto, shape: tuple[int, ...]) -> None:
-        self.loader = loader
-        self.shape = self.first_shape = shape  # the chain's shape: reshapes pass it on
-        self.nodes = [first]
-        self.scale: np.ndarray | None = None
-        self.bias: np.ndarray | None = None
-        self.inner, self.channels = 1, 1
-        self.other: str | None = None
-        self.other_inner, self.other_size = 1, 1
-        self.multiply = False
-        self.activation, self.low, self.high = "none", 0.0, 0.0
-        self.writes_bytes = False  # whether the chain may end in a uint8 tensor
-
-    def channel_axis(self) -> int | None:
-        """The axis of the first node's output scale and bias run along, where they run along
-        exactly one.
-        """
-        shape = self.first_shape
-        for axis in range(len(shape)):
-            if shape[axis] == self.channels and math.prod(shape[axis + 1 :]) == self.inner:
-                return axis
-        return None
-
-    def extend(self, tensor: str) -> None:
-        """Absorb the nodes that follow while each is the only reader of the one before (or
-        the two nodes of a SiLU or HardSwish written out).
-        """
-        loader = self.loader
-        while tensor not in loader.outputs and tensor not in loader.typed:
-            reshaped = self.reshape_before_more(tensor)
-            if reshaped is not None:  # the same elements in the same order: nothing to do
-                self.nodes.append(reshaped)
-                loader.done.add(reshaped.name)
-                tensor = reshaped.output[0]
-                self.shape = loader.shapes[tensor]
-                continue
-            gated = loader.gate(tensor)
-            if gated is not None and self.activation == "none":
-                self.activation = gated[1]
-                self.nodes.extend(gated[0])
-                loader.done.update(node.name for node in gated[0])
-                tensor = gated[0][-1].output[0]
-                continue
-            users = loader.users.get(tensor, [])
-            if len(users) != 1:
-                return
-            node = users[0]
-            if node.name in loader.done or (
-                node.op_type not in ARITHMETIC | QDQ and loader.activation(node) is None
-            ):
-                return
-            if node.op_type in ("Sub", "Div") and node.input[0] != tensor:
-                return
-            if not self.absorb(node, tensor):
-                return
-            self.nodes.append(node)
-            loader.done.add(node.name)
-            tensor = node.output[0]
-
-    def reshape_before_more(self, tensor: str) -> onnx.NodeProto | None:
-        """The reshape that alone reads ``tensor``, where what alone reads its output could
-        join the epilogue too (a GEMM's bias, then GELU after ORT's 3-D -> 2-D -> 3-D
-        reshapes): the chain goes through it.
-        """
-        loader = self.loader
-        users = loader.users.get(tensor, [])
-        if len(users) != 1 or users[0].op_type not in RESHAPES or users[0].name in loader.done:
-            return None
-        out = users[0].output[0]
-        if out in loader.outputs or out not in loader.shapes:
-            return None
-        if loader.gate(out) is not None:
-            return users[0]
-        after = loader.users.get(out, [])
-        if len(after) != 1 or after[0].name in loader.done:
-            return None
-        joins = after[0].op_type in ARITHMETIC or loader.activation(after[0]) is not None
-        return users[0] if joins else None
-
-    def absorb(self, node: onnx.NodeProto, tensor: str) -> bool:
-        """Take ``node`` (reading ``tensor``) into the epilogue, or say it cannot. After a
-        tensor operand, only constants that commute with it follow: added after an addition,
-        multiplied after a product.
-        """
-        if self.activation != "none" or node.output[0] not in self.loader.shapes:
-            return False
-        op, loader = node.op_type, self.loader
-        if node.output[0] in loader.typed and not self.writes_bytes:
-            return False
-        if op in QDQ:
-            return self.quantize(node) if op == "QuantizeLinear" else self.dequantize(node)
-        activation = loader.activation(node)
-        if activation is not None:
-            if loader.shapes[node.output[0]] != self.shape:
-                return False
-            self.activation, self.low, self.high = activation
-            return True
-        if op == "BatchNormalization":
-            if self.other is not None:
-                return False
-            gamma, beta, mean, var = (
-                loader.constant(node, name).astype(np.float64) for name in node.input[1:5]
-            )
-            scale = gamma / np.sqrt(var + _float(node, "epsilon", 1e-5))
-            return self.scale_by(node, scale, axis_end=1) and self.add_vector(
-                node, beta - mean * scale, axis_end=1
-            )
-        operands = [name for name in node.input if name != tensor] or [tensor]
-        operand = operands[0]
-        if operand in loader.constants:
-            value = loader.constants[operand].astype(np.float64)
-            if op in ("Add", "Sub"):
-                if self.multiply:
-                    return False
-                return self.add_vector(node, value if op == "Add" else -value)
-            if self.other is not None and not self.multiply:
-                return False
-            return self.scale_by(node, value if op == "Mul" else 1.0 / value)
-        if op not in ("Add", "Mul") or self.other is not None:
-            return False
-        found = layout.block(loader.shapes.get(operand, ()), self.shape)
-        if found is None or loader.shapes.get(node.output[0]) != self.shape:
-            return False
-        self.other, self.multiply = operand, op == "Mul"
-        self.other_inner, self.other_size = found
-        return True
-
-    def quantize(self, node: onnx.NodeProto) -> bool:
-        """QuantizeLinear: x / scale + zero, rounded half to even and saturated (the
-        ``quantize`` activation). Per tensor: activations are quantized so.
-        """
-        scale, point, _ = self.loader.quantization(node)
-        if scale.size != 1 or self.other is not None:
-            return False
-        self.scale_by(node, 1.0 / scale.reshape(1))
-        self.add_vector(node, point.reshape(1))
-        self.activation = "quantize"
-        self.low, self.high = self.loader.quantized_range(node)
-        return True
-
-    def dequantize(self, node: onnx.NodeProto) -> bool:
-        """DequantizeLinear: (x - zero) * scale, per tensor."""
-        scale, point, _ = self.loader.quantization(node)
-        if scale.size != 1 or self.other is not None:
-            return False
-        return self.add_vector(node, -point.reshape(1)) and self.scale_by(node, scale.reshape(1))
-
-    def _vector(
-        self, node: onnx.NodeProto, value: np.ndarray, axis_end: int | None
-    ) -> tuple[np.ndarray, int, int] | None:
-        """``value`` as a vector along one block of the output's axes (its inner and channel
-        counts), or None where it broadcasts otherwise. ``axis_end``: a per-channel vector of
-        a conv (axis 1) or GEMM (axis -1), whose shape is just (channels,).
-        """
-        shape = self.shape
-        if axis_end is not None and value.ndim == 1 and value.size > 1:
-            end = axis_end % len(shape)
-            value = value.reshape(value.shape + (1,) * (len(shape) - end - 1))
-        if value.ndim > len(shape):
-            raise self.loader.fail(node, f"broadcasts {value.shape} beyond its output {shape}")
-        dims = (1,) * (len(shape) - value.ndim) + value.shape
-        wide = [axis for axis, size in enumerate(dims) if size != 1]
-        if not wide:
-            return value.reshape(1), 1, 1
-        first, last = wide[0], wide[-1]
-        if list(dims[first : last + 1]) != list(shape[first : last + 1]):
-            return None
-        return value.reshape(-1), math.prod(shape[last + 1 :]), math.prod(shape[first : last + 1])
-
-    def _align(self, vector: tuple[np.ndarray, int, int] | None) -> np.ndarray | None:
-        """The vector at the chain's broadcast, which it takes on if it has none yet."""
-        if vector is None:
-            return None
-        value, inner, channels = vector
-        if channels == 1:
-            return np.repeat(value, self.channels)
-        if self.channels == 1:
-            self.inner, self.channels = inner, channels
-            self.scale = None if self.scale is None else np.repeat(self.scale, channels)
-            self.bias = None if self.bias is None else np.repeat(self.bias, channels)
-            return value
-        return value if (inner, channels) == (self.inner, self.channels) else None
-
-    def scale_by(
-        self, node: onnx.NodeProto, value: np.ndarray, axis_end: int | None = None
-    ) -> bool:
-        vector = self._align(self._vector(node, value, axis_end))
-        if vector is None:
-            return False
-        self.scale = vector if self.scale is None else self.scale * vector
-        self.bias = None if self.bias is None else self.bias * vector
-        return True
-
-    def add_vector(
-        self, node: onnx.NodeProto, value: np.ndarray, axis_end: int | None = None
-    ) -> bool:
-        vector = self._align(self._vector(node, value, axis_end))
-        if vector is None:
-            return False
-        self.bias = vector if self.bias is None else self.bias + vector
-        return True
-
-    def finish(self, common: Mapping[str, Any]) -> dict[str, Any]:
-        loader, last = self.loader, self.nodes[-1]
-        name = str(common["name"])
-        epilogue = Epilogue(
-            scale=None if self.scale is None else loader.add_constant(f"{name}:scale", self.scale),
-            bias=None if self.bias is None else loader.add_constant(f"{name}:bias", self.bias),
-            other=self.other,
-            multiply=self.multiply,
-            activation=self.activation,
-            low=self.low,
-            high=self.high,
-            inner=self.inner,
-            channels=self.channels,
-            other_inner=self.other_inner,
-            other_size=self.other_size,
-        )
-        return {
-            **common,
-            "nodes": tuple(node.name for node in self.nodes),
-            "ops": tuple(node.op_type for node in self.nodes),
-            "output": last.output[0],
-            "epilogue": epilogue,
-        }
 
 
 def load_graph(model: onnx.ModelProto) -> Graph:
     """The steps of a model as ``octune.networks.layers.load_model`` gives it (shapes
     inferred, nodes named); a one-line OctuneError for what the runtime cannot run.
     """
-    loader = _Loader(model)
+    loader = OnnxLoader(model)
     steps = loader.load()
     for tensor in (*loader.inputs, *(s.output for s in steps)):
         if tensor not in loader.shapes:
