@@ -20,10 +20,14 @@ step() {  # name, then the command: its wall time and status on one line
     echo "== step '$name': status $status, $((SECONDS - started)) s wall"
     return $status
 }
+# The host's trust: a package registry behind a proxy with its own CA is reached as the host
+# reaches it.
+CA=${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}
 inside() {  # a command in the userland, as root, at /octune
     proot -q qemu-aarch64-static -r "$ROOT" -0 -b /etc/resolv.conf -b /dev -b /proc -b /sys \
-        -w /octune /usr/bin/env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 \
-        /bin/bash -c "$1"
+        -b "$CA:/etc/ssl/certs/host-ca.crt" -w /octune /usr/bin/env -i HOME=/root \
+        PATH=/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8 PIP_CERT=/etc/ssl/certs/host-ca.crt \
+        SSL_CERT_FILE=/etc/ssl/certs/host-ca.crt PIP_DEFAULT_TIMEOUT=180 /bin/bash -c "$1"
 }
 command -v debootstrap proot qemu-aarch64-static >/dev/null || {
     echo "error: needs debootstrap, proot and qemu-user-static: apt-get install debootstrap proot qemu-user-static"
