@@ -27,8 +27,14 @@ from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.registry import load_kernel
 
-LIMITS = {"max_work_group_size": 256, "max_work_item_size_0": 256, "max_work_item_size_1": 256,
-          "max_work_item_size_2": 64, "local_mem_size": 49152, "compute_units": 16}  # fmt: skip
+#: The device whose limits the GEMM space is enumerated for: limits as a device reports them
+#: (``DeviceInfo.limits``, so every name a space asks for is there).
+LIMITS = DeviceInfo(
+    platform_name="bench", platform_version="OpenCL 3.0", vendor="bench", name="bench",
+    driver_version="1.0", compute_units=16, max_work_group_size=256,
+    max_work_item_sizes=(256, 256, 64), local_mem_size=49152, global_mem_size=16 << 30,
+    device_type="gpu",
+).limits  # fmt: skip
 DEVICES = [  # (name, vendor, type, compute units, peak GFLOP/s)
     ("NVIDIA GeForce RTX 4090", "NVIDIA Corporation", "gpu", 128, 80_000.0),
     ("AMD Radeon RX 7900 XTX", "Advanced Micro Devices, Inc.", "gpu", 96, 60_000.0),
