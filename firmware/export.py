@@ -15,7 +15,7 @@ from octune.core.results import Measurement, Status, config_key
 from octune.db.store import Store
 from octune.firmware.bundle import Bundle, BundleError, load_bundle, write_bundle
 from octune.lookup.data import KernelTable
-from octune.lookup.tables import TableModel, build_table, device_limits, resolve_device
+from octune.lookup.tables import TableModel, build_table, resolve_device, stored_device_limits
 
 if TYPE_CHECKING:  # importing it loads pyopencl, which export does not need
     from octune.tuner.device import DeviceInfo
@@ -75,7 +75,7 @@ def export_bundle(
             f"no kernel of dtype {', '.join(dtypes or ())} is tuned on {device.name} in "
             f"{store.url}: tune one with `octune tune ... --dtype`, or leave out --dtype"
         )
-    record = {**asdict(device), "limits": device_limits(device)}
+    record = {**asdict(device), "limits": stored_device_limits(device)}
     return write_bundle(out, fmt, record, tables, sources, prefix), tables
 
 

@@ -27,7 +27,7 @@ from octune.lookup.data import (
 )
 from octune.lookup.semantics import KernelIndex, best_answer
 from octune.tuner.device_names import match_devices
-from octune.tuner.limits import device_limits as space_limits
+from octune.tuner.limits import device_limits
 from octune.tuner.space import SearchSpace
 
 if TYPE_CHECKING:
@@ -57,11 +57,12 @@ class DeviceLimits(Protocol):
     extensions: str
 
 
-def device_limits(device: DeviceLimits) -> dict[str, int]:
-    """The limits a space may name. The database keeps no per-dimension work-item sizes; the
-    work-group size bounds them, and tuned configs have run on the device anyway.
+def stored_device_limits(device: DeviceLimits) -> dict[str, int]:
+    """The limits a space may name, of a device as the database keeps it (``device_limits``
+    of a device at hand): the database keeps no per-dimension work-item sizes; the work-group
+    size bounds them, and tuned configs have run on the device anyway.
     """
-    return space_limits(
+    return device_limits(
         max_work_group_size=device.max_work_group_size,
         max_work_item_sizes=(device.max_work_group_size,) * 3,
         local_mem_size=device.local_mem_size,
@@ -199,7 +200,7 @@ def build_table(
     space = stored_space(stored)
     spec = KernelSpec(stored.name, stored.template_source, space)
     problem = problem_spec(space.problem)
-    limits = device_limits(device)
+    limits = stored_device_limits(device)
     default = default_config(space, limits)
     sample = problem_sample(problem)
     defines = spec.defines(dict(zip(space.parameter_names, default, strict=True)), sample)

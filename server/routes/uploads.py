@@ -16,7 +16,7 @@ from octune.core.results import Measurement, Status
 from octune.db.queries import StoredKernel
 from octune.db.server_store import ServerStore, UploadConflictError
 from octune.db.tokens import TokenRecord
-from octune.lookup.tables import device_limits
+from octune.lookup.tables import stored_device_limits
 from octune.server.auth import require_write
 from octune.server.schemas import (
     MeasurementIn,
@@ -150,7 +150,9 @@ def checked_session(
             f"'{upload.workload.problem}'",
         )  # fmt: skip
     device = DeviceInfo(**upload.device.model_dump(), max_work_item_sizes=())
-    measurements = _checked(upload.measurements, space, device_limits(upload.device), workload)
+    measurements = _checked(
+        upload.measurements, space, stored_device_limits(upload.device), workload
+    )
     return (
         device,
         StoredKernel(sent.name, sent.sha256, sent.template_source, sent.space_source),
