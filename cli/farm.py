@@ -33,7 +33,7 @@ TokenOption = Annotated[
 
 
 def _client(server: str, token: str | None, *, write: bool) -> Any:
-    from octune.server.client import OctuneClient  # the server's schemas load only when asked
+    from octune.api.client import OctuneClient  # the server's schemas load only when asked
 
     if write and not token:
         raise OctuneError(
@@ -175,7 +175,7 @@ def cancel(
 
 
 def _print_jobs(jobs: list[Any]) -> None:
-    from octune.server.job_spec import spec_label
+    from octune.api.job_spec import spec_label
 
     table = Table(title="Jobs")
     for column in ("job", "device", "what", "status", "agent", "candidates", "best GFLOP/s",

@@ -366,7 +366,7 @@ def _upload(store: Store, report: SessionReport, url: str, token: str) -> None:
     local database, and since uploads are idempotent a later upload of the same session
     (`OctuneClient.upload_session`) stores each measurement once.
     """
-    from octune.server.client import OctuneClient  # the server's schemas load only when asked
+    from octune.api.client import OctuneClient  # the server's schemas load only when asked
 
     try:
         with OctuneClient(url, token=token) as client:
@@ -383,7 +383,7 @@ def _upload(store: Store, report: SessionReport, url: str, token: str) -> None:
 
 def _upload_network(network: dict[str, Any], url: str, token: str) -> None:
     """The network's layers for the server's dashboard; a failure ends nothing."""
-    from octune.server.client import OctuneClient
+    from octune.api.client import OctuneClient
 
     try:
         with OctuneClient(url, token=token) as client:

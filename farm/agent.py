@@ -26,12 +26,12 @@ from typing import Any
 import pyopencl as cl
 import tenacity
 
+from octune.api.client import ClientError, OctuneClient, session_body
+from octune.api.job_spec import spec_label, spec_tasks
+from octune.api.schemas import DoneSessionOut, JobOut, LeaseOut, MeasurementIn
 from octune.core.errors import OctuneError
 from octune.core.results import Measurement
 from octune.db.store import Store
-from octune.server.client import ClientError, OctuneClient, session_body
-from octune.server.job_spec import spec_label, spec_tasks
-from octune.server.schemas import DoneSessionOut, JobOut, LeaseOut, MeasurementIn
 from octune.tuner.campaign import Task, for_device, tune_in_turn, tune_one, unverified
 from octune.tuner.device import DeviceInfo, require_compiling
 from octune.tuner.session import Budget, Settings

@@ -31,13 +31,13 @@ from typing import Literal, Protocol
 
 import pyopencl as cl
 
+from octune.api.client import OctuneClient
 from octune.core.errors import OctuneError, SpaceError
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.firmware.bundle import in_service, load_bundle
 from octune.lookup.data import Answer, FollowUpSizes, Query, QueryError
 from octune.lookup.tables import StoreLookup
-from octune.server.client import OctuneClient
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.measure import DeviceRunner

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from octune.api.schemas import ProblemDetails
 from octune.core.errors import OctuneError, StoreError
 from octune.db.job_queue import QueueError
 from octune.db.server_store import ServerStore
@@ -35,7 +36,6 @@ from octune.server.routes import (
     lookup,
     uploads,
 )
-from octune.server.schemas import ProblemDetails
 from octune.server.settings import ServerSettings
 
 #: Documented on every operation, so clients (and schemathesis) know each error's body.

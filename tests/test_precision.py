@@ -202,7 +202,7 @@ def test_a_network_tunes_in_float16_layer_by_layer(tmp_path: Path) -> None:
 def test_the_rest_schema_offers_exactly_octunes_dtypes() -> None:
     from typing import get_args
 
+    from octune.api.schemas import ShapeFields
     from octune.core.precision import DTYPES
-    from octune.server.schemas import ShapeFields
 
     assert get_args(ShapeFields.model_fields["dtype"].annotation) == DTYPES

@@ -23,6 +23,7 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from octune.api.job_spec import spec_label
 from octune.core.charts import MATCH_COLOURS, plotly_js
 from octune.db.dashboard_views import SessionRow, recent_sessions, session_detail
 from octune.db.queries import StoredDevice
@@ -36,7 +37,6 @@ from octune.server.dashboard_charts import (
     model_check_figure,
     session_figure,
 )
-from octune.server.job_spec import spec_label
 from octune.server.lookups import LookupService
 from octune.tuner.registry import families
 

@@ -6,7 +6,7 @@ from dataclasses import asdict
 
 from fastapi import APIRouter, Request
 
-from octune.server.schemas import DeviceOut
+from octune.api.schemas import DeviceOut
 
 router = APIRouter(tags=["devices"])
 

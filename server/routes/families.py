@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter
 
-from octune.server.schemas import FamilyOut, ShapeKeyOut
+from octune.api.schemas import FamilyOut, ShapeKeyOut
 from octune.tuner.family import Family
 from octune.tuner.registry import families, kernels_of
 

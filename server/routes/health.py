@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from octune.server.schemas import Health, Readiness
+from octune.api.schemas import Health, Readiness
 
 router = APIRouter(tags=["health"])
 

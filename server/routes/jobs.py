@@ -9,13 +9,8 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 
-from octune.db.job_queue import JobView
-from octune.db.server_store import ServerStore
-from octune.db.tokens import TokenRecord
-from octune.server.auth import require_write
-from octune.server.job_spec import check_spec
-from octune.server.routes.uploads import checked_session
-from octune.server.schemas import (
+from octune.api.job_spec import check_spec
+from octune.api.schemas import (
     AgentIn,
     AgentOut,
     AgentStatusOut,
@@ -31,6 +26,11 @@ from octune.server.schemas import (
     MeasurementIn,
     SubmitOut,
 )
+from octune.db.job_queue import JobView
+from octune.db.server_store import ServerStore
+from octune.db.tokens import TokenRecord
+from octune.server.auth import require_write
+from octune.server.routes.uploads import checked_session
 from octune.tuner.device import DeviceInfo
 from octune.tuner.strategies.base import get_strategy
 

@@ -9,8 +9,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Request
 
+from octune.api.schemas import KernelSourceOut
 from octune.firmware.signing import sign_kernel
-from octune.server.schemas import KernelSourceOut
 
 router = APIRouter(tags=["kernels"])
 

@@ -15,10 +15,10 @@ from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from octune.api.schemas import BatchAnswer, BatchLookup, LookupAnswer, LookupQuery
 from octune.core.precision import DTYPES
 from octune.server.lookups import LookupService
 from octune.server.routes.families import shape_parameters
-from octune.server.schemas import BatchAnswer, BatchLookup, LookupAnswer, LookupQuery
 from octune.tuner.registry import families
 
 router = APIRouter(tags=["lookup"])

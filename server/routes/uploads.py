@@ -10,6 +10,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 
+from octune.api.schemas import (
+    MeasurementIn,
+    NetworkIn,
+    NetworkOut,
+    SessionBody,
+    UploadIn,
+    UploadOut,
+)
 from octune.core.errors import OctuneError, SpaceError
 from octune.core.problem import kernel_version_sha256
 from octune.core.results import Measurement, Status
@@ -18,14 +26,6 @@ from octune.db.server_store import ServerStore, UploadConflictError
 from octune.db.tokens import TokenRecord
 from octune.lookup.tables import stored_device_limits
 from octune.server.auth import require_write
-from octune.server.schemas import (
-    MeasurementIn,
-    NetworkIn,
-    NetworkOut,
-    SessionBody,
-    UploadIn,
-    UploadOut,
-)
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.registry import families, family, kernel_from_texts, load_kernel

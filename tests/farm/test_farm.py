@@ -22,8 +22,8 @@ from helpers.farm_testing import (
 )
 from helpers.server_testing import LiveServer
 
+from octune.api.client import OctuneClient
 from octune.db.server_store import ServerStore
-from octune.server.client import OctuneClient
 from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo, select_device
 

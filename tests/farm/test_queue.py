@@ -15,9 +15,9 @@ from helpers.cli_testing import octune
 from helpers.farm_testing import WORKLOADS, device_in, session_statuses
 from helpers.server_testing import bearer
 
+from octune.api.client import session_body
 from octune.db.job_queue import QueueError
 from octune.server.app import create_app
-from octune.server.client import session_body
 from octune.server.settings import ServerSettings
 from octune.server.tokens import create_token, token_hash
 

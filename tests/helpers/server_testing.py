@@ -19,10 +19,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from helpers.cli_testing import OCTUNE
+from octune.api.schemas import UploadIn
 from octune.core.results import Measurement, Status
 from octune.db.server_store import ServerStore
 from octune.server.app import create_app
-from octune.server.schemas import UploadIn
 from octune.server.settings import ServerSettings
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload

@@ -17,12 +17,12 @@ from helpers.cli_testing import octune_process
 from helpers.server_testing import LiveServer, Seeder, bearer
 from sqlalchemy import func, select
 
+from octune.api.client import session_uploads
 from octune.db.models import MeasurementRow, SessionUpload, TuningSession
 from octune.db.server_store import ServerStore
 from octune.db.store import Store
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_workload
-from octune.server.client import session_uploads
 from octune.server.tokens import create_token
 
 WRITERS = 20

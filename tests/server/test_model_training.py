@@ -11,13 +11,13 @@ from typing import Any
 
 from helpers.server_testing import Seeder, make_client, post_upload
 
+from octune.api.client import session_uploads
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup import predictor
 from octune.lookup.predictor import DeviceModel, ModelAnswers, train
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup
-from octune.server.client import session_uploads
 
 #: Two tuned corners (the model needs two workloads and 20 passing measurements) ...
 TUNED = [gemm_workload(16, 16, 256), gemm_workload(4096, 4096, 256)]

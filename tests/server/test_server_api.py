@@ -11,6 +11,7 @@ import pytest
 from helpers.server_testing import Seeder, bearer, make_client, post_upload
 from sqlalchemy import func, select
 
+from octune.api.client import session_uploads
 from octune.cli.serve import LOOPBACK_NAMES, _loopback
 from octune.core.problem import kernel_version_sha256
 from octune.core.results import CONFIRM_STRATEGY, Measurement, Status
@@ -18,7 +19,6 @@ from octune.db.models import ApiToken, MeasurementRow, SessionUpload
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.tables import StoreLookup
-from octune.server.client import session_uploads
 from octune.server.tokens import token_hash
 from octune.tuner.family import MAX_DIM
 
@@ -524,7 +524,7 @@ def test_families_and_their_shape_keys_are_documented(client, seeder, device_inf
 
 
 def test_every_runtime_facing_schema_has_an_example_that_validates():
-    from octune.server import schemas
+    from octune.api import schemas
 
     for name in ("LookupAnswer", "BatchLookup", "BatchAnswer", "DeviceOut", "FamilyOut",
                  "ProblemDetails", "Health", "Readiness", "JobSubmitIn"):  # fmt: skip

@@ -13,10 +13,10 @@ from helpers.cli_testing import octune, octune_process
 from helpers.server_testing import LiveServer
 from sqlalchemy import select
 
+from octune.api.client import ClientError, OctuneClient
 from octune.db.models import TuningSession
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import FAMILY, gemm_workload
-from octune.server.client import ClientError, OctuneClient
 from octune.tuner.registry import load_kernel
 
 CHROMIUM_ENV = "OCTUNE_TEST_CHROMIUM"

@@ -14,6 +14,8 @@ import httpx
 import pytest
 from helpers.server_testing import LiveServer, Seeder
 
+from octune.api.client import session_uploads
+from octune.api.schemas import MeasurementIn, UploadIn
 from octune.core.errors import OctuneError
 from octune.core.problem import kernel_version_sha256
 from octune.core.results import Measurement, Status
@@ -24,9 +26,7 @@ from octune.firmware.signing import SignatureError, create_key
 from octune.kernels.gemm import gemm_workload
 from octune.lookup.tables import resolve_device
 from octune.runtime.sources import ServerConfigs
-from octune.server.client import session_uploads
 from octune.server.routes.uploads import MAX_FLOPS_PER_COMPUTE_UNIT
-from octune.server.schemas import MeasurementIn, UploadIn
 from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo
 from octune.tuner.registry import KernelSpec

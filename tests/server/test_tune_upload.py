@@ -7,7 +7,7 @@ import json
 from helpers.cli_testing import octune
 from helpers.server_testing import LiveServer
 
-from octune.server.client import OctuneClient
+from octune.api.client import OctuneClient
 
 
 def test_tune_uploads_its_sessions_and_the_server_answers_with_them(tmp_path, device_info):

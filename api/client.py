@@ -16,9 +16,7 @@ from typing import Any, Self
 
 import httpx
 
-from octune.core.errors import OctuneError
-from octune.db.store import Store
-from octune.server.schemas import (
+from octune.api.schemas import (
     AgentOut,
     AgentStatusOut,
     BatchAnswer,
@@ -35,6 +33,8 @@ from octune.server.schemas import (
     UploadIn,
     UploadOut,
 )
+from octune.core.errors import OctuneError
+from octune.db.store import Store
 
 #: Measurements per upload request: well under the server's default body limit.
 UPLOAD_CHUNK = 2000
