@@ -71,6 +71,11 @@ step "tune gemm 256^3, 20 candidates" inside \
 step "best" inside '.venv/bin/octune best gemm --m 256 --n 256 --k 256'
 step "tune conv2d 16->32 3x3 28x28, 10 candidates" inside \
     '.venv/bin/octune tune conv2d --n 1 --c 16 --h 28 --w 28 --k 32 --r 3 --s 3 --pad 1 --budget 10'
-step "export (json)" inside '.venv/bin/octune export --device 0 --out bundle --no-model'
+step "tune depthwise conv2d 32 3x3 28x28, 5 candidates" inside \
+    '.venv/bin/octune tune conv2d --n 1 --c 32 --h 28 --w 28 --k 32 --r 3 --s 3 --pad 1 --groups 32 --budget 5'
+step "tune pointwise conv2d 32->64 1x1 28x28, 5 candidates" inside \
+    '.venv/bin/octune tune conv2d --n 1 --c 32 --h 28 --w 28 --k 64 --r 1 --s 1 --budget 5'
+# export names a stored device (its fingerprint or name), not a local index
+step "export (json)" inside '.venv/bin/octune export --device pthread --out bundle --no-model'
 step "lookup from the bundle" inside '.venv/bin/octune lookup bundle gemm --m 200 --n 300 --k 256'
 echo "done: $(date -u +%Y-%m-%dT%H:%MZ), $SECONDS s in all"
