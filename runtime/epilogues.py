@@ -7,23 +7,43 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import onnx
 
+from octune.core.errors import OctuneError
 from octune.runtime import layout
 from octune.runtime.operators import ARITHMETIC, QDQ, RESHAPES, node_float
 from octune.runtime.steps import Epilogue
 
-if TYPE_CHECKING:
-    from octune.runtime.onnx_loader import OnnxLoader
+
+class ChainLoader(Protocol):
+    """What a chain reads of the model being loaded (``onnx_loader.OnnxLoader`` is one): its
+    tensors, their readers, the nodes already taken, and how it reads an activation, a gate
+    and a quantization.
+    """
+
+    shapes: dict[str, tuple[int, ...]]
+    constants: dict[str, np.ndarray]
+    typed: dict[str, str]
+    users: dict[str, list[onnx.NodeProto]]
+    outputs: list[str]
+    done: set[str]
+
+    def fail(self, node: onnx.NodeProto, why: str) -> OctuneError: ...
+    def constant(self, node: onnx.NodeProto, tensor: str) -> np.ndarray: ...
+    def add_constant(self, name: str, value: np.ndarray, typed: bool = False) -> str: ...
+    def quantization(self, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray, int]: ...
+    def quantized_range(self, node: onnx.NodeProto) -> tuple[float, float]: ...
+    def activation(self, node: onnx.NodeProto) -> tuple[str, float, float] | None: ...
+    def gate(self, tensor: str) -> tuple[list[onnx.NodeProto], str] | None: ...
 
 
 class EpilogueChain:
     """The epilogue being gathered after one node, in float64 until ``finish``."""
 
-    def __init__(self, loader: OnnxLoader, first: onnx.NodeProto, shape: tuple[int, ...]) -> None:
+    def __init__(self, loader: ChainLoader, first: onnx.NodeProto, shape: tuple[int, ...]) -> None:
         self.loader = loader
         self.shape = self.first_shape = shape  # the chain's shape: reshapes pass it on
         self.nodes = [first]
