@@ -5,8 +5,10 @@ compile). No device that compiles fails every test that uses one, loudly: never 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pyopencl as cl
 import pytest
@@ -63,3 +65,30 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def store(db_url: str) -> Iterator[ServerStore]:
     with ServerStore(db_url) as store:
         yield store
+
+
+class Result(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """The `octune` command run in this process (its main(), so one-line errors and exit
+    codes are the real ones) without paying an interpreter start per call.
+    """
+    from octune.cli import main
+
+    def run(*args: str, db: Path | None = None) -> Result:
+        monkeypatch.setenv("OCTUNE_DATABASE_URL", f"sqlite:///{db or Path('unused.db')}")
+        monkeypatch.setattr(sys, "argv", ["octune", *args])
+        try:
+            main()
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        out, err = capsys.readouterr()
+        return Result(code, " ".join(out.split()) if args[0] != "lookup" else out, err)
+
+    return run

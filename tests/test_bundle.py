@@ -9,16 +9,14 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
-from helpers.c_lookup import GCC, compile_query, python_line
+from helpers.c_lookup import GCC, compile_header, python_line
 from helpers.cli_testing import assert_one_line_error, octune
-from test_lookup import DEVICE, config
+from helpers.lookup_testing import DEVICE, config, random_queries
 
 from octune.core.errors import SpaceError
 from octune.db.store import Store
@@ -31,39 +29,11 @@ from octune.firmware.bundle import (
 )
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_query, gemm_workload
-from octune.lookup.data import Entry, KernelTable, Query, QueryError
+from octune.lookup.data import Entry, QueryError
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.tuner.limits import max_buffer_bytes
 from octune.tuner.registry import load_kernel
-
-
-class Result(NamedTuple):
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-@pytest.fixture
-def cli(capsys, monkeypatch):
-    """The `octune` command run in this process (its main(), so one-line errors and exit
-    codes are the real ones) without paying an interpreter start per call.
-    """
-    from octune.cli import main
-
-    def run(*args: str, db: Path | None = None) -> Result:
-        monkeypatch.setenv("OCTUNE_DATABASE_URL", f"sqlite:///{db or Path('unused.db')}")
-        monkeypatch.setattr(sys, "argv", ["octune", *args])
-        try:
-            main()
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-        out, err = capsys.readouterr()
-        return Result(code, " ".join(out.split()) if args[0] != "lookup" else out, err)
-
-    return run
-
 
 SIZES = [1, 3, 16, 17, 64, 100, 128, 255, 256, 512, 1000, 1024, 2048, 4096]
 
@@ -119,26 +89,6 @@ def _ok(chosen: dict[str, int], seconds: float, flops: int):
     return Measurement(chosen, Status.OK, (seconds * 1.01, seconds, seconds * 0.99), flops)
 
 
-def random_queries(table: KernelTable, count: int, seed: int) -> list[Query]:
-    """Tuned shapes, shapes next to them, and anything the tuner accepts."""
-    rng = random.Random(seed)
-    queries: list[Query] = []
-    while len(queries) < count:
-        kind = rng.random()
-        if kind < 0.25 and table.tuned:
-            m, n, k, ta, tb = rng.choice(table.tuned).shape
-        elif kind < 0.6 and table.tuned:
-            m, n, k, ta, tb = rng.choice(table.tuned).shape
-            m, n, k = (max(1, v + rng.randint(-3, 3)) for v in (m, n, k))
-            ta, tb = rng.choice([(ta, tb), (1 - ta, tb), (ta, 1 - tb)])
-        else:
-            m, n, k = (rng.choice([rng.randint(1, 5000), rng.randint(1, 1 << 20)]) for _ in "mnk")
-            ta, tb = rng.randint(0, 1), rng.randint(0, 1)
-        if max(m * k, k * n, m * n) < 1 << 31:  # the service refuses the others
-            queries.append(gemm_query(m, n, k, bool(ta), bool(tb)))
-    return queries
-
-
 def test_store_and_bundles_answer_identically(tuned_store, tmp_path):
     """The service's path (SQLAlchemy) and both offline formats, on the same random queries."""
     service = StoreLookup(tuned_store)
@@ -158,16 +108,6 @@ def test_store_and_bundles_answer_identically(tuned_store, tmp_path):
     assert matches == {"exact", "nearest"}
     assert bundles["json"].tables["gemm"] == table == bundles["sqlite"].tables["gemm"]
     assert bundles["json"].sources["gemm"][0] == load_kernel("gemm").source
-
-
-def compile_header(table: KernelTable, out: Path) -> Path:
-    kernel = load_kernel("gemm")
-    # The device's name goes into a C comment: "/*" and "*/" in it must neither end the comment
-    # nor fail a -Werror build (-Wcomment).
-    device = {"name": "test /* GPU */ of /*/ names", "fingerprint": table.device_fingerprint}
-    write_bundle(out, "c-header", device, [table],
-                 {table.sha256: (kernel.source, kernel.space.source_text)})  # fmt: skip
-    return compile_query(out)
 
 
 def test_c_header_answers_as_python(tuned_store, tmp_path):

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 from helpers.c_lookup import compile_query, python_line
-from test_lookup import DEVICE
+from helpers.lookup_testing import DEVICE
 
 from octune.core.errors import WorkloadError
 from octune.core.problem import kernel_version_sha256

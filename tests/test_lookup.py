@@ -11,6 +11,7 @@ import sys
 from dataclasses import replace
 
 import pytest
+from helpers.lookup_testing import DEVICE, config
 
 from octune.core.errors import SpaceError
 from octune.core.results import Measurement, Status
@@ -20,31 +21,9 @@ from octune.lookup.data import Entry, KernelTable, Prediction, QueryError, Table
 from octune.lookup.neighbours import LAYOUT_WEIGHT, log2_fixed
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, default_config, resolve_device
-from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
 from octune.tuner.registry import load_kernel
 from octune.tuner.space import SearchSpace
-
-DEVICE = DeviceInfo(
-    platform_name="Portable Computing Language",
-    platform_version="OpenCL 3.0 PoCL",
-    vendor="Example",
-    name="example-cpu",
-    driver_version="1.0",
-    compute_units=2,
-    max_work_group_size=4096,
-    max_work_item_sizes=(4096, 4096, 4096),
-    local_mem_size=1 << 20,
-    global_mem_size=1 << 32,
-    device_type="cpu",
-)
-
-
-def config(**changes: int) -> dict[str, int]:
-    """The space's default config on DEVICE (legal whatever the space file says), changed."""
-    space = load_kernel("gemm").space
-    base = dict(zip(space.parameter_names, default_config(space, DEVICE.limits), strict=True))
-    return {**base, **changes}
 
 
 def record(store: Store, workload: Workload, measured: dict[str, float]) -> None:

@@ -16,9 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from helpers.c_lookup import python_line
-from test_bundle import cli, compile_header, random_queries  # noqa: F401
-from test_lookup import DEVICE
+from helpers.c_lookup import compile_header, python_line
+from helpers.lookup_testing import DEVICE, random_queries
 
 from octune.core.results import Measurement, Status
 from octune.db.server_store import ServerStore
@@ -169,7 +168,7 @@ def test_service_answers_live_and_bundles_and_c_header_from_the_grid_identically
         assert got == python_line(index.lookup(query)), dict(query.shape)
 
 
-def test_export_cli_carries_model_answers_and_retrains_on_new_data(store, tmp_path, cli):  # noqa: F811
+def test_export_cli_carries_model_answers_and_retrains_on_new_data(store, tmp_path, cli):
     db = Path(store.url.removeprefix("sqlite:///"))
     exported = cli("export", "--device", "example", "--out", str(tmp_path / "b"), db=db)
     assert exported.returncode == 0, exported.stderr

@@ -15,6 +15,7 @@ import onnx
 import pytest
 import yaml
 from helpers.cli_testing import assert_one_line_error, octune
+from helpers.networks_testing import residual
 from helpers.server_testing import LiveServer, free_port
 
 from octune.core.errors import OctuneError
@@ -46,17 +47,6 @@ def depthwise(g: GraphBuilder) -> tuple[str, list[int]]:
     y = g.relu6(y, "dw.relu6")
     y = g.relu6(g.batch_norm(g.conv(y, "pw", 16, 24, 1), "pw.bn", 24), "pw.relu6")
     return y, [1, 24, 8, 8]
-
-
-def residual(g: GraphBuilder) -> tuple[str, list[int]]:
-    """Two residual blocks; the second's shortcut conv comes after its main path."""
-    x = g.input("input", [1, 8, 10, 10])
-    y = g.relu(g.batch_norm(g.conv(x, "a1", 8, 8, 3), "a1.bn", 8), "a1.relu")
-    y = g.batch_norm(g.conv(y, "a2", 8, 8, 3), "a2.bn", 8, gain=0.5)
-    x = g.relu(g.node("Add", [y, x], "a.add"), "a.relu")
-    y = g.batch_norm(g.conv(x, "b1", 8, 16, 3, stride=2), "b1.bn", 16)
-    shortcut = g.batch_norm(g.conv(x, "b.down", 8, 16, 1, stride=2, pad=0), "b.down.bn", 16)
-    return g.relu(g.node("Add", [shortcut, y], "b.add"), "b.relu"), [1, 16, 5, 5]
 
 
 def pools(g: GraphBuilder) -> tuple[str, list[int]]:

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pyopencl as cl
 import pytest
-from test_runtime import residual
+from helpers.networks_testing import residual
 
 from octune.core.errors import OctuneError
 from octune.networks.graph import GraphBuilder

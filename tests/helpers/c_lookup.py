@@ -7,7 +7,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from octune.lookup.data import Answer
+from octune.firmware.bundle import write_bundle
+from octune.lookup.data import Answer, KernelTable
+from octune.tuner.registry import load_kernel
 
 GCC = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"]
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples" / "c"
@@ -38,3 +40,13 @@ def python_line(answer: Answer | None) -> str:
         f"{answer.match}{defines} |{sizes} | {time_s:.17g} {gflops:.17g} |{source} | "
         f"{answer.build_options} | {answer.kernel} {answer.entry} {answer.kernel_sha256}"
     )
+
+
+def compile_header(table: KernelTable, out: Path) -> Path:
+    kernel = load_kernel("gemm")
+    # The device's name goes into a C comment: "/*" and "*/" in it must neither end the comment
+    # nor fail a -Werror build (-Wcomment).
+    device = {"name": "test /* GPU */ of /*/ names", "fingerprint": table.device_fingerprint}
+    write_bundle(out, "c-header", device, [table],
+                 {table.sha256: (kernel.source, kernel.space.source_text)})  # fmt: skip
+    return compile_query(out)
