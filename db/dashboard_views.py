@@ -30,6 +30,7 @@ class SessionRow:
     device_name: str
     device_fingerprint: str
     kernel: str
+    workload: str  # its key
     problem: str
     shape: dict[str, int]
     dtype: str
@@ -78,6 +79,7 @@ def _sessions(ids: list[int] | None = None, limit: int | None = None) -> Select[
             Device.name,
             Device.fingerprint,
             KernelVersion.name,
+            WorkloadRow.key,
             WorkloadRow.problem,
             WorkloadRow.shape,
             WorkloadRow.dtype,
@@ -119,12 +121,13 @@ def _confirmed_best(session: Session, folded: dict[int, tuple[int, ...]]) -> dic
 
 
 def _row(found: Row, confirmed_by: tuple[int, ...], confirmed: float | None) -> SessionRow:
-    run, device, fingerprint, kernel, problem, shape, dtype, candidates, failures, best = found
+    run, device, fingerprint, kernel, key, problem, shape, dtype, candidates, failures, best = found
     return SessionRow(
         session_id=run.id,
         device_name=device,
         device_fingerprint=fingerprint,
         kernel=kernel,
+        workload=key,
         problem=problem,
         shape=dict(shape),
         dtype=dtype,

@@ -288,10 +288,9 @@ def render_html(report: NetworkReport, *, standalone: bool = True) -> str:
 
 def _describe(layer: LayerReport) -> str:
     """A layer's shape as its family writes it (``conv2d 64→128 3x3 56x56 s2 p1``)."""
-    from octune.tuner.registry import families
+    from octune.tuner.registry import describe_shape
 
-    family = families().get(layer.family)
-    return family.describe(layer.shape) if family is not None else str(layer.shape)
+    return describe_shape(layer.family, layer.shape, str(layer.shape))
 
 
 def write_html(report: NetworkReport, path: Path) -> None:

@@ -155,6 +155,17 @@ def families() -> dict[str, Family]:
 _File = TypeVar("_File", Path, Traversable)
 
 
+def describe_shape(problem: str, shape: Mapping[str, int], fallback: str) -> str:
+    """A workload as its family describes it (``conv2d 64→128 3x3 56x56 s2``); ``fallback``
+    for a family not installed here, or a shape stored with keys its family no longer has.
+    """
+    family = families().get(problem)
+    try:
+        return family.describe(shape) if family is not None else fallback
+    except KeyError:
+        return fallback
+
+
 def _own_files(folder: Path, pattern: str) -> list[Path]:
     """A user folder's files matching ``pattern``, each checked by ``_inside``."""
     return [_inside(folder, path) for path in sorted(folder.glob(pattern))]

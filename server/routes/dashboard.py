@@ -19,6 +19,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import parse_qs
 
+from cachetools import LRUCache
 from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
@@ -38,7 +39,7 @@ from octune.server.dashboard_charts import (
     session_figure,
 )
 from octune.server.lookups import LookupService
-from octune.tuner.registry import families
+from octune.tuner.registry import describe_shape, families
 
 if TYPE_CHECKING:  # the module loads XGBoost
     from octune.lookup.predictor import HeldOut
@@ -66,11 +67,7 @@ class TunedRow:
 
 def label(problem: str, shape: dict[str, int], key: str) -> str:
     """A workload as its family describes it (``conv2d 64→128 3x3 56x56 s2``), else its key."""
-    family = families().get(problem)
-    try:
-        return family.describe(shape) if family is not None else key
-    except KeyError:  # a shape stored by an older family with other keys
-        return key
+    return describe_shape(problem, shape, key)
 
 
 def tuned_rows(rows: list[WorkloadBest]) -> list[TunedRow]:
@@ -90,10 +87,8 @@ def _page(request: Request, name: str, context: dict[str, Any]) -> HTMLResponse:
     return templates.TemplateResponse(request, name, {**common, **context})
 
 
-def _session_labels(sessions: list[SessionRow]) -> tuple[dict[int, str], dict[int, str]]:
-    keys = {s.session_id: ",".join(f"{k}={v}" for k, v in s.shape.items()) for s in sessions}
-    labels = {s.session_id: label(s.problem, s.shape, keys[s.session_id]) for s in sessions}
-    return labels, keys
+def _session_labels(sessions: list[SessionRow]) -> dict[int, str]:
+    return {s.session_id: label(s.problem, s.shape, s.workload) for s in sessions}
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -103,7 +98,7 @@ def dashboard(request: Request) -> HTMLResponse:
     store: ServerStore = request.app.state.store
     tuned = store.tuned_workloads(WORKLOADS)
     sessions = recent_sessions(store, SESSIONS)
-    labels, keys = _session_labels(sessions)
+    labels = _session_labels(sessions)
     return _page(
         request,
         "dashboard.html",
@@ -117,7 +112,6 @@ def dashboard(request: Request) -> HTMLResponse:
             "networks": store.stored_networks(),
             "sessions": sessions,
             "labels": labels,
-            "keys": keys,
             "workloads": tuned_rows(tuned),
             "limit": WORKLOADS,
         },
@@ -134,7 +128,7 @@ def session_page(
     detail = session_detail(request.app.state.store, session_id)
     if detail is None:
         raise HTTPException(404, f"no session {session_id}: the dashboard's home lists them")
-    labels, keys = _session_labels([detail.row])
+    labels = _session_labels([detail.row])
     row = detail.row
     return _page(
         request,
@@ -142,7 +136,7 @@ def session_page(
         {
             "row": row,
             "label": labels[row.session_id],
-            "key": keys[row.session_id],
+            "key": row.workload,
             "candidates": detail.candidates,
             "truncated": detail.truncated,
             "figure": session_figure(detail),
@@ -193,7 +187,8 @@ def device_page(
     )  # fmt: skip
 
 
-#: Held-out checks of the cost model kept, by device, kernel version and data stamp.
+#: Held-out checks of the cost model kept (the least recently shown dropped first), by device,
+#: kernel version and data stamp.
 MODEL_CHECKS = 64
 
 
@@ -206,14 +201,13 @@ def _model_check(request: Request, device: StoredDevice, kernel: TunedKernel) ->
     store: ServerStore = request.app.state.store
     key = (device.fingerprint, kernel.sha256, store.version_stamp(device.fingerprint,
                                                                    kernel.sha256))  # fmt: skip
-    cache: dict[tuple[Any, ...], list[HeldOut]] = request.app.state.__dict__.setdefault(
-        "model_checks", {}
-    )
+    state = request.app.state
+    if not hasattr(state, "model_checks"):  # per app: stamps of two databases may be equal
+        state.model_checks = LRUCache(MODEL_CHECKS)
+    cache: LRUCache[tuple[Any, ...], list[HeldOut]] = state.model_checks
     if key not in cache:
-        lookups: LookupService = request.app.state.lookups
+        lookups: LookupService = state.lookups
         table = lookups.lookup.index(device, kernel.name, kernel.sha256).table
-        if len(cache) >= MODEL_CHECKS:
-            cache.clear()
         cache[key] = held_out_check(store, device, table)
     return cache[key]
 
