@@ -12,6 +12,7 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$work/wheels" \
     pyopencl pytools platformdirs siphash24 sqlalchemy greenlet alembic mako pydantic \
     pydantic-core annotated-types typing-inspection typing-extensions xgboost-cpu onnx protobuf \
+    tenacity \
     ml_dtypes onnxruntime flatbuffers coloredlogs humanfriendly filelock packaging
 mkdir -p "$work/site" "$out"
 for wheel in "$work"/wheels/*.whl; do python3 -m zipfile -e "$wheel" "$work/site"; done

@@ -97,7 +97,7 @@ def network_tasks(layers: Sequence[Layer], dtype: str | None = None) -> list[Tas
     in its own dtype (its model's), or in ``dtype``.
     """
     return [
-        replace(task, nodes=layer.nodes)
+        replace(task, nodes=layer.nodes, launches=layer.count)
         for layer, weight in zip(layers, time_shares(layers), strict=True)
         for task in tasks_for(layer.family, layer.shape, dtype or layer.dtype, weight=weight)
     ]
@@ -115,19 +115,21 @@ def describe(label: str, layers: Sequence[Layer], untuned: Sequence[str]) -> str
 
 
 def workloads_yaml(label: str, layers: Sequence[Layer], untuned: Sequence[str]) -> str:
-    """A workloads file for ``octune tune --workloads``: one entry per layer with its weight,
-    and as comments, its launches per pass and its nodes.
+    """A workloads file for ``octune tune --workloads``: one entry per layer with its weight
+    and its launches per pass, and as a comment its nodes.
     """
     lines = [
         f"# {describe(label, layers, untuned)}",
-        "# weight: the layer's estimated share of the network's time, in percent",
+        "# weight: the layer's estimated share of the network's time, in percent; launches: per",
+        "# forward pass (a second round weighs each layer by its measured time times these)",
         "workloads:",
     ]
     for layer, weight in zip(layers, time_shares(layers), strict=True):
         more = len(layer.nodes) - 3
         nodes = ", ".join(layer.nodes[:3]) + (f" and {more} more" if more > 0 else "")
         dtype = {} if layer.dtype == "float32" else {"dtype": layer.dtype}
-        entry = {"kernel": layer.family, **layer.shape, **dtype, "weight": weight}
+        entry = {"kernel": layer.family, **layer.shape, **dtype, "weight": weight,
+                 "launches": layer.count}  # fmt: skip
         flow = yaml.safe_dump(entry, default_flow_style=True, sort_keys=False, width=1 << 16)
-        lines += [f"  # x{layer.count}: {nodes}", f"  - {flow.strip()}"]
+        lines += [f"  # {nodes}", f"  - {flow.strip()}"]
     return "\n".join(lines) + "\n"

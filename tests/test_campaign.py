@@ -3,12 +3,15 @@ budget among many workloads (``tune_in_turn``), run in process on the test devic
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from octune.core.results import Measurement, Status
 from octune.db.store import Store
-from octune.tuner.campaign import Task, for_device, tasks_for, tune_in_turn
+from octune.tuner.campaign import Task, Turn, for_device, measured_weights, tasks_for, tune_in_turn
 from octune.tuner.device import DeviceInfo
-from octune.tuner.session import Budget, SessionReport, Settings, run_session
+from octune.tuner.session import Budget, Progress, SessionReport, Settings, run_session
 from octune.tuner.workers import Workers
 
 GEMM = {"m": 256, "n": 256, "k": 256}
@@ -87,3 +90,41 @@ def test_a_campaign_measures_every_task_before_any_gets_more(
     )
     assert sum(turn.report.progress.tried for turn in turns) <= 9
     assert all(best is not None for best in stored.values())  # each verified and stored
+
+
+def _turn(task: Task, seconds: float | None) -> Turn:
+    """A first-round turn whose session's best verified time was ``seconds`` (None: none)."""
+    progress = Progress(space_size=10, already_measured=0)
+    if seconds is not None:
+        progress.best = Measurement({}, Status.OK, times_s=(seconds,))
+    return Turn(task, SessionReport(1, progress, interrupted=False))
+
+
+def test_network_layers_get_the_second_round_by_measured_time() -> None:
+    """Estimated by flops, the 64^3 layer is 64 times the 16^3 one; measured, the small layer,
+    launched 200 times a pass, takes most of the time: it gets the larger second part. A
+    layer nothing verified keeps its estimate, scaled as the measured ones compare.
+    """
+    small, large, unverified = (
+        replace(tasks_for("gemm_panel", {"m": size, "n": size, "k": size}, weight=weight)[0],
+                launches=launches)
+        for size, weight, launches in ((16, 1.0, 200), (64, 64.0, 1), (32, 8.0, 1))
+    )  # fmt: skip
+    turns = [_turn(large, 40e-6), _turn(unverified, None), _turn(small, 10e-6)]
+    weights = measured_weights([large, unverified, small], turns)
+    scale = (200 * 10e-6 + 40e-6) / (1.0 + 64.0)  # seconds per unit of estimate
+    assert weights == pytest.approx([40e-6, 8.0 * scale, 200 * 10e-6])
+
+
+def test_a_family_layer_splits_its_measured_time_among_its_kernels() -> None:
+    """The layer's time is its fastest kernel's; each of its kernels gets an even part."""
+    tasks = [replace(task, launches=3) for task in tasks_for("gemm", GEMM, weight=5.0)]
+    turns = [_turn(task, seconds) for task, seconds in zip(tasks, (2e-3, 1e-3, None), strict=False)]
+    weights = measured_weights(tasks, turns)
+    assert weights == pytest.approx([3 * 1e-3 / len(tasks)] * len(tasks))
+
+
+def test_workloads_that_are_not_a_networks_layers_keep_their_weights() -> None:
+    """Without launches per pass, workloads of a file share nothing to be measured against."""
+    tasks = tasks_for("gemm_panel", GEMM, weight=2.0) + tasks_for("gemm_panel", {**GEMM, "m": 64})
+    assert measured_weights(tasks, [_turn(tasks[0], 1e-3)]) == [2.0, 1.0]

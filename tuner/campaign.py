@@ -6,13 +6,17 @@ workload gets an even part of ``EVEN_SHARE`` of the total, so each is measured b
 more, and where a device's first candidates cost more than their part (a CPU compiling for
 seconds), the workloads left without a turn are the smallest. In the second, each gets its
 weight's part of what is left (``share``) and its search goes on, skipping what it measured.
-A workload that stops early (patience, an exhausted space) leaves its unused part to the ones
-after it. ``tune_in_turn`` is that loop, and ``tune_one`` one turn's session with its progress
-shown, for `octune tune` and for a farm agent's job alike.
+Where every workload is a network's layer (``launches:`` per forward pass), the second round
+weighs each by what the first measured instead of the estimate (``measured_weights``): at
+batch 1 launches and small layers weigh more than their flops say, at batch 32 the large
+convolutions take the time. A workload that stops early (patience, an exhausted space) leaves
+its unused part to the ones after it. ``tune_in_turn`` is that loop, and ``tune_one`` one
+turn's session with its progress shown, for `octune tune` and for a farm agent's job alike.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -76,6 +80,7 @@ class _WorkloadEntry(BaseModel):
     kernel: str
     dtype: str = "float32"
     weight: FiniteFloat = Field(default=1.0, gt=0)
+    launches: StrictInt | None = Field(default=None, ge=1)
 
 
 class _WorkloadFile(BaseModel):
@@ -90,6 +95,7 @@ class Task:
     workload: Workload
     weight: float = 1.0  # its share of the budget, relative to the other tasks'
     nodes: tuple[str, ...] = ()  # the network's nodes of this shape, if it comes from one
+    launches: int | None = None  # launches of this shape per forward pass, if from a network
     from_family: bool = False  # one of a family's kernels, not a kernel named on its own
 
     @property
@@ -139,7 +145,8 @@ def tasks_from(data: object, source: str) -> list[Task]:
     tasks = []
     for index, entry in enumerate(parsed.workloads):
         try:
-            tasks += tasks_for(entry.kernel, entry.model_extra or {}, entry.dtype, entry.weight)
+            found = tasks_for(entry.kernel, entry.model_extra or {}, entry.dtype, entry.weight)
+            tasks += [replace(task, launches=entry.launches) for task in found]
         except OctuneError as error:
             raise OctuneError(f"{source}: workloads.{index}: {error}") from None
     keys = [(task.kernel.name, task.workload.key) for task in tasks]
@@ -268,6 +275,35 @@ class Turn:
 Tune = Callable[[Task, Budget, Workers, Settings, str], SessionReport]
 
 
+def measured_weights(tasks: Sequence[Task], turns: Sequence[Turn]) -> list[float]:
+    """Each task's weight by its layer's measured share of the network's time: its launches
+    per pass times the fastest verified time any of its kernels reached in ``turns``, split
+    evenly among its kernels. A layer nothing verified yet keeps its estimate, scaled as the
+    measured layers' estimates compare with their times. The tasks' own weights unless every
+    task is a network layer (``launches``) and one was measured.
+    """
+    fastest: dict[str, float] = {}
+    for turn in turns:
+        best = turn.report.progress.best
+        if best is not None and best.median_s:
+            key = turn.task.workload.key
+            fastest[key] = min(fastest.get(key, math.inf), best.median_s)
+    if not fastest or any(task.launches is None for task in tasks):
+        return [task.weight for task in tasks]
+    estimated: Counter[str] = Counter()
+    kernels: Counter[str] = Counter()
+    for task in tasks:
+        estimated[task.workload.key] += task.weight
+        kernels[task.workload.key] += 1
+    launches = {task.workload.key: task.launches or 1 for task in tasks}
+    measured = {key: launches[key] * seconds for key, seconds in fastest.items()}
+    scale = sum(measured.values()) / sum(estimated[key] for key in measured)
+    return [
+        measured.get(key, estimated[key] * scale) / kernels[key]
+        for key in (task.workload.key for task in tasks)
+    ]
+
+
 def tune_in_turn(
     tasks: Sequence[Task],
     total: Budget,
@@ -295,11 +331,19 @@ def tune_in_turn(
     if total.candidates is None and total.seconds is None:
         total = replace(total, candidates=DEFAULT_CANDIDATES * len(tasks))
     ordered = sorted(tasks, key=lambda task: -task.weight)  # stable: equal weights keep order
+    weights = [task.weight for task in ordered]
     used_candidates, used_earlier, started = 0, 0.0, time.monotonic()
     failed: set[int] = set()
     rounds = [True] if len(ordered) == 1 else [True, False]
+    turns: list[Turn] = []
     with open_workers(device, settings) as workers:
         for first in rounds:
+            if not first:
+                by_weight = sorted(
+                    zip(measured_weights(ordered, turns), ordered, strict=True),
+                    key=lambda pair: -pair[0],
+                )
+                weights, ordered = [w for w, _ in by_weight], [task for _, task in by_weight]
             for index, task in enumerate(ordered):
                 if id(task) in failed:
                     continue
@@ -307,8 +351,7 @@ def tune_in_turn(
                 if first and len(rounds) > 1:
                     part = first_share(total, len(ordered), used_candidates, used_seconds)
                 else:
-                    weights = [later.weight for later in ordered[index:]]
-                    part = share(total, weights, used_candidates, used_seconds, even=0.0)
+                    part = share(total, weights[index:], used_candidates, used_seconds, even=0.0)
                 if part is None:
                     break
                 # A second turn goes on from the first: its part is new candidates.
@@ -329,7 +372,8 @@ def tune_in_turn(
                 )
                 if count_earlier_time and turn_settings.resume:
                     used_earlier += progress.earlier_s
-                yield Turn(task, report, failure)
+                turns.append(Turn(task, report, failure))
+                yield turns[-1]
                 if report.interrupted:
                     return
 

@@ -1,0 +1,241 @@
+"""Answers across batch sizes (issue 63): how near the configs a database tuned at one batch
+answers at other batches come to what tuning each batch finds, per network, in one run.
+
+    benchmarks/device_run.sh python3 benchmarks/cross_batch.py --device NVIDIA \\
+        --nets resnet50 bert_base_layer --base-seconds 60 --batches 8 16 32 \\
+        --dir $OUT --out $OUT/cross_batch.json [--tune-seconds 60] [--base-dir DIR]
+
+1. ``octune tune --model NET --batch BASE --time S`` into a fresh database (the base), or the
+   base a previous run left in ``--base-dir``.
+2. For each batch B and distinct layer, the config each policy answers from the base, run and
+   verified on the device (``DeviceRunner``: median of profiled runs), times its launches per
+   pass:
+   ``nearest``  what ``octune run --db`` answers (``StoreLookup``: here, the same layer at the
+                base batch);
+   ``model``    the cost model trained on the base (``ModelAnswers``), scoring every verified
+                config at the layer's own shape, also beyond the range of the tuned shapes;
+   ``folded``   conv2d only: the nearest tuned layer with the same window by the convolution's
+                GEMM view (output channels, n*oh*ow, c*r*s/groups), where batch and pixels are
+                one dimension; GEMM layers fold their batch into M already;
+   ``best``     per layer the fastest of the three: what a first-use confirmation finds.
+3. With ``--tune-seconds``, a copy of the base tuned at B (``tune --model NET --batch B``), its
+   exact answers measured alike: the reference the policies are divided by.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from octune.db.store import Store
+from octune.lookup.data import Entry, KernelTable, Query, QueryError
+from octune.lookup.predictor import DeviceModel, ModelAnswers
+from octune.lookup.semantics import KernelIndex
+from octune.lookup.tables import StoreLookup, build_table, resolve_device
+from octune.networks.workloads import network_layers
+from octune.tuner.device import DeviceInfo, select_device
+from octune.tuner.measure import DeviceRunner
+from octune.tuner.registry import family, load_kernel
+
+POLICIES = ("nearest", "model", "folded")
+
+
+def tune(net: str, batch: int, seconds: float, db: Path, device: str) -> float:
+    started = time.perf_counter()
+    command = [sys.executable, "-m", "octune", "tune", "--model", net, "--batch", str(batch),
+               "--time", f"{seconds}s", "--device", device, "--db", f"sqlite:///{db}"]  # fmt: skip
+    with (db.parent / f"{db.stem}.log").open("w") as log:
+        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT)
+    return time.perf_counter() - started
+
+
+def gemm_view(shape: Mapping[str, int]) -> tuple[int, int, int]:
+    """A convolution as implicit GEMM: output channels, output pixels of the batch, reduction."""
+    extent = shape["dilation"] * (shape["r"] - 1) + 1
+    oh = (shape["h"] + 2 * shape["pad"] - extent) // shape["stride"] + 1
+    ow = (shape["w"] + 2 * shape["pad"] - extent) // shape["stride"] + 1
+    return shape["k"], shape["n"] * oh * ow, shape["c"] * shape["r"] * shape["s"] // shape["groups"]
+
+
+def window(shape: Mapping[str, int]) -> tuple[int, ...]:
+    depthwise = shape["groups"] > 1 and shape["groups"] == shape["c"]
+    return (shape["r"], shape["s"], shape["stride"], shape["dilation"], shape["groups"] == 1,
+            depthwise, shape["nhwc"])  # fmt: skip
+
+
+def folded(index: KernelIndex, shape: dict[str, int]) -> tuple[Entry, float] | None:
+    """The tuned entry nearest ``shape`` by ``gemm_view`` among those with its window, legal
+    for it, with its estimated seconds at ``shape``.
+    """
+    table = index.table
+    keys = table.problem.keys
+    point = [math.log2(v) for v in gemm_view(shape)]
+    query = tuple(shape[key] for key in keys)
+    best: tuple[float, Entry] | None = None
+    for entry in table.tuned:
+        tuned = dict(zip(keys, entry.shape, strict=True))
+        if window(tuned) != window(shape) or index.launch(entry.config, query) is None:
+            continue
+        distance = sum(
+            (a - math.log2(b)) ** 2 for a, b in zip(point, gemm_view(tuned), strict=True)
+        )
+        if best is None or distance < best[0]:
+            best = (distance, entry)
+    if best is None:
+        return None
+    entry = best[1]  # estimated time: the neighbour's GFLOP/s at this shape
+    return entry, family(table.problem.name).workload(shape, entry.dtype).flops / (
+        entry.gflops * 1e9
+    )
+
+
+class Policies:
+    """Each policy's (kernel, config) for a layer, from the base database."""
+
+    def __init__(self, store: Store, fingerprint: str) -> None:
+        self.store = store
+        self.device = resolve_device(store, fingerprint)
+        self.lookup = StoreLookup(store)
+        self.models = ModelAnswers()
+        self._tables: dict[str, tuple[KernelTable, KernelIndex, DeviceModel | None]] = {}
+
+    def _kernel(self, name: str) -> tuple[KernelTable, KernelIndex, DeviceModel | None]:
+        if name not in self._tables:
+            table = build_table(self.store, self.device, name, None)
+            self._tables[name] = (
+                table,
+                KernelIndex(table),
+                self.models.model(self.store, self.device, table),
+            )
+        return self._tables[name]
+
+    def answers(
+        self, family: str, shape: dict[str, int], dtype: str
+    ) -> dict[str, tuple[str, dict[str, int]]]:
+        chosen: dict[str, tuple[str, dict[str, int]]] = {}
+        try:
+            answer = self.lookup.lookup(self.device, Query(family, shape, dtype))
+            chosen["nearest"] = (answer.kernel, answer.config)
+        except QueryError as error:
+            print(f"  nearest: {error}", flush=True)
+        by_model: list[tuple[float, str, dict[str, int]]] = []
+        by_fold: list[tuple[float, str, dict[str, int]]] = []
+        for name in self.lookup.family_kernels(self.device, family):
+            table, index, model = self._kernel(name)
+            if table.dtype != dtype or not table.tuned:
+                continue
+            query = tuple(shape[key] for key in table.problem.keys)
+            if model is not None:
+                prediction = next(model.predict([query]))
+                if prediction is not None:
+                    config = dict(zip(table.parameters, prediction.config, strict=True))
+                    by_model.append((prediction.time_s, name, config))
+            if family == "conv2d":
+                found = folded(index, shape)
+                if found is not None:
+                    entry, seconds = found
+                    by_fold.append(
+                        (seconds, name, dict(zip(table.parameters, entry.config, strict=True)))
+                    )
+        for policy, options in (("model", by_model), ("folded", by_fold)):
+            if options:
+                _, name, config = min(options, key=lambda option: option[0])
+                chosen[policy] = (name, config)
+        if "folded" not in chosen and "nearest" in chosen:
+            chosen["folded"] = chosen["nearest"]
+        return chosen
+
+
+def measure(
+    device: Any, kernel: str, config: dict[str, int], layer: Any, cache: dict
+) -> float | None:
+    key = (kernel, json.dumps(layer.shape, sort_keys=True), json.dumps(config, sort_keys=True))
+    if key not in cache:
+        runner = DeviceRunner(device, load_kernel(kernel), layer.workload(), seed=7, repeats=20,
+                              max_seconds=0.3)  # fmt: skip
+        result = runner.measure(config)
+        cache[key] = result.median_s if result.ok and result.median_s else None
+        if cache[key] is None:
+            print(f"  {kernel} {config}: {result.status}", flush=True)
+    return cache[key]
+
+
+def evaluate(policies: Policies, device: Any, net: str, batch: int, tuned: Store | None,
+             tuned_fp: str | None) -> dict[str, Any]:  # fmt: skip
+    layers, _ = network_layers(net, batch, {})
+    cache: dict = {}
+    rows = []
+    totals = dict.fromkeys((*POLICIES, "best", "tuned"), 0.0)
+    reference = StoreLookup(tuned) if tuned is not None else None
+    reference_device = resolve_device(tuned, tuned_fp) if tuned is not None and tuned_fp else None
+    for layer in layers:
+        chosen = policies.answers(layer.family, layer.shape, layer.dtype)
+        times = {p: measure(device, k, c, layer, cache) for p, (k, c) in chosen.items()}
+        if reference is not None and reference_device is not None:
+            answer = reference.lookup(
+                reference_device, Query(layer.family, layer.shape, layer.dtype)
+            )
+            times["tuned"] = measure(device, answer.kernel, answer.config, layer, cache)
+            times["tuned_match"] = answer.match  # type: ignore[assignment]
+        found = [t for p, t in times.items() if p in POLICIES and isinstance(t, float)]
+        times["best"] = min(found) if found else None
+        for policy in totals:
+            value = times.get(policy)
+            if isinstance(value, float):
+                totals[policy] += layer.count * value
+        chosen_as_lists = {policy: list(answer) for policy, answer in chosen.items()}
+        rows.append({"family": layer.family, "shape": layer.shape, "count": layer.count,
+                     "times": times, "chosen": chosen_as_lists})  # fmt: skip
+    return {"net": net, "batch": batch, "totals_s": totals, "layers": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="NVIDIA")
+    parser.add_argument("--nets", nargs="+", default=["resnet50", "bert_base_layer"])
+    parser.add_argument("--base-batch", type=int, default=1)
+    parser.add_argument("--base-seconds", type=float, default=60)
+    parser.add_argument("--batches", type=int, nargs="+", default=[8, 16, 32])
+    parser.add_argument("--tune-seconds", type=float, default=0)
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--base-dir", type=Path, help="bases of an earlier run, NET.db")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    device = select_device(args.device)
+    info = DeviceInfo.from_cl(device)
+    runs = []
+    for net in args.nets:
+        base = args.dir / f"{net}.db"
+        if args.base_dir is not None:
+            shutil.copyfile(args.base_dir / f"{net}.db", base)
+        else:
+            print(f"{net}: tuning batch {args.base_batch}", flush=True)
+            tune(net, args.base_batch, args.base_seconds, base, args.device)
+        policies = Policies(Store(f"sqlite:///{base}"), info.fingerprint)
+        for batch in args.batches:
+            tuned = None
+            if args.tune_seconds:
+                copy = args.dir / f"{net}_b{batch}.db"
+                shutil.copyfile(base, copy)
+                print(f"{net}: tuning batch {batch}", flush=True)
+                tune(net, batch, args.tune_seconds, copy, args.device)
+                tuned = Store(f"sqlite:///{copy}")
+            run = evaluate(policies, device, net, batch, tuned, info.fingerprint)
+            totals = run["totals_s"]
+            print(f"{net} batch {batch}: " + ", ".join(
+                f"{p} {1e3 * t:.3f} ms" for p, t in totals.items()), flush=True)  # fmt: skip
+            runs.append(run)
+            args.out.write_text(json.dumps({"device": info.name, "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
