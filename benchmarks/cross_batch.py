@@ -17,7 +17,11 @@ answers at other batches come to what tuning each batch finds, per network, in o
    ``folded``   conv2d only: the nearest tuned layer with the same window by the convolution's
                 GEMM view (output channels, n*oh*ow, c*r*s/groups), where batch and pixels are
                 one dimension; GEMM layers fold their batch into M already;
-   ``best``     per layer the fastest of the three: what a first-use confirmation finds.
+   ``confirmed``  the runtime's first-use confirmation (``runtime.sources.confirm``): each
+                kernel's answer run and verified, the fastest kept;
+   ``confirmed-near``  the same, with each kernel's configs of the ``CONFIRM_NEIGHBOURS``
+                nearest tuned shapes beside its answer (the seconds both take are recorded);
+   ``best``     per layer the fastest of those measured.
 3. With ``--tune-seconds``, a copy of the base tuned at B (``tune --model NET --batch B``), its
    exact answers measured alike: the reference the policies are divided by.
 """
@@ -25,6 +29,7 @@ answers at other batches come to what tuning each batch finds, per network, in o
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import shutil
@@ -41,11 +46,12 @@ from octune.lookup.predictor import DeviceModel, ModelAnswers
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.networks.workloads import network_layers
+from octune.runtime.sources import CONFIRM_NEIGHBOURS, Choice, StoreConfigs, confirm
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.registry import family, load_kernel
 
-POLICIES = ("nearest", "model", "folded")
+POLICIES = ("nearest", "model", "folded", "confirmed", "confirmed-near")
 
 
 def tune(net: str, batch: int, seconds: float, db: Path, device: str) -> float:
@@ -100,8 +106,9 @@ def folded(index: KernelIndex, shape: dict[str, int]) -> tuple[Entry, float] | N
 class Policies:
     """Each policy's (kernel, config) for a layer, from the base database."""
 
-    def __init__(self, store: Store, fingerprint: str) -> None:
+    def __init__(self, store: Store, fingerprint: str, with_model: bool) -> None:
         self.store = store
+        self.with_model = with_model
         self.device = resolve_device(store, fingerprint)
         self.lookup = StoreLookup(store)
         self.models = ModelAnswers()
@@ -110,11 +117,8 @@ class Policies:
     def _kernel(self, name: str) -> tuple[KernelTable, KernelIndex, DeviceModel | None]:
         if name not in self._tables:
             table = build_table(self.store, self.device, name, None)
-            self._tables[name] = (
-                table,
-                KernelIndex(table),
-                self.models.model(self.store, self.device, table),
-            )
+            model = self.models.model(self.store, self.device, table) if self.with_model else None
+            self._tables[name] = (table, KernelIndex(table), model)
         return self._tables[name]
 
     def answers(
@@ -133,7 +137,7 @@ class Policies:
             if table.dtype != dtype or not table.tuned:
                 continue
             query = tuple(shape[key] for key in table.problem.keys)
-            if model is not None:
+            if model is not None and self.with_model:
                 prediction = next(model.predict([query]))
                 if prediction is not None:
                     config = dict(zip(table.parameters, prediction.config, strict=True))
@@ -168,16 +172,37 @@ def measure(
     return cache[key]
 
 
-def evaluate(policies: Policies, device: Any, net: str, batch: int, tuned: Store | None,
-             tuned_fp: str | None) -> dict[str, Any]:  # fmt: skip
+def confirmed(
+    source: StoreConfigs, device: Any, layer: Any, neighbours: int
+) -> tuple[tuple[str, dict[str, int]], float]:
+    """What the runtime's confirmed policy runs the layer with, and the seconds it took."""
+    started = time.perf_counter()
+    (answer,) = source.answers(layer.family, [layer.shape], layer.dtype)
+    choice = Choice(source.kernel(answer), dict(answer.config), answer.match)
+    chosen = confirm(source, layer.family, layer.workload(), choice, device, neighbours=neighbours)
+    return (chosen.kernel.name, chosen.config), time.perf_counter() - started
+
+
+def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: str, batch: int,
+             tuned: Store | None, tuned_fp: str | None) -> dict[str, Any]:  # fmt: skip
     layers, _ = network_layers(net, batch, {})
     cache: dict = {}
     rows = []
-    totals = dict.fromkeys((*POLICIES, "best", "tuned"), 0.0)
+    totals = dict.fromkeys((*chosen_policies, "best", "tuned"), 0.0)
+    load_s = {"confirmed": 0.0, "confirmed-near": 0.0}
+    source = StoreConfigs(policies.store, DeviceInfo.from_cl(device))
     reference = StoreLookup(tuned) if tuned is not None else None
     reference_device = resolve_device(tuned, tuned_fp) if tuned is not None and tuned_fp else None
     for layer in layers:
-        chosen = policies.answers(layer.family, layer.shape, layer.dtype)
+        chosen = {
+            policy: answer
+            for policy, answer in policies.answers(layer.family, layer.shape, layer.dtype).items()
+            if policy in chosen_policies
+        }
+        for policy, neighbours in (("confirmed", 0), ("confirmed-near", CONFIRM_NEIGHBOURS)):
+            if policy in chosen_policies:
+                chosen[policy], seconds = confirmed(source, device, layer, neighbours)
+                load_s[policy] += seconds
         times = {p: measure(device, k, c, layer, cache) for p, (k, c) in chosen.items()}
         if reference is not None and reference_device is not None:
             answer = reference.lookup(
@@ -185,7 +210,7 @@ def evaluate(policies: Policies, device: Any, net: str, batch: int, tuned: Store
             )
             times["tuned"] = measure(device, answer.kernel, answer.config, layer, cache)
             times["tuned_match"] = answer.match  # type: ignore[assignment]
-        found = [t for p, t in times.items() if p in POLICIES and isinstance(t, float)]
+        found = [t for p, t in times.items() if p in chosen_policies and isinstance(t, float)]
         times["best"] = min(found) if found else None
         for policy in totals:
             value = times.get(policy)
@@ -194,7 +219,7 @@ def evaluate(policies: Policies, device: Any, net: str, batch: int, tuned: Store
         chosen_as_lists = {policy: list(answer) for policy, answer in chosen.items()}
         rows.append({"family": layer.family, "shape": layer.shape, "count": layer.count,
                      "times": times, "chosen": chosen_as_lists})  # fmt: skip
-    return {"net": net, "batch": batch, "totals_s": totals, "layers": rows}
+    return {"net": net, "batch": batch, "totals_s": totals, "confirm_s": load_s, "layers": rows}
 
 
 def main() -> None:
@@ -206,8 +231,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, nargs="+", default=[8, 16, 32])
     parser.add_argument("--tune-seconds", type=float, default=0)
     parser.add_argument("--dir", type=Path, required=True)
-    parser.add_argument("--base-dir", type=Path, help="bases of an earlier run, NET.db")
+    parser.add_argument("--base-dir", type=Path, help="bases of an earlier run, NET.db[.gz]")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
     args = parser.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     device = select_device(args.device)
@@ -216,11 +242,18 @@ def main() -> None:
     for net in args.nets:
         base = args.dir / f"{net}.db"
         if args.base_dir is not None:
-            shutil.copyfile(args.base_dir / f"{net}.db", base)
+            packed = args.base_dir / f"{net}.db.gz"
+            with (
+                gzip.open(packed)
+                if packed.exists()
+                else (args.base_dir / f"{net}.db").open("rb") as kept,
+                base.open("wb") as copy,
+            ):
+                shutil.copyfileobj(kept, copy)
         else:
             print(f"{net}: tuning batch {args.base_batch}", flush=True)
             tune(net, args.base_batch, args.base_seconds, base, args.device)
-        policies = Policies(Store(f"sqlite:///{base}"), info.fingerprint)
+        policies = Policies(Store(f"sqlite:///{base}"), info.fingerprint, "model" in args.policies)
         for batch in args.batches:
             tuned = None
             if args.tune_seconds:
@@ -229,10 +262,12 @@ def main() -> None:
                 print(f"{net}: tuning batch {batch}", flush=True)
                 tune(net, batch, args.tune_seconds, copy, args.device)
                 tuned = Store(f"sqlite:///{copy}")
-            run = evaluate(policies, device, net, batch, tuned, info.fingerprint)
+            run = evaluate(policies, args.policies, device, net, batch, tuned, info.fingerprint)
             totals = run["totals_s"]
             print(f"{net} batch {batch}: " + ", ".join(
-                f"{p} {1e3 * t:.3f} ms" for p, t in totals.items()), flush=True)  # fmt: skip
+                f"{p} {1e3 * t:.3f} ms" for p, t in totals.items()) + "; confirmations took "
+                + ", ".join(f"{p} {t:.1f} s" for p, t in run["confirm_s"].items()),
+                flush=True)  # fmt: skip
             runs.append(run)
             args.out.write_text(json.dumps({"device": info.name, "runs": runs}, indent=1))
 

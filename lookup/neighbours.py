@@ -5,7 +5,7 @@ identically; one k-d tree per dtype. Standard library only, as the lookup (``sem
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from octune.core.problem import Problem
 from octune.lookup.data import Entry
@@ -97,12 +97,17 @@ class NeighbourIndex:
         """The nearest entry that ``legal`` accepts; legality is only asked of the winner,
         and a rejected winner is excluded before searching again.
         """
+        return next(self.nearest_first(shape, dtype, legal), None)
+
+    def nearest_first(
+        self, shape: tuple[int, ...], dtype: str, legal: Callable[[int], bool]
+    ) -> Iterator[int]:
+        """The entries ``legal`` accepts, nearest first (ties to the earlier entry)."""
         tree = self._trees.get(dtype)
         if tree is None:
-            return None
-        point, rejected = self.point(shape), set[int]()
-        while (index := tree.nearest(point, rejected)) is not None:
+            return
+        point, seen = self.point(shape), set[int]()
+        while (index := tree.nearest(point, seen)) is not None:
+            seen.add(index)
             if legal(index):
-                return index
-            rejected.add(index)
-        return None
+                yield index

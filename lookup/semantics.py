@@ -333,6 +333,25 @@ class KernelIndex:
             "default", shape, query.dtype, table.default_config, launch, None, None, None
         )
 
+    def neighbours(self, query: Query, count: int) -> list[tuple[int, ...]]:
+        """The configs of the tuned shapes nearest the query, nearest first: at most ``count``
+        distinct ones, each legal for it. What a first-use confirmation also measures where no
+        tuned shape is the query's: at a batch nobody tuned, the config that suits it was
+        often tuned at another layer (runtime.sources.confirm).
+        """
+        shape = self.check_query(query)
+        configs: dict[tuple[int, ...], None] = {}
+        tuned = self.table.tuned
+
+        def legal(index: int) -> bool:
+            return self.launch(tuned[index].config, shape) is not None
+
+        for index in self._tuned.nearest_first(shape, query.dtype, legal):
+            configs[tuned[index].config] = None
+            if len(configs) >= count:
+                break
+        return list(configs)
+
     def distance(self, a: tuple[int, ...], b: tuple[int, ...]) -> int:
         """Squared fixed-point distance between two shapes, as ``nearest`` measures it."""
         return self._tuned.distance(a, b)

@@ -17,9 +17,12 @@ The config policies compared in benchmarks:
 ``confirmed``
     ``tuned``, then a first-use confirmation for each layer whose answer was not measured at
     its own shape (nearest, predicted or default): every kernel of the family that takes the
-    layer answers for it, each answer is run and verified on the device, and the fastest
-    correct one is kept. A lookup compares kernels by estimated times, which are least
-    reliable exactly where nothing was measured; a few milliseconds per layer at load settle it.
+    layer answers for it, with the configs of its nearest few tuned shapes beside the answer
+    (a database's or a bundle's; the service sends one config per kernel), each is run and
+    verified on the device, and the fastest correct one is kept. A lookup compares kernels by
+    estimated times, which are least reliable exactly where nothing was measured, and one
+    neighbour's config suits a batch nobody tuned less often than one of the few nearest; a
+    few milliseconds per candidate at load settle it (builds once, then from the cache).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.firmware.bundle import in_service, load_bundle
 from octune.lookup.data import Answer, FollowUpSizes, Query, QueryError
+from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup
 from octune.tuner.device import DeviceInfo
 from octune.tuner.family import Workload
@@ -56,6 +60,11 @@ POLICIES: tuple[Policy, ...] = ("tuned", "one-per-device", "default", "confirmed
 #: time after which the least will do. Five runs of a 16 us kernel picked the slower of two
 #: close kernels on the H100 (benchmarks/RESULTS.md); runs are cheap beside the builds.
 CONFIRM_RUNS, CONFIRM_MOST_RUNS, CONFIRM_SECONDS = 5, 30, 0.05
+#: Configs of the nearest tuned shapes a first-use confirmation also runs, per kernel (distinct,
+#: legal for the layer). On the H200 at batch 16, with ResNet-50 tuned at batch 1 only, the
+#: fastest config for a layer was the nearest shape's in 6 of 23 layers and among the four
+#: nearest in 18 (benchmarks/results/networks.md).
+CONFIRM_NEIGHBOURS = 4
 #: Workloads per batch request: the server's limit.
 BATCH_LIMIT = 1024
 
@@ -70,6 +79,32 @@ class ConfigSource(Protocol):
     ) -> list[Answer]: ...
 
     def kernel(self, answer: Answer) -> KernelSpec: ...
+
+    def neighbours(
+        self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str, count: int
+    ) -> list[dict[str, int]]:
+        """The configs of ``kernel`` tuned at the shapes nearest ``shape``, nearest first, at
+        most ``count`` (``KernelIndex.neighbours``); none where the source has no table of
+        that version.
+        """
+        ...
+
+
+def _neighbours(
+    index: KernelIndex | None,
+    kernel: KernelSpec,
+    shape: Mapping[str, int],
+    dtype: str,
+    count: int,
+) -> list[dict[str, int]]:
+    """``ConfigSource.neighbours`` from a table the source holds."""
+    if index is None or index.table.sha256 != kernel.sha256 or index.table.dtype != dtype:
+        return []
+    try:
+        found = index.neighbours(Query(kernel.name, dict(shape), dtype), count)
+    except QueryError:
+        return []
+    return [dict(zip(index.table.parameters, config, strict=True)) for config in found]
 
 
 def _unshipped(answer: Answer, spec: KernelSpec, where: str, signed: bool) -> KernelSpec:
@@ -141,6 +176,12 @@ class ServerConfigs:
         self._kernels[answer.kernel_sha256] = spec
         return spec
 
+    def neighbours(
+        self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str, count: int
+    ) -> list[dict[str, int]]:
+        """None: the service answers one config per kernel (its model's, where it has one)."""
+        return []
+
 
 class BundleConfigs:
     """A firmware bundle exported for this device; it carries the kernel sources."""
@@ -183,6 +224,11 @@ class BundleConfigs:
         sent = kernel_from_texts(answer.kernel, template, space)
         return _unshipped(answer, sent, f"bundle {self.where}", self.signed)
 
+    def neighbours(
+        self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str, count: int
+    ) -> list[dict[str, int]]:
+        return _neighbours(self.bundle.indexes.get(kernel.name), kernel, shape, dtype, count)
+
 
 class StoreConfigs:
     """A database, answered by ``StoreLookup`` as the server answers (without its cost model):
@@ -212,6 +258,12 @@ class StoreConfigs:
                 raise OctuneError(f"kernel version {answer.kernel_sha256} is not in {self.where}")
             spec = kernel_from_texts(stored.name, stored.template_source, stored.space_source)
         return spec
+
+    def neighbours(
+        self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str, count: int
+    ) -> list[dict[str, int]]:
+        index = self.lookup.index(self.device, kernel.name, kernel.sha256)
+        return _neighbours(index, kernel, shape, dtype, count)
 
 
 def default_configs(device: DeviceInfo) -> StoreConfigs:
@@ -288,32 +340,56 @@ def confirm(
     choice: Choice,
     device: cl.Device,
     cache: ProgramCache | None = None,
+    neighbours: int = CONFIRM_NEIGHBOURS,
 ) -> Choice:
     """The ``confirmed`` policy for one layer: ``choice`` if it was measured at this shape
     (exact), else the fastest verified of the answers of every kernel of ``family`` that takes
-    the layer, ``choice`` among them; ``choice`` itself when none verifies.
+    the layer, ``choice`` among them, and of each kernel's configs of the ``neighbours``
+    nearest tuned shapes; ``choice`` itself when none verifies.
     """
     if choice.match == "exact":
         return choice
     candidates = [choice]
     for kernel in resolve_kernels(family):
-        if kernel.name == choice.kernel.name or kernel.takes(workload) is not None:
+        if kernel.takes(workload) is not None:
             continue
-        try:
-            (answer,) = source.answers(kernel.name, [workload.shape], workload.dtype)
-        except OctuneError:
-            continue  # a source without that kernel: nothing to compare
-        candidates.append(Choice(_kernel(source, answer), dict(answer.config), answer.match))
+        spec = choice.kernel
+        if kernel.name != choice.kernel.name:
+            try:
+                (answer,) = source.answers(kernel.name, [workload.shape], workload.dtype)
+            except OctuneError:
+                continue  # a source without that kernel: nothing to compare
+            candidates.append(Choice(_kernel(source, answer), dict(answer.config), answer.match))
+            spec = candidates[-1].kernel
+        if neighbours:
+            found = source.neighbours(spec, workload.shape, workload.dtype, neighbours)
+            candidates += [Choice(spec, config, "nearest") for config in found]
+    distinct: dict[tuple[str, tuple[tuple[str, int], ...]], Choice] = {}
+    for candidate in candidates:  # the first of equal ones keeps its match
+        distinct.setdefault(
+            (candidate.kernel.sha256, tuple(sorted(candidate.config.items()))), candidate
+        )
     timed = []
-    for candidate in candidates:
+    for kernel_candidates in _by_kernel(list(distinct.values())):
         runner = DeviceRunner(
-            device, candidate.kernel, workload, seed=0, repeats=CONFIRM_MOST_RUNS,
+            device, kernel_candidates[0].kernel, workload, seed=0, repeats=CONFIRM_MOST_RUNS,
             min_repeats=CONFIRM_RUNS, max_seconds=CONFIRM_SECONDS, cache=cache,
         )  # fmt: skip
-        measurement = runner.measure(candidate.config)
-        if measurement.ok and measurement.median_s:
-            timed.append((measurement.median_s, candidate.kernel.name, candidate))
+        for candidate in kernel_candidates:
+            measurement = runner.measure(candidate.config)
+            if measurement.ok and measurement.median_s:
+                timed.append((measurement.median_s, candidate.kernel.name, candidate))
     if not timed:
         return choice
     fastest = min(timed, key=lambda entry: entry[:2])[2]
     return replace(fastest, match=f"{fastest.match}, timed")
+
+
+def _by_kernel(candidates: Sequence[Choice]) -> list[list[Choice]]:
+    """Candidates grouped by kernel version, in order: one runner (context, inputs and
+    reference) serves each group.
+    """
+    groups: dict[str, list[Choice]] = {}
+    for candidate in candidates:
+        groups.setdefault(candidate.kernel.sha256, []).append(candidate)
+    return list(groups.values())

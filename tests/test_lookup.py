@@ -176,6 +176,24 @@ def test_nearest_skips_configs_whose_launch_is_illegal_for_the_query():
     assert answer.global_size == (250,) and answer.local_size == (2,)
 
 
+def test_neighbours_are_the_nearest_shapes_distinct_legal_configs():
+    """Nearest first, each config once, none whose launch is illegal for the query (X=3 with
+    N=250), no more than asked: what a first-use confirmation measures beside the answer.
+    """
+    sizes_and_x = ((256, 2), (512, 3), (1024, 2), (2048, 5), (4096, 10), (64, 1))
+    table = replace(
+        _toy_table([Entry((m, 250, 256, 0, 0), "float32", (x,), 1.0, 0.0, 1.0, f"m{m}")
+                    for m, x in sizes_and_x]),
+        launch_global=("N",), launch_local=("X",),
+    )  # fmt: skip
+    index = KernelIndex(table)
+    query = gemm_query(300, 250, 256)
+    # m=256; 512 (X=3) illegal; 1024 the same config as 256; then 64, 2048, 4096.
+    assert index.neighbours(query, 3) == [(2,), (1,), (5,)]
+    assert index.neighbours(query, 10) == [(2,), (1,), (5,), (10,)]
+    assert index.neighbours(query, 1) == [tuple(index.lookup(query).config.values())]
+
+
 @pytest.mark.parametrize(
     ("query", "fragment"),
     [

@@ -20,13 +20,15 @@ from helpers.server_testing import LiveServer, free_port
 
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE
+from octune.core.results import Measurement, Status
+from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.lookup.data import Answer
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
 from octune.runtime.executor import Runtime, _divisor
 from octune.runtime.onnx_loader import load_graph
-from octune.runtime.sources import choose, default_configs
+from octune.runtime.sources import Choice, StoreConfigs, choose, confirm, default_configs
 from octune.runtime.steps import Tuned
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo
@@ -371,6 +373,40 @@ def test_a_confirmed_run_times_every_kernel_and_drops_a_wrong_one(tmp_path: Path
     layers = [layer for layer in json.loads(out.read_text())["layers"] if "Conv" in layer["op"]]
     assert [layer["match"] for layer in layers] == ["default, timed", "default, timed"]
     assert "conv2d_broken" not in {layer["kernel"] for layer in layers}
+
+
+def test_a_confirmation_also_runs_the_nearest_shapes_configs(
+    tmp_path: Path, cl_device, device_info: DeviceInfo
+) -> None:
+    """At a shape nobody tuned, a database's answer is the nearest tuned shape's config; the
+    configs of the next nearest (distinct, legal) are measured beside it, each verified.
+    """
+    kernel = load_kernel("gemm_panel")
+    table = kernel.space.enumerate(device_info.limits)
+    first, second = table.config(0), table.config(len(table) - 1)
+    with Store(f"sqlite:///{tmp_path / 'near.db'}") as store:
+        for size, config in ((64, first), (256, second), (512, first)):
+            workload = gemm_workload(size, size, size)
+            ids = (
+                store.device_id(device_info),
+                store.kernel_version_id(kernel.name, kernel.sha256, kernel.source,
+                                        kernel.space.source_text),
+                store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype),
+            )  # fmt: skip
+            session = store.start_session(*ids, "random", 0, {})
+            store.add_measurement(
+                session, Measurement(config, Status.OK, (1e-3,) * 3, flops=workload.flops)
+            )
+            store.finish_session(session, "completed")
+        source = StoreConfigs(store, device_info)
+        query = gemm_workload(100, 100, 100)
+        assert source.neighbours(kernel, query.shape, "float32", 4) == [first, second]
+        assert source.neighbours(kernel, query.shape, "float16", 4) == []  # no such table
+        (answer,) = source.answers("gemm_panel", [query.shape])
+        chosen = confirm(source, "gemm_panel", query, Choice(kernel, answer.config, answer.match),
+                         cl_device)  # fmt: skip
+    assert answer.match == "nearest" and answer.config == first
+    assert chosen.match == "nearest, timed" and chosen.config in (first, second)
 
 
 def _unsupported(tmp_path: Path) -> Path:
