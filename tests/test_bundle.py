@@ -32,6 +32,7 @@ from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.data import Entry, QueryError
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
+from octune.runtime.sources import BundleConfigs, StoreConfigs
 from octune.tuner.limits import max_buffer_bytes
 from octune.tuner.registry import load_kernel
 
@@ -198,6 +199,22 @@ def test_tune_export_lookup_import_end_to_end(tmp_path, cli):
         lookup = StoreLookup(store)
         moved = lookup.lookup(lookup.device(device.fingerprint), gemm_query(96, 80, 8, True))
         assert moved.to_dict() == exact
+
+
+def test_a_bundle_offers_the_databases_neighbour_configs(tuned_store, tmp_path):
+    """What a first-use confirmation runs beside the answer, from a database and from the
+    bundle exported of it: the same configs in the same order.
+    """
+    export_bundle(tuned_store, DEVICE.fingerprint, ["gemm"], "json", tmp_path / "b")
+    database, bundle = StoreConfigs(tuned_store, DEVICE), BundleConfigs(tmp_path / "b", DEVICE)
+    kernel = load_kernel("gemm")
+    table = StoreLookup(tuned_store).index(database.device, "gemm").table
+    counts = set()
+    for query in random_queries(table, 60, seed=4):
+        expected = database.neighbours(kernel, query.shape, "float32", 4)
+        assert bundle.neighbours(kernel, query.shape, "float32", 4) == expected
+        counts.add(len(expected))
+    assert 4 in counts
 
 
 @pytest.fixture
