@@ -2,7 +2,7 @@
 # Pack what octune needs on the lent GPU machine beyond its image (Python 3.12, no network) into
 # .whl_gpu/site.tar.xz for benchmarks/device_run.sh: the cp312 wheels unpacked, without the
 # server's and the bundle signer's dependencies, onnx's test data and onnxruntime's tools, so it
-# fits the device call's 64 MiB beside the repository (about 28 MB).
+# fits the device call's 64 MiB beside the repository (about 26 MB).
 set -euo pipefail
 out=${1:-.whl_gpu}
 work=$(mktemp -d)
@@ -17,5 +17,8 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 mkdir -p "$work/site" "$out"
 for wheel in "$work"/wheels/*.whl; do python3 -m zipfile -e "$wheel" "$work/site"; done
 rm -rf "$work"/site/onnx/backend/test "$work"/site/onnxruntime/{transformers,quantization}
+# Symbols and stubs nobody reads there: what keeps the call under its 64 MiB beside the tree.
+find "$work/site" -name '*.so*' -exec strip --strip-unneeded {} + 2>/dev/null || true
+find "$work/site" -name '*.pyi' -delete
 tar -C "$work/site" -cf - . | xz -T0 -9 >"$out/site.tar.xz"
 ls -l "$out/site.tar.xz"
