@@ -18,10 +18,10 @@ from lib.baselines import vendor_anchor
 from lib.gemm_shapes import parse_shape
 from lib.runs import chosen_configs
 
+from octune.catalogue.registry import KernelSpec, load_kernel
 from octune.core.errors import SpaceError
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import KernelSpec, load_kernel
 
 
 def variants(

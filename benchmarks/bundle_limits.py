@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from octune.catalogue.registry import load_kernel
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.firmware.bundle import load_bundle
@@ -29,7 +30,6 @@ from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.data import Query
 from octune.lookup.tables import default_config
 from octune.tuner.device import DeviceInfo
-from octune.tuner.registry import load_kernel
 
 DEVICE = DeviceInfo(
     platform_name="Benchmark Platform",

@@ -24,10 +24,10 @@ import httpx
 from sqlalchemy import func, select
 
 from octune.api.client import session_uploads
+from octune.catalogue.family import Workload as WorkloadSpec
 from octune.db.models import MeasurementRow, SessionUpload, TuningSession, WorkloadRow
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
-from octune.tuner.family import Workload as WorkloadSpec
 
 OCTUNE = [sys.executable, "-m", "octune"]
 

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pyopencl as cl
 
+from octune.catalogue.family import host_seconds
 from octune.core.results import config_key
 from octune.db.store import Store
 from octune.kernels.gemm import FAMILY, gemm_workload
 from octune.tuner.campaign import for_device, tasks_for
 from octune.tuner.device import DeviceInfo, compile_check, list_devices
-from octune.tuner.family import host_seconds
 from octune.tuner.session import Budget, Settings, run_session
 
 

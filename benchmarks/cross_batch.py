@@ -4,6 +4,9 @@ answers at other batches come to what tuning each batch finds, per network, in o
     benchmarks/device_run.sh python3 benchmarks/cross_batch.py --device NVIDIA \\
         --nets resnet50 bert_base_layer --base-seconds 60 --batches 8 16 32 \\
         --dir $OUT --out $OUT/cross_batch.json [--tune-seconds 60] [--base-dir DIR]
+    .venv/bin/python benchmarks/cross_batch.py --ranks \\
+        benchmarks/data/h200_cross_batch/call_a.json --base-dir benchmarks/data/h200_cross_batch \\
+        --dir /tmp --out /dev/null
 
 1. ``octune tune --model NET --batch BASE --time S`` into a fresh database (the base), or the
    base a previous run left in ``--base-dir``.
@@ -22,7 +25,10 @@ answers at other batches come to what tuning each batch finds, per network, in o
    ``confirmed-near``  the same, with each kernel's configs of the ``CONFIRM_NEIGHBOURS``
                 nearest tuned shapes beside its answer (the seconds both take are recorded);
    ``best``     per layer the fastest of those measured.
-3. With ``--tune-seconds``, a copy of the base tuned at B (``tune --model NET --batch B``), its
+3. With ``--ranks RUN.json`` instead (no device needed), for each layer of an earlier run, where
+   the fastest policy's config stands among the distinct legal configs of the tuned shapes
+   nearest it in the base (``KernelIndex.neighbours``): how many a confirmation must run.
+4. With ``--tune-seconds``, a copy of the base tuned at B (``tune --model NET --batch B``), its
    exact answers measured alike: the reference the policies are divided by.
 """
 
@@ -40,6 +46,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from octune.catalogue.registry import family, load_kernel
 from octune.db.store import Store
 from octune.lookup.data import Entry, KernelTable, Query, QueryError
 from octune.lookup.predictor import DeviceModel, ModelAnswers
@@ -49,7 +56,6 @@ from octune.networks.workloads import network_layers
 from octune.runtime.sources import CONFIRM_NEIGHBOURS, Choice, StoreConfigs, confirm
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import family, load_kernel
 
 POLICIES = ("nearest", "model", "folded", "confirmed", "confirmed-near")
 
@@ -222,6 +228,34 @@ def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: s
     return {"net": net, "batch": batch, "totals_s": totals, "confirm_s": load_s, "layers": rows}
 
 
+def ranks(run_file: Path, base_dir: Path) -> None:
+    """Print each conv/GEMM layer's winning config's rank among its nearest shapes' configs."""
+    for run in json.loads(run_file.read_text())["runs"]:
+        with gzip.open(base_dir / f"{run['net']}.db.gz") as packed:
+            base = Path(f"/tmp/{run['net']}_ranks.db")
+            base.write_bytes(packed.read())
+        store = Store(f"sqlite:///{base}")
+        (fingerprint,) = {device.fingerprint for device in store.stored_devices()}
+        device = resolve_device(store, fingerprint)
+        found = []
+        for layer in run["layers"]:
+            times = {
+                p: t for p, t in layer["times"].items() if p in POLICIES and isinstance(t, float)
+            }
+            if not times:
+                continue
+            kernel, config = layer["chosen"][min(times, key=times.__getitem__)]
+            index = KernelIndex(build_table(store, device, kernel, None))
+            query = Query(kernel, layer["shape"], "float32")
+            try:
+                nearest = index.neighbours(query, len(index.table.tuned))
+            except QueryError:  # a config of another kernel version or shape rule
+                nearest = []
+            configs = [dict(zip(index.table.parameters, c, strict=True)) for c in nearest]
+            found.append(configs.index(config) if config in configs else None)
+        print(f"{run['net']} batch {run['batch']}: ranks {found}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="NVIDIA")
@@ -234,7 +268,11 @@ def main() -> None:
     parser.add_argument("--base-dir", type=Path, help="bases of an earlier run, NET.db[.gz]")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
+    parser.add_argument("--ranks", type=Path, help="an earlier run's JSON: ranks only")
     args = parser.parse_args()
+    if args.ranks is not None:
+        ranks(args.ranks, args.base_dir)
+        return
     args.dir.mkdir(parents=True, exist_ok=True)
     device = select_device(args.device)
     info = DeviceInfo.from_cl(device)

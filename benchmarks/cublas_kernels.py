@@ -21,7 +21,7 @@ from lib.gemm_shapes import CLASSES, class_of, operands, parse_shape
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from octune.tuner.family import Workload
+from octune.catalogue.family import Workload
 
 CALLS = 20
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 import time
 
+from octune.catalogue.registry import load_kernel
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, list_devices, select_device
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import load_kernel
 
 for index, device in enumerate(list_devices()):
     info = DeviceInfo.from_cl(device)

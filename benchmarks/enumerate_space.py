@@ -14,10 +14,10 @@ import argparse
 import sys
 import time
 
+from octune.catalogue.limits import device_limits
+from octune.catalogue.registry import load_kernel
+from octune.catalogue.space import SearchSpace
 from octune.core.errors import OctuneError
-from octune.tuner.limits import device_limits
-from octune.tuner.registry import load_kernel
-from octune.tuner.space import SearchSpace
 
 H100_LIMITS = device_limits(
     max_work_group_size=1024,

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from octune.catalogue.registry import kernels_of, load_kernel
 from octune.kernels.conv2d import FAMILY as CONV2D
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.registry import kernels_of, load_kernel
 
 PTX_OPS = {
     "fma": re.compile(rb"\bfma\.rn(\.ftz)?\.f32\b"),

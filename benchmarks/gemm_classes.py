@@ -31,9 +31,9 @@ from lib.gemm_shapes import CLASSES, HELD_OUT, class_of, class_summary, parse_sh
 from lib.runs import read_run, write_run
 from lib.tuning import stored_timings, tune_workload
 
+from octune.catalogue.family import Workload
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.family import Workload
 from octune.tuner.session import Settings, open_workers
 from octune.tuner.workers import default_jobs
 

@@ -16,11 +16,11 @@ import statistics
 import time
 from pathlib import Path
 
+from octune.catalogue.registry import load_kernel
 from octune.core.results import Measurement
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.registry import load_kernel
 from octune.tuner.session import Budget, SessionReport, Settings, run_session
 from octune.tuner.workers import default_jobs
 

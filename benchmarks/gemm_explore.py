@@ -24,11 +24,11 @@ from typing import ClassVar
 import numpy as np
 import pyopencl as cl
 
+from octune.catalogue.registry import KernelSpec, load_kernel
+from octune.catalogue.space import SearchSpace
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import KernelSpec, load_kernel
-from octune.tuner.space import SearchSpace
 
 STARTED = time.perf_counter()
 # The best hand-picked config of the first exploration on the H100 (2026-11-22): 256 x 128

@@ -17,10 +17,10 @@ from lib.baselines import vendor_anchor
 from lib.gemm_shapes import parse_shape
 from lib.runs import chosen_configs
 
+from octune.catalogue.registry import load_kernel
 from octune.core.errors import OctuneError
 from octune.tuner.device import select_device
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import load_kernel
 
 
 def main() -> None:

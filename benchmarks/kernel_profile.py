@@ -24,9 +24,9 @@ from lib.cuda import cuda_driver_for, graph_seconds, program_ptx
 from lib.gemm_shapes import parse_shape
 from lib.runs import assignments
 
+from octune.catalogue.registry import load_kernel
 from octune.tuner.device import select_device
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import load_kernel
 
 
 def main() -> None:

@@ -31,10 +31,10 @@ from lib.cuda import cuda_driver_for, cuda_graph_seconds, ptx_graph_seconds
 from lib.gemm_shapes import class_of, class_summary, parse_shape
 from lib.runs import add_missing_argument, assignments, chosen_configs, read_run, write_run
 
+from octune.catalogue.registry import load_kernel
 from octune.core.errors import OctuneError
 from octune.tuner.device import select_device
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import load_kernel
 
 STREAM = 20  # runs per burst
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from octune.catalogue.space import SearchSpace
 from octune.replay.harness import SHAPE_NAMES, RecordedSpace
-from octune.tuner.space import SearchSpace
 
 SPACE = """
 kernel: synthetic

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from lib.tuning import without_workloads
 
+from octune.catalogue.registry import load_kernel
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload, parse_gemm
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.registry import load_kernel
 from octune.tuner.session import Budget, Settings, run_session
 from octune.tuner.workers import default_jobs
 

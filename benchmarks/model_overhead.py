@@ -32,10 +32,10 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.neighbors import NearestNeighbors
 
+from octune.catalogue.registry import load_kernel
+from octune.catalogue.space import ConfigTable
 from octune.core.results import Measurement, Status
 from octune.replay.harness import RecordedSpace, to_reach
-from octune.tuner.registry import load_kernel
-from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.model import POOL, ModelSearch
 
 DATA = Path(__file__).resolve().parent / "data" / "h100_gemm_samples"

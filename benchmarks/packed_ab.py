@@ -21,11 +21,11 @@ from lib.baselines import opencl_copy_gbs, vendor_anchor
 from lib.gemm_shapes import parse_shape
 from lib.runs import chosen_configs
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec, load_kernel
 from octune.core.errors import SpaceError
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.family import Workload
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import KernelSpec, load_kernel
 
 
 def launch_times(

@@ -16,11 +16,11 @@ import json
 import tempfile
 from pathlib import Path
 
+from octune.catalogue.family import host_seconds
 from octune.db.store import Store
 from octune.kernels.gemm import FAMILY
 from octune.tuner.campaign import for_device, tasks_for
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.family import host_seconds
 from octune.tuner.session import Budget, Settings, run_session
 
 DTYPES = ("float32", "float16", "int8")

@@ -26,12 +26,12 @@ import numpy as np
 from lib.cuda import cuda_graph_seconds
 from lib.tuning import fastest_stored, tune_workload
 
+from octune.catalogue.family import Workload
 from octune.db.store import Store
 from octune.kernels.conv2d import FAMILY as CONV2D
 from octune.kernels.gemm import FAMILY as GEMM
 from octune.tuner.campaign import for_device, tasks_for
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.family import Workload
 from octune.tuner.session import Settings, open_workers
 from octune.tuner.workers import default_jobs
 

@@ -19,11 +19,11 @@ import argparse
 import math
 from pathlib import Path
 
+from octune.catalogue.registry import load_kernel
 from octune.db.store import Store
 from octune.kernels.gemm import parse_gemm
 from octune.replay.harness import RecordedSpace, parse_sub_grid, restrict
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.registry import load_kernel
 from octune.tuner.session import Budget, Settings, run_session
 from octune.tuner.workers import default_jobs
 

@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 from lib.recordings import steadiness
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec, kernel_from_texts, load_kernel
 from octune.core.results import Config
 from octune.kernels.gemm import gemm_workload, parse_gemm
 from octune.replay.harness import RecordedSpace, parse_sub_grid, restrict
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.family import Workload
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import KernelSpec, kernel_from_texts, load_kernel
 from octune.tuner.session import parse_duration
 from octune.tuner.workers import find_device
 

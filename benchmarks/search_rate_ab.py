@@ -22,10 +22,10 @@ from pathlib import Path
 
 from lib.gemm_shapes import parse_shape
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec, expand_includes, kernel_from_texts, load_kernel
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.family import Workload
-from octune.tuner.registry import KernelSpec, expand_includes, kernel_from_texts, load_kernel
 from octune.tuner.session import Budget, Settings, open_workers, run_session
 from octune.tuner.workers import default_jobs
 

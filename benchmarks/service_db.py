@@ -19,13 +19,13 @@ import time
 import numpy as np
 from sqlalchemy import create_engine, insert
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import load_kernel
 from octune.core.results import config_key
 from octune.db.models import MeasurementRow
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
-from octune.tuner.family import Workload
-from octune.tuner.registry import load_kernel
 
 #: The device whose limits the GEMM space is enumerated for: limits as a device reports them
 #: (``DeviceInfo.limits``, so every name a space asks for is there).

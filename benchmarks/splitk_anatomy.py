@@ -15,9 +15,9 @@ import time
 import numpy as np
 import pyopencl as cl
 
+from octune.catalogue.registry import load_kernel
 from octune.kernels.gemm import gemm_arguments, parse_gemm
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.registry import load_kernel
 
 
 def main() -> None:

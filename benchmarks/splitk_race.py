@@ -18,11 +18,11 @@ import re
 
 import pyopencl as cl
 
+from octune.catalogue.registry import load_kernel
 from octune.core.results import Status
 from octune.kernels.gemm import parse_gemm
 from octune.tuner.device import select_device
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import load_kernel
 
 #: Each variant's edits of the template: the hand-off as shipped, and with OpenCL C 1.2's
 #: work-group fence in place of the device-scope one (what gemm.cl had before).

@@ -29,9 +29,9 @@ from lib.baselines import vendor_anchor
 from lib.gemm_shapes import parse_shape
 from lib.runs import add_missing_argument, assignments, chosen_configs, write_run
 
+from octune.catalogue.registry import expand_includes, kernel_from_texts, load_kernel
 from octune.tuner.device import select_device
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import expand_includes, kernel_from_texts, load_kernel
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from lib.gemm_shapes import parse_shape
 from lib.runs import add_missing_argument, assignments, chosen_configs
 
-from octune.tuner.registry import expand_includes, load_kernel
+from octune.catalogue.registry import expand_includes, load_kernel
 
 #: Defined by NVIDIA's OpenCL compiler: the templates' NVIDIA paths (cp.async, fences) compare too.
 DEVICE_DEFINES = ["-Dcl_nv_pragma_unroll=1"]

@@ -16,10 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from octune.catalogue.registry import load_kernel
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.registry import load_kernel
 from octune.tuner.session import Budget, Settings, run_session
 
 

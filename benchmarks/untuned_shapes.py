@@ -36,6 +36,8 @@ from pathlib import Path
 import pyopencl as cl
 from lib.tuning import without_workloads
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec, kernel_from_texts, kernels_of, load_kernel
 from octune.core.results import Measurement
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
@@ -45,9 +47,7 @@ from octune.lookup.predictor import ModelAnswers
 from octune.lookup.semantics import KernelIndex, best_answer, kernel_answers
 from octune.lookup.tables import build_table, resolve_device
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.family import Workload
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import KernelSpec, kernel_from_texts, kernels_of, load_kernel
 
 FAMILY = "gemm"
 ONE_CONFIG_KERNEL = "gemm"  # the kernel whose single config "one config per device" uses

@@ -16,11 +16,11 @@ import argparse
 import json
 import statistics
 
+from octune.catalogue.registry import KernelSpec, kernel_from_texts
 from octune.core.results import Status
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import KernelSpec, kernel_from_texts
 
 Shape = dict[str, int]
 

@@ -68,7 +68,7 @@ def main_options(
     console.quiet = quiet  # each command line says anew (tests run many in one process)
     log_to_stderr(logging.DEBUG if verbose else logging.WARNING)
     if kernel_dir:
-        from octune.tuner.registry import add_kernel_dir
+        from octune.catalogue.registry import add_kernel_dir
 
         for folder in kernel_dir:
             add_kernel_dir(folder)

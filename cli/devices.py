@@ -64,9 +64,9 @@ def reference_gflops(device: cl.Device) -> float | None:
     """GFLOP/s of the reference GEMM on ``device``, verified as every measurement is; None
     where it fails.
     """
+    from octune.catalogue.registry import load_kernel
     from octune.kernels.gemm import gemm_workload
     from octune.tuner.measure import DeviceRunner
-    from octune.tuner.registry import load_kernel
 
     workload = gemm_workload(REFERENCE_SIZE, REFERENCE_SIZE, REFERENCE_SIZE)
     runner = DeviceRunner(device, load_kernel(REFERENCE_KERNEL), workload, seed=0)

@@ -48,7 +48,7 @@ def family_keys(name: str) -> tuple[str, list[ShapeKey]] | None:
     """The family that the kernel or family ``name`` computes, and its keys; None for a name no
     installed family knows (a bundle's own kernel).
     """
-    from octune.tuner.registry import available_kernels, families, load_kernel
+    from octune.catalogue.registry import available_kernels, families, load_kernel
 
     found = families().get(name)
     if found is None and name in available_kernels():
@@ -135,7 +135,7 @@ class ShapeCommand(typer.core.TyperCommand):
         """The named kernel's shape keys, else every family's (listing them loads the
         families, which `octune --help` must not wait for: only here, when help is shown).
         """
-        from octune.tuner.registry import families
+        from octune.catalogue.registry import families
 
         named = ctx.meta.get(_KERNEL)
         found = family_keys(named) if named else None

@@ -41,12 +41,12 @@ from octune.tuner.strategies import available_strategies
 THIN_SECONDS = 10
 
 if TYPE_CHECKING:
+    from octune.catalogue.family import Workload
+    from octune.catalogue.registry import KernelSpec
     from octune.core.results import BestResult, Objective
     from octune.db.store import Store
     from octune.tuner.campaign import Task
     from octune.tuner.device import DeviceInfo
-    from octune.tuner.family import Workload
-    from octune.tuner.registry import KernelSpec
     from octune.tuner.session import Budget, SessionReport, Settings
 
 
@@ -321,8 +321,8 @@ def _close(
 def _tasks(
     kernel_name: str | None, ctx: typer.Context, workloads: Path | None, dtype: str | None
 ) -> list[Task]:
+    from octune.catalogue.registry import resolve_kernels
     from octune.tuner.campaign import load_tasks, tasks_for
-    from octune.tuner.registry import resolve_kernels
 
     if workloads is not None:
         if kernel_name is not None or ctx.args:  # shape options come after a kernel
@@ -495,8 +495,8 @@ def best(
     """Show the fastest verified config stored for a workload on a device: of a family, the
     fastest kernel (algorithm) and its config, as cuDNN's find answers.
     """
+    from octune.catalogue.family import host_timing
     from octune.tuner.device import DeviceInfo, select_device
-    from octune.tuner.family import host_timing
 
     tasks = _tasks(kernel_name, ctx, None, checked_dtype(dtype))
     workload = tasks[0].workload

@@ -4,7 +4,7 @@ workspace sizes and ``requires`` rules, and a family's shape rules are all writt
 Expressions come from user YAML, so they are never handed to eval/exec/compile: the text is
 parsed with ``ast`` and ``vet`` checks every node against one whitelist, here and only here.
 Three back ends then evaluate the vetted tree: scalar closures in this module (the lookup,
-bundles and shape rules: standard library only), numpy columns in ``octune.tuner.expr``
+bundles and shape rules: standard library only), numpy columns in ``octune.catalogue.expr``
 (enumerating candidates) and C in ``octune.firmware.cheader``. Sizes must be integers, so
 what computes one (a launch, a workspace, a shape rule) takes the *integer* part of the
 language: no ``/`` and no fractional constant (``Vetted.integer``), checked when the space or

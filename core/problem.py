@@ -1,6 +1,6 @@
 """What a kernel family's problem is, as every layer needs it: the keys of a shape, their
 ranges, the rules that make a shape impossible and its flops (``Problem``, written by
-``octune.tuner.family.Family``), compiled once (``ShapeRules``); and the hash that names a
+``octune.catalogue.family.Family``), compiled once (``ShapeRules``); and the hash that names a
 kernel version. Standard library only, like the lookup that bundles carry.
 """
 
@@ -27,7 +27,7 @@ def kernel_version_sha256(template_source: str, space_source: str) -> str:
 
 @dataclass(frozen=True)
 class Problem:
-    """What the lookup must know of a kernel family's shapes (``octune.tuner.family.Family``
+    """What the lookup must know of a kernel family's shapes (``octune.catalogue.family.Family``
     writes it): which keys a query has, their ranges, which shapes are possible, the flops.
     """
 

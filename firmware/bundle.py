@@ -678,7 +678,7 @@ def in_service(bundle: Bundle) -> Bundle:
     (exported before they were found wrong), so its other kernels answer. Kept apart from
     ``load_bundle``, which needs only the standard library: this reads the installed kernels.
     """
-    from octune.tuner.registry import retired_versions
+    from octune.catalogue.registry import retired_versions
 
     retired = {
         t.kernel: why

@@ -163,7 +163,7 @@ ARGUMENT_LAYOUTS = ("gemm", "gemm_int8", "conv2d", "conv2d_int8", "conv2d_as_gem
 
 
 def _arguments(table: KernelTable) -> str:
-    from octune.tuner.registry import families
+    from octune.catalogue.registry import families
 
     family = families().get(table.problem.name)
     layout = family.argument_layout(table.entry, table.dtype) if family is not None else None

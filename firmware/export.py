@@ -39,7 +39,7 @@ def export_bundle(
     lookups answer, with ``model``'s answers for far shapes (the server's ``ModelAnswers``, so
     both agree).
     """
-    from octune.tuner.registry import retired_versions
+    from octune.catalogue.registry import retired_versions
 
     device = resolve_device(store, device_choice)
     tuned = store.tuned_kernel_names(device.fingerprint)
@@ -93,7 +93,7 @@ def import_bundle(store: Store, path: Path, public_key: str | None = None) -> Im
     only a bundle it signed is read; every config must be one its kernel version's space
     allows on the device, or nothing is stored.
     """
-    from octune.tuner.registry import families
+    from octune.catalogue.registry import families
 
     bundle = load_bundle(path, public_key)
     _check_configs(bundle)
@@ -147,7 +147,7 @@ def _check_configs(bundle: Bundle) -> None:
     """Checksums can be recomputed by whoever edits a table: refuse configs the kernel
     version's own space would never have proposed on the bundle's device.
     """
-    from octune.tuner.registry import kernel_from_texts
+    from octune.catalogue.registry import kernel_from_texts
 
     limits = bundle.device.get("limits", {})
     for table in bundle.tables.values():

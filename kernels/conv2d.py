@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from octune.kernels.gemm import gemm_arguments
-from octune.tuner.family import (
+from octune.catalogue.family import (
     Arguments,
     Bound,
     Family,
@@ -37,7 +36,7 @@ from octune.tuner.family import (
     ShapeParam,
     Workload,
 )
-from octune.tuner.precision import (
+from octune.catalogue.precision import (
     EXACT,
     FLOAT_TYPES,
     random_int8,
@@ -47,6 +46,7 @@ from octune.tuner.precision import (
     requantize,
     tolerance,
 )
+from octune.kernels.gemm import gemm_arguments
 
 if TYPE_CHECKING:
     import pyopencl as cl
@@ -105,7 +105,7 @@ class Conv2d(Family):
         queue: cl.CommandQueue,
         rng: np.random.Generator,
     ) -> Bound:
-        from octune.tuner.registry import load_kernel
+        from octune.catalogue.registry import load_kernel
 
         s = workload.shape
         nhwc = bool(s["nhwc"])

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
-from octune.lookup.data import Query
-from octune.tuner.family import (
+from octune.catalogue.family import (
     Arguments,
     Bound,
     Family,
@@ -24,7 +23,7 @@ from octune.tuner.family import (
     ShapeParam,
     Workload,
 )
-from octune.tuner.precision import (
+from octune.catalogue.precision import (
     EXACT,
     FLOAT_TYPES,
     random_int8,
@@ -34,6 +33,7 @@ from octune.tuner.precision import (
     requantize,
     tolerance,
 )
+from octune.lookup.data import Query
 
 if TYPE_CHECKING:
     import pyopencl as cl

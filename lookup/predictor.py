@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 from xgboost import XGBRegressor
 
+from octune.catalogue.space import SearchSpace
 from octune.core.problem import ShapeRules
 from octune.core.results import HistoryRecord
 from octune.db.queries import StoredDevice
@@ -41,7 +42,6 @@ from octune.lookup.data import Entry, KernelTable, Prediction, Query
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import stored_shape, stored_space
 from octune.tuner.cost_model import Context, Features, targets
-from octune.tuner.space import SearchSpace
 
 #: Sizes of the grid of model answers in every dimension: each octave from 16 to 8192.
 GRID_SIZES: tuple[int, ...] = tuple(1 << e for e in range(4, 14))

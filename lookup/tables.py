@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
+from octune.catalogue.limits import device_limits
+from octune.catalogue.space import SearchSpace
 from octune.core.errors import OctuneError, SpaceError
 from octune.core.problem import Problem
 from octune.db.queries import StoredDevice, StoredKernel
@@ -27,12 +29,10 @@ from octune.lookup.data import (
 )
 from octune.lookup.semantics import KernelIndex, best_answer
 from octune.tuner.device_names import match_devices
-from octune.tuner.limits import device_limits
-from octune.tuner.space import SearchSpace
 
 if TYPE_CHECKING:
-    from octune.tuner.expr import Expression
-    from octune.tuner.family import Workload
+    from octune.catalogue.expr import Expression
+    from octune.catalogue.family import Workload
 
 #: Model answers for a freshly built table (``KernelTable.predictions``), e.g.
 #: ``octune.lookup.predictor.ModelAnswers``: the server and ``octune export`` pass the same one.
@@ -41,7 +41,7 @@ TableModel = Callable[[Store, StoredDevice, KernelTable], Sequence[Entry]]
 
 def problem_spec(name: str) -> Problem:
     """What the lookup must know of a problem family, as its family module declares it."""
-    from octune.tuner.registry import family
+    from octune.catalogue.registry import family
 
     return family(name).problem
 
@@ -101,7 +101,7 @@ def resolve_device(store: Store, choice: str) -> StoredDevice:
 
 def stored_space(kernel: StoredKernel) -> SearchSpace:
     """A stored kernel version's search space, parsed from the text that was tuned."""
-    from octune.tuner.registry import kernel_from_texts
+    from octune.catalogue.registry import kernel_from_texts
 
     return kernel_from_texts(kernel.name, kernel.template_source, kernel.space_source).space
 
@@ -178,7 +178,7 @@ def build_table(
     on the device, else the installed kernel (then only the default can answer). Retired
     versions are never answered from. ``model`` adds its answers to ``predictions``.
     """
-    from octune.tuner.registry import KernelSpec, load_kernel, retired_versions
+    from octune.catalogue.registry import KernelSpec, load_kernel, retired_versions
 
     retired = retired_versions(kernel_name)
     if kernel_sha256 in retired:
@@ -295,7 +295,7 @@ def default_layouts(problem: Problem, kernel: StoredKernel) -> tuple[str, ...]:
 
 def problem_sample(problem: Problem) -> Workload:
     """A smallest possible workload of the problem, for asking which options a kernel adds."""
-    from octune.tuner.registry import family
+    from octune.catalogue.registry import family
 
     owner = family(problem.name)
     for scale in (1, 2, 4, 8, 16, 32, 64):
@@ -371,7 +371,7 @@ class StoreLookup:
         """The kernels of family ``name``, installed or tuned on the device; [] if no family
         has that name.
         """
-        from octune.tuner.registry import families, kernels_of, problem_of
+        from octune.catalogue.registry import families, kernels_of, problem_of
 
         if name not in families():
             return []

@@ -25,12 +25,12 @@ from onnx.external_data_helper import (
     uses_external_data,
 )
 
+from octune.catalogue.family import Family, OnnxNode, Workload
+from octune.catalogue.registry import families, family, resolve_kernels
 from octune.core.errors import OctuneError, WorkloadError
 from octune.networks.models import BUILTIN, did_you_mean
 from octune.networks.normalize import normalize
 from octune.networks.quantized import int8_layers
-from octune.tuner.family import Family, OnnxNode, Workload
-from octune.tuner.registry import families, family, resolve_kernels
 
 # Operators that read and write each element a few times: their time is memory traffic that a
 # runtime spends as it is, with nothing to tune. Any other operator that is not a tunable Conv,

@@ -288,7 +288,7 @@ def render_html(report: NetworkReport, *, standalone: bool = True) -> str:
 
 def _describe(layer: LayerReport) -> str:
     """A layer's shape as its family writes it (``conv2d 64→128 3x3 56x56 s2 p1``)."""
-    from octune.tuner.registry import describe_shape
+    from octune.catalogue.registry import describe_shape
 
     return describe_shape(layer.family, layer.shape, str(layer.shape))
 

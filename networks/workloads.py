@@ -13,11 +13,11 @@ from typing import Any
 import onnx
 import yaml
 
+from octune.catalogue.expr import Expression
 from octune.core.errors import OctuneError
 from octune.networks.layers import Layer, extract_layers, load_model, own_launches
 from octune.networks.models import BUILTIN
 from octune.tuner.campaign import Task, tasks_for
-from octune.tuner.expr import Expression
 
 # About a device's ratio of arithmetic to memory traffic (GPUs do 10 to 20 flops per byte they
 # read, CPUs a few): a layer costs its flops or this many per operand element, whichever is

@@ -23,14 +23,14 @@ import numpy as np
 import yaml
 from numpy.typing import NDArray
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec
+from octune.catalogue.space import ConfigTable, SearchSpace
 from octune.core.errors import OctuneError
 from octune.core.results import HistoryRecord, Measurement, Status
 from octune.tuner.cost_model import Context
 from octune.tuner.device import DeviceInfo
-from octune.tuner.family import Workload
 from octune.tuner.measure import Runner
-from octune.tuner.registry import KernelSpec
-from octune.tuner.space import ConfigTable, SearchSpace
 from octune.tuner.strategies.base import Strategy, proposals_due
 
 FORMAT = "octune-recorded-space/1"

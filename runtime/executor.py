@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 import pyopencl as cl
 
+from octune.catalogue.registry import expand_includes
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
@@ -54,7 +55,6 @@ from octune.runtime.steps import (
 from octune.runtime.stream import BoundLaunch, Stream
 from octune.tuner.device import DeviceInfo
 from octune.tuner.programs import ProgramCache
-from octune.tuner.registry import expand_includes
 
 #: Work-group size of the runtime's own (untuned) kernels.
 LOCAL = 64

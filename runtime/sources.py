@@ -35,6 +35,14 @@ from typing import Literal, Protocol
 import pyopencl as cl
 
 from octune.api.client import OctuneClient
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import (
+    KernelSpec,
+    kernel_from_texts,
+    load_kernel,
+    resolve_kernels,
+    retired_versions,
+)
 from octune.core.errors import OctuneError, SpaceError
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
@@ -43,16 +51,8 @@ from octune.lookup.data import Answer, FollowUpSizes, Query, QueryError
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup
 from octune.tuner.device import DeviceInfo
-from octune.tuner.family import Workload
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
-from octune.tuner.registry import (
-    KernelSpec,
-    kernel_from_texts,
-    load_kernel,
-    resolve_kernels,
-    retired_versions,
-)
 
 Policy = Literal["tuned", "one-per-device", "default", "confirmed"]
 POLICIES: tuple[Policy, ...] = ("tuned", "one-per-device", "default", "confirmed")
@@ -62,8 +62,8 @@ POLICIES: tuple[Policy, ...] = ("tuned", "one-per-device", "default", "confirmed
 CONFIRM_RUNS, CONFIRM_MOST_RUNS, CONFIRM_SECONDS = 5, 30, 0.05
 #: Configs of the nearest tuned shapes a first-use confirmation also runs, per kernel (distinct,
 #: legal for the layer). On the H200 at batch 16, with ResNet-50 tuned at batch 1 only, the
-#: fastest config for a layer was the nearest shape's in 6 of 23 layers and among the four
-#: nearest in 18 (benchmarks/results/networks.md).
+#: fastest config for a conv layer was the nearest shape's in 8 of 23 layers and among the four
+#: nearest shapes' in 19 (benchmarks/results/networks.md, "Answers across batch sizes").
 CONFIRM_NEIGHBOURS = 4
 #: Workloads per batch request: the server's limit.
 BATCH_LIMIT = 1024

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from octune.catalogue.family import Family, WorkloadError
 from octune.core.charts import MATCH_COLOURS, STATUS_COLOURS, as_dict, layout
 from octune.db.dashboard_views import Candidate, SessionDetail
 from octune.db.server_store import WorkloadBest
-from octune.tuner.family import Family, WorkloadError
 
 if TYPE_CHECKING:  # the module loads XGBoost
     from octune.lookup.predictor import HeldOut

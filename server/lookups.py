@@ -23,12 +23,12 @@ from cachetools import FIFOCache
 from pydantic import ValidationError
 
 from octune.api.schemas import BatchLookup, ShapeFields
+from octune.catalogue.registry import available_kernels, families
 from octune.db.queries import StoredDevice
 from octune.db.server_store import ServerStore
 from octune.lookup.data import Entry, Predictor, Query, QueryError
 from octune.lookup.semantics import check_shape
 from octune.lookup.tables import StoreLookup
-from octune.tuner.registry import available_kernels, families
 
 if TYPE_CHECKING:  # importing it loads XGBoost
     from octune.lookup.predictor import BackgroundModelAnswers

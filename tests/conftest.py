@@ -14,10 +14,10 @@ import pyopencl as cl
 import pytest
 from helpers.server_testing import postgres_database
 
+from octune.catalogue.registry import KernelSpec, load_kernel
+from octune.catalogue.space import ConfigTable
 from octune.db.server_store import ServerStore
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.registry import KernelSpec, load_kernel
-from octune.tuner.space import ConfigTable
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -18,6 +18,8 @@ from helpers.c_lookup import GCC, compile_header, python_line
 from helpers.cli_testing import assert_one_line_error, octune
 from helpers.lookup_testing import DEVICE, config, random_queries
 
+from octune.catalogue.limits import max_buffer_bytes
+from octune.catalogue.registry import load_kernel
 from octune.core.errors import SpaceError
 from octune.db.store import Store
 from octune.firmware.bundle import (
@@ -33,8 +35,6 @@ from octune.lookup.data import Entry, QueryError
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.runtime.sources import BundleConfigs, StoreConfigs
-from octune.tuner.limits import max_buffer_bytes
-from octune.tuner.registry import load_kernel
 
 SIZES = [1, 3, 16, 17, 64, 100, 128, 255, 256, 512, 1000, 1024, 2048, 4096]
 

@@ -19,12 +19,12 @@ import pytest
 from helpers.cli_testing import OCTUNE, assert_one_line_error, octune
 from rich.console import Console
 
+from octune.catalogue.registry import KernelSpec
 from octune.cli.labels import fitted_table, layer_label
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
-from octune.tuner.registry import KernelSpec
 from octune.tuner.session import CONFIRM_WITHIN
 
 

@@ -10,13 +10,13 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec, kernels_of, load_kernel
 from octune.core.results import Status
 from octune.kernels.conv2d import FAMILY, conv2d_reference
 from octune.tuner.cost_model import Context, Features
 from octune.tuner.device import DeviceInfo
-from octune.tuner.family import Workload
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import KernelSpec, kernels_of, load_kernel
 
 pytestmark = pytest.mark.slow
 

@@ -15,6 +15,7 @@ import pytest
 from helpers.c_lookup import compile_query, python_line
 from helpers.lookup_testing import DEVICE
 
+from octune.catalogue.registry import kernels_of, load_kernel
 from octune.core.errors import WorkloadError
 from octune.core.problem import kernel_version_sha256
 from octune.core.results import Measurement, Status
@@ -25,7 +26,6 @@ from octune.lookup.data import Answer, KernelTable, Query, QueryError
 from octune.lookup.predictor import train
 from octune.lookup.semantics import KernelIndex, best_answer
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
-from octune.tuner.registry import kernels_of, load_kernel
 
 KEYS = FAMILY.problem.keys
 

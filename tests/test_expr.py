@@ -10,9 +10,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from octune.catalogue.expr import Expression
 from octune.core.errors import SpaceError
 from octune.core.expressions import ScalarExpression, Undefined
-from octune.tuner.expr import Expression
 
 NAMES = ("a", "b", "c")
 

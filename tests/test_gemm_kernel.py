@@ -6,12 +6,12 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
+from octune.catalogue.family import Workload
+from octune.catalogue.precision import tolerance as family_tolerance
+from octune.catalogue.registry import KernelSpec, kernels_of, load_kernel
+from octune.catalogue.space import ConfigTable
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
-from octune.tuner.family import Workload
-from octune.tuner.precision import tolerance as family_tolerance
-from octune.tuner.registry import KernelSpec, kernels_of, load_kernel
-from octune.tuner.space import ConfigTable
 
 pytestmark = pytest.mark.slow
 

@@ -13,6 +13,9 @@ from dataclasses import replace
 import pytest
 from helpers.lookup_testing import DEVICE, config
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import load_kernel
+from octune.catalogue.space import SearchSpace
 from octune.core.errors import SpaceError
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
@@ -21,9 +24,6 @@ from octune.lookup.data import Entry, KernelTable, Prediction, QueryError, Table
 from octune.lookup.neighbours import LAYOUT_WEIGHT, log2_fixed
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, default_config, resolve_device
-from octune.tuner.family import Workload
-from octune.tuner.registry import load_kernel
-from octune.tuner.space import SearchSpace
 
 
 def record(store: Store, workload: Workload, measured: dict[str, float]) -> None:

@@ -8,12 +8,12 @@ import math
 import pyopencl as cl
 import pytest
 
+from octune.catalogue.registry import KernelSpec, load_kernel
+from octune.catalogue.space import ConfigTable
 from octune.core.results import Status
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.measure import DeviceRunner, fastest_fifth
-from octune.tuner.registry import KernelSpec, load_kernel
-from octune.tuner.space import ConfigTable
 
 WORKLOAD = gemm_workload(45, 37, 29)
 

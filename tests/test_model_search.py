@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from octune.catalogue.space import ConfigTable
 from octune.core.errors import OctuneError
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
@@ -25,7 +26,6 @@ from octune.replay.harness import (
 )
 from octune.tuner.cost_model import MODELS, Context, Features, targets
 from octune.tuner.device import DeviceInfo
-from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.model import MAX_WORK_OCTAVES, TRANSFER_CHECK, ModelSearch
 from octune.tuner.strategies.random import RandomSearch
 

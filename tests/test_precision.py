@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 from helpers.cli_testing import assert_one_line_error, octune
 
+from octune.catalogue.limits import extension_limits
+from octune.catalogue.precision import requantize, tolerance
+from octune.catalogue.registry import kernel_from_texts, load_kernel
 from octune.db.store import Store
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import FAMILY, gemm_query
@@ -19,9 +22,6 @@ from octune.lookup.data import QueryError
 from octune.lookup.tables import StoreLookup
 from octune.tuner.campaign import extension_notes, tasks_for
 from octune.tuner.device import DeviceInfo
-from octune.tuner.limits import extension_limits
-from octune.tuner.precision import requantize, tolerance
-from octune.tuner.registry import kernel_from_texts, load_kernel
 from octune.tuner.session import Budget, Settings, run_session
 
 SHAPE = ["--m", "48", "--n", "40", "--k", "72"]

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from helpers.c_lookup import compile_header, python_line
 from helpers.lookup_testing import DEVICE, random_queries
 
+from octune.catalogue.registry import load_kernel
 from octune.core.results import Measurement, Status
 from octune.db.server_store import ServerStore
 from octune.firmware.bundle import load_bundle
@@ -30,7 +31,6 @@ from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.server.app import create_app
 from octune.server.settings import ServerSettings
-from octune.tuner.registry import load_kernel
 
 #: Tuned shapes: the corners of the M x N plane. Every shape asked about below is further than
 #: NEAR_OCTAVES from all of them.

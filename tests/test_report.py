@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from helpers.cli_testing import assert_one_line_error, octune
 
+from octune.catalogue.registry import families
 from octune.db.store import Store
 from octune.networks.report import network_report, report_device
-from octune.tuner.registry import families
 
 # Two real squeezenet1.1 layers (`octune workloads from-onnx squeezenet1.1`), tuned with the 1x1
 # kernel only, so the 3x3 layers get the direct kernel's default and a time scaled from these.

@@ -18,6 +18,7 @@ from helpers.cli_testing import assert_one_line_error, octune
 from helpers.networks_testing import residual
 from helpers.server_testing import LiveServer, free_port
 
+from octune.catalogue.registry import KernelSpec, families, kernels_of, load_kernel
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE
 from octune.core.results import Measurement, Status
@@ -32,7 +33,6 @@ from octune.runtime.sources import Choice, StoreConfigs, choose, confirm, defaul
 from octune.runtime.steps import Tuned
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo
-from octune.tuner.registry import KernelSpec, families, kernels_of, load_kernel
 
 # --- small graphs against onnxruntime -----------------------------------------------------------
 

@@ -15,6 +15,7 @@ import pytest
 from helpers.cli_testing import assert_one_line_error, octune
 from onnxconverter_common import float16
 
+from octune.catalogue.registry import load_kernel
 from octune.core.errors import OctuneError
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
@@ -28,7 +29,6 @@ from octune.runtime.steps import Tuned
 from octune.runtime.verify import DivergenceError, as_float32, check, random_inputs
 from octune.tuner.campaign import load_tasks
 from octune.tuner.device import DeviceInfo, compiling_devices
-from octune.tuner.registry import load_kernel
 
 
 def mixed(g: GraphBuilder) -> tuple[str, list[int]]:

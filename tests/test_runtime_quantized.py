@@ -16,6 +16,7 @@ import pytest
 from helpers.cli_testing import octune
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
+from octune.catalogue import registry
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
 from octune.networks.qoperator import qdq_form
@@ -24,7 +25,6 @@ from octune.runtime import executor
 from octune.runtime.executor import Runtime
 from octune.runtime.steps import Tuned
 from octune.runtime.verify import DivergenceError, check, quanta, random_inputs
-from octune.tuner import registry
 
 SHAPE = [1, 8, 10, 10]
 

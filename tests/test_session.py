@@ -14,6 +14,8 @@ import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
+from octune.catalogue.registry import KernelSpec, kernel_from_texts, load_kernel
+from octune.catalogue.space import ConfigTable
 from octune.core.results import CONFIRM_STRATEGY, Measurement, Status, config_key
 from octune.db.models import TuningSession
 from octune.db.store import Store
@@ -23,7 +25,6 @@ from octune.tuner import programs
 from octune.tuner.device import DeviceInfo
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
-from octune.tuner.registry import KernelSpec, kernel_from_texts, load_kernel
 from octune.tuner.session import (
     CONFIRM_WITHIN,
     DEFAULT_ROW,
@@ -38,7 +39,6 @@ from octune.tuner.session import (
     open_workers,
     run_session,
 )
-from octune.tuner.space import ConfigTable
 from octune.tuner.workers import Measurer, MeasuringContext, Workers
 
 FIXTURES = Path(__file__).parent / "fixtures"

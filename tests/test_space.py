@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from octune.catalogue.enumeration import MAX_CANDIDATES, Parameter
+from octune.catalogue.limits import LIMIT_NAMES, device_limits, max_buffer_bytes
+from octune.catalogue.space import ConfigTable, SearchSpace
 from octune.core.errors import SpaceError
 from octune.core.results import config_key
-from octune.tuner.enumeration import MAX_CANDIDATES, Parameter
-from octune.tuner.limits import LIMIT_NAMES, device_limits, max_buffer_bytes
-from octune.tuner.space import ConfigTable, SearchSpace
 
 LIMITS = {
     "max_work_group_size": 256,

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from octune.catalogue.space import ConfigTable
 from octune.replay.harness import RecordedSpace, ReplayRunner
-from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import (
     Strategy,
     available_strategies,

@@ -14,10 +14,10 @@ import onnx
 import pytest
 from helpers.cli_testing import assert_one_line_error, octune
 
+from octune.catalogue import registry
 from octune.core.errors import OctuneError
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import extract_layers, load_model
-from octune.tuner import registry
 
 FIXTURE = Path(__file__).parent / "fixtures" / "user_kernel"
 

@@ -36,13 +36,14 @@ from pydantic import (
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from octune.catalogue.family import Workload
+from octune.catalogue.limits import missing_extensions
+from octune.catalogue.registry import KernelSpec, families, resolve_kernels
+from octune.catalogue.yaml_limits import YamlLimitError, safe_load
 from octune.core.console import console
 from octune.core.errors import OctuneError, validation_message
 from octune.core.results import Measurement
 from octune.tuner.device import DeviceInfo
-from octune.tuner.family import Workload
-from octune.tuner.limits import missing_extensions
-from octune.tuner.registry import KernelSpec, families, resolve_kernels
 from octune.tuner.session import (
     Budget,
     SessionReport,
@@ -54,7 +55,6 @@ from octune.tuner.session import (
 from octune.tuner.session import Progress as SessionProgress
 from octune.tuner.tuning_store import TuningStore
 from octune.tuner.workers import Workers
-from octune.tuner.yaml_limits import YamlLimitError, safe_load
 
 EXAMPLE = (
     "workloads: [{kernel: gemm, m: 1024, n: 1024, k: 1024, transb: true}, "

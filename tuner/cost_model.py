@@ -21,9 +21,9 @@ from numpy.typing import NDArray
 from sklearn.ensemble import RandomForestRegressor
 from xgboost import Booster, DMatrix, train
 
-from octune.tuner.expr import Value
-from octune.tuner.limits import LIMIT_NAMES, device_limits
-from octune.tuner.space import SearchSpace
+from octune.catalogue.expr import Value
+from octune.catalogue.limits import LIMIT_NAMES, device_limits
+from octune.catalogue.space import SearchSpace
 
 #: Device description fields (DeviceInfo.to_dict() and the store's device rows share them).
 DEVICE_FIELDS = ("compute_units", "max_work_group_size", "local_mem_size", "global_mem_size")
@@ -95,7 +95,7 @@ class Features:
     """Turns configs of one space, in a context, into a float matrix with named columns."""
 
     def __init__(self, space: SearchSpace) -> None:
-        from octune.tuner.registry import families  # the registry imports this module's users
+        from octune.catalogue.registry import families  # the registry imports this module's users
 
         self.space = space
         family = families().get(space.problem)

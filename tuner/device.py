@@ -19,10 +19,10 @@ import numpy as np
 import platformdirs
 import pyopencl as cl
 
+from octune.catalogue.limits import device_limits
 from octune.core.errors import DeviceError
 from octune.core.results import one_line_reason
 from octune.tuner.device_names import match_devices
-from octune.tuner.limits import device_limits
 from octune.tuner.programs import default_cache_root
 from octune.tuner.runtimes import register_pip_runtimes
 

@@ -16,13 +16,13 @@ from typing import Protocol
 import numpy as np
 import pyopencl as cl
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec
 from octune.core.errors import SpaceError
 from octune.core.results import Measurement, Status
 from octune.tuner.device import DeviceInfo
 from octune.tuner.energy import EnergySensor
-from octune.tuner.family import Workload
 from octune.tuner.programs import ProgramCache
-from octune.tuner.registry import KernelSpec
 
 MESSAGE_LIMIT = 2000
 # Energy counters update every few tens of milliseconds: a burst must last well beyond that.

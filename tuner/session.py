@@ -20,6 +20,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec, load_kernel
+from octune.catalogue.space import ConfigTable
 from octune.core.errors import OctuneError
 from octune.core.results import (
     CONFIRM_STRATEGY,
@@ -33,10 +36,7 @@ from octune.core.results import (
 )
 from octune.tuner.device import INSTALL_HINT, DeviceInfo
 from octune.tuner.disk import full_disk
-from octune.tuner.family import Workload
 from octune.tuner.measure import first_lines
-from octune.tuner.registry import KernelSpec, load_kernel
-from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import get_strategy, proposals_due
 from octune.tuner.tuning_store import Scope, TuningStore
 from octune.tuner.workers import Measurer, MeasuringContext, Workers, default_timeout

@@ -25,14 +25,14 @@ from typing import Self
 
 import pyopencl as cl
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec
 from octune.core.errors import DeviceError
 from octune.core.results import Config, Measurement, Status
 from octune.tuner.device import DeviceInfo, list_devices
 from octune.tuner.energy import sensor_for
-from octune.tuner.family import Workload
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
-from octune.tuner.registry import KernelSpec
 
 # Spawned, not forked: a forked child would share the parent's OpenCL driver state.
 _CONTEXT = mp.get_context("spawn")

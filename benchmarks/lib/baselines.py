@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pyopencl as cl
 
-from octune.tuner.family import Workload
+from octune.catalogue.family import Workload
 from octune.tuner.measure import back_to_back_seconds, host_clock_seconds
 
 from .cuda import cuda_graph_seconds

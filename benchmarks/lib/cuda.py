@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
-from octune.tuner.family import Workload
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import KernelSpec
 
 
 def cuda_graph_seconds(

@@ -10,8 +10,8 @@ import statistics
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from octune.catalogue.family import Workload
 from octune.kernels.gemm import gemm_workload
-from octune.tuner.family import Workload
 
 #: Shapes by class, none of them in the grid or the sets this project tuned before.
 CLASSES = {

@@ -14,12 +14,12 @@ from typing import NamedTuple
 
 import pyopencl as cl
 
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec
 from octune.db.store import Store
 from octune.tuner.campaign import tasks_for
 from octune.tuner.device import DeviceInfo
-from octune.tuner.family import Workload
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import KernelSpec
 from octune.tuner.session import Budget, Progress, Settings, run_session
 from octune.tuner.workers import Workers
 

@@ -25,6 +25,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 
 from octune.api.job_spec import spec_label
+from octune.catalogue.registry import describe_shape, families
 from octune.core.charts import MATCH_COLOURS, plotly_js
 from octune.db.dashboard_views import SessionRow, recent_sessions, session_detail
 from octune.db.queries import StoredDevice
@@ -39,7 +40,6 @@ from octune.server.dashboard_charts import (
     session_figure,
 )
 from octune.server.lookups import LookupService
-from octune.tuner.registry import describe_shape, families
 
 if TYPE_CHECKING:  # the module loads XGBoost
     from octune.lookup.predictor import HeldOut

@@ -11,8 +11,8 @@ from urllib.parse import urlencode
 from fastapi import APIRouter
 
 from octune.api.schemas import FamilyOut, ShapeKeyOut
-from octune.tuner.family import Family
-from octune.tuner.registry import families, kernels_of
+from octune.catalogue.family import Family
+from octune.catalogue.registry import families, kernels_of
 
 router = APIRouter(tags=["lookup"])
 

@@ -16,10 +16,10 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from octune.api.schemas import BatchAnswer, BatchLookup, LookupAnswer, LookupQuery
+from octune.catalogue.registry import families
 from octune.core.precision import DTYPES
 from octune.server.lookups import LookupService
 from octune.server.routes.families import shape_parameters
-from octune.tuner.registry import families
 
 router = APIRouter(tags=["lookup"])
 

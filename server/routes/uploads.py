@@ -18,6 +18,9 @@ from octune.api.schemas import (
     UploadIn,
     UploadOut,
 )
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import families, family, kernel_from_texts, load_kernel
+from octune.catalogue.space import SearchSpace
 from octune.core.errors import OctuneError, SpaceError
 from octune.core.problem import kernel_version_sha256
 from octune.core.results import Measurement, Status
@@ -27,9 +30,6 @@ from octune.db.tokens import TokenRecord
 from octune.lookup.tables import stored_device_limits
 from octune.server.auth import require_write
 from octune.tuner.device import DeviceInfo
-from octune.tuner.family import Workload
-from octune.tuner.registry import families, family, kernel_from_texts, load_kernel
-from octune.tuner.space import SearchSpace
 
 router = APIRouter(tags=["uploads"])
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from octune.catalogue.registry import load_kernel
 from octune.firmware.bundle import write_bundle
 from octune.lookup.data import Answer, KernelTable
-from octune.tuner.registry import load_kernel
 
 GCC = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"]
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples" / "c"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from octune.catalogue import registry
 from octune.cli import main
-from octune.tuner import registry
 
 #: The console script as a process.
 OCTUNE = [sys.executable, "-c", "from octune.cli import main; main()"]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import random
 
+from octune.catalogue.registry import load_kernel
 from octune.kernels.gemm import gemm_query
 from octune.lookup.data import KernelTable, Query
 from octune.lookup.tables import default_config
 from octune.tuner.device import DeviceInfo
-from octune.tuner.registry import load_kernel
 
 DEVICE = DeviceInfo(
     platform_name="Portable Computing Language",

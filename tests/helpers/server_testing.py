@@ -20,14 +20,14 @@ from sqlalchemy.engine import make_url
 
 from helpers.cli_testing import OCTUNE
 from octune.api.schemas import UploadIn
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import KernelSpec
+from octune.catalogue.space import ConfigTable
 from octune.core.results import Measurement, Status
 from octune.db.server_store import ServerStore
 from octune.server.app import create_app
 from octune.server.settings import ServerSettings
 from octune.tuner.device import DeviceInfo
-from octune.tuner.family import Workload
-from octune.tuner.registry import KernelSpec
-from octune.tuner.space import ConfigTable
 
 POSTGRES_ENV = "OCTUNE_TEST_POSTGRES_URL"
 

@@ -12,6 +12,7 @@ from helpers.server_testing import Seeder, bearer, make_client, post_upload
 from sqlalchemy import func, select
 
 from octune.api.client import session_uploads
+from octune.catalogue.family import MAX_DIM
 from octune.cli.serve import LOOPBACK_NAMES, _loopback
 from octune.core.problem import kernel_version_sha256
 from octune.core.results import CONFIRM_STRATEGY, Measurement, Status
@@ -20,7 +21,6 @@ from octune.db.server_store import ServerStore
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.tables import StoreLookup
 from octune.server.tokens import token_hash
-from octune.tuner.family import MAX_DIM
 
 W64 = gemm_workload(64, 64, 64)
 W256 = gemm_workload(256, 256, 256)
@@ -438,8 +438,8 @@ def test_lookups_answer_each_dtype_from_its_own_kernels(client, store, device_in
     """
     from helpers.server_testing import Seeder
 
+    from octune.catalogue.registry import load_kernel
     from octune.kernels.gemm import FAMILY
-    from octune.tuner.registry import load_kernel
 
     kernel = load_kernel("gemm_int8")
     int8 = FAMILY.workload({"m": 64, "n": 64, "k": 64}, "int8")

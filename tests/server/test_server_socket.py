@@ -14,10 +14,10 @@ from helpers.server_testing import LiveServer
 from sqlalchemy import select
 
 from octune.api.client import ClientError, OctuneClient
+from octune.catalogue.registry import load_kernel
 from octune.db.models import TuningSession
 from octune.db.server_store import ServerStore
 from octune.kernels.gemm import FAMILY, gemm_workload
-from octune.tuner.registry import load_kernel
 
 CHROMIUM_ENV = "OCTUNE_TEST_CHROMIUM"
 WORKLOAD = gemm_workload(32, 32, 32)

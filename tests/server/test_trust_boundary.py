@@ -16,6 +16,8 @@ from helpers.server_testing import LiveServer, Seeder
 
 from octune.api.client import session_uploads
 from octune.api.schemas import MeasurementIn, UploadIn
+from octune.catalogue.registry import KernelSpec
+from octune.catalogue.space import ConfigTable
 from octune.core.errors import OctuneError
 from octune.core.problem import kernel_version_sha256
 from octune.core.results import Measurement, Status
@@ -29,8 +31,6 @@ from octune.runtime.sources import ServerConfigs
 from octune.server.routes.uploads import MAX_FLOPS_PER_COMPUTE_UNIT
 from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo
-from octune.tuner.registry import KernelSpec
-from octune.tuner.space import ConfigTable
 
 W64 = gemm_workload(64, 64, 64)
 

@@ -14,9 +14,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from octune.catalogue.space import ConfigTable
 from octune.core.errors import OctuneError
 from octune.core.results import Measurement
-from octune.tuner.space import ConfigTable
 from octune.tuner.strategies import available_strategies
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import spearmanr
 
+from octune.catalogue.space import ConfigTable
 from octune.core.errors import OctuneError
 from octune.core.results import Measurement
 from octune.tuner.cost_model import (
@@ -29,7 +30,6 @@ from octune.tuner.cost_model import (
     log_times,
     targets,
 )
-from octune.tuner.space import ConfigTable
 from octune.tuner.strategies.base import Strategy
 
 #: Score every unmeasured config when the space has at most this many; else sample this many.

@@ -10,9 +10,9 @@ from pathlib import Path
 import pyopencl as cl
 import yaml
 
+from octune.catalogue.registry import expand_includes, kernel_from_texts, load_kernel
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.registry import expand_includes, kernel_from_texts, load_kernel
 
 OLD_LAUNCH = ["ceil_div(M * N, RT) * WG0", "WG1"]
 AXPY = {"VW": 4, "UNROLL": 4, "MB": 4}

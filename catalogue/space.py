@@ -22,12 +22,10 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import ValidationError
 
-from octune.core.errors import SpaceError
-from octune.core.expressions import FUNCTIONS, ExpressionError, vet_integer
-from octune.tuner.enumeration import Enumerator, Parameter
-from octune.tuner.expr import Expression, Value, describe
-from octune.tuner.limits import LIMIT_NAMES
-from octune.tuner.space_schema import (
+from octune.catalogue.enumeration import Enumerator, Parameter
+from octune.catalogue.expr import Expression, Value, describe
+from octune.catalogue.limits import LIMIT_NAMES
+from octune.catalogue.space_schema import (
     IDENTIFIER,
     QUOTE_HINT,
     LaunchModel,
@@ -36,6 +34,8 @@ from octune.tuner.space_schema import (
     condense,
     load_yaml,
 )
+from octune.core.errors import SpaceError
+from octune.core.expressions import FUNCTIONS, ExpressionError, vet_integer
 
 #: Devices whose tables a space keeps (``SearchSpace.enumerate``).
 TABLES_KEPT = 4

@@ -11,10 +11,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from octune.catalogue.yaml_limits import YamlLimitError, check_limits
 from octune.core.errors import SpaceError, validation_message
 from octune.core.expressions import INT64_MAX, INT64_MIN
 from octune.core.precision import check_dtype
-from octune.tuner.yaml_limits import YamlLimitError, check_limits
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FILE_STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")

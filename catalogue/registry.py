@@ -3,7 +3,7 @@
 A kernel is an OpenCL C template plus its search space (which names the template, the entry
 function and the problem family); the pair's SHA-256 names the kernel version, because a
 config is only valid for the exact source it was tuned with. A family is a Python module
-that defines ``FAMILY`` (see ``octune.tuner.family``). octune's own live in ``kernels/``
+that defines ``FAMILY`` (see ``octune.catalogue.family``). octune's own live in ``kernels/``
 (templates and family modules) and ``search_spaces/``; a user's kernel folder holds all three
 kinds of file side by side and is added with ``octune --kernel-dir DIR`` or
 ``$OCTUNE_KERNEL_PATH`` (folders separated by ``:``).
@@ -34,11 +34,11 @@ from typing import Any, TypeVar
 
 import yaml
 
+from octune.catalogue.family import Family, Workload
+from octune.catalogue.space import SearchSpace
+from octune.catalogue.yaml_limits import YamlLimitError, safe_load
 from octune.core.errors import OctuneError
 from octune.core.problem import kernel_version_sha256
-from octune.tuner.family import Family, Workload
-from octune.tuner.space import SearchSpace
-from octune.tuner.yaml_limits import YamlLimitError, safe_load
 
 KERNEL_PATH_ENV = "OCTUNE_KERNEL_PATH"
 #: What kernels/epilogue.clh pastes into a template that includes it.
@@ -211,9 +211,11 @@ def _register(found: dict[str, Family], module: object, origin: str) -> None:
     if family_object is None:
         if not origin.endswith(".py"):
             return  # a helper module of octune's own
-        raise OctuneError(f"{origin}: defines no FAMILY (an octune.tuner.family.Family instance)")
+        raise OctuneError(
+            f"{origin}: defines no FAMILY (an octune.catalogue.family.Family instance)"
+        )
     if not isinstance(family_object, Family):
-        raise OctuneError(f"{origin}: FAMILY is not an octune.tuner.family.Family instance")
+        raise OctuneError(f"{origin}: FAMILY is not an octune.catalogue.family.Family instance")
     name = family_object.name
     if not isinstance(name, str) or not _NAME.match(name):
         raise OctuneError(f"{origin}: family name {name!r} must be letters, digits and _")

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from octune.catalogue.expr import Expression, Mask, Value, any_true, is_array, negate
+from octune.catalogue.limits import LIMIT_NAMES
 from octune.core.errors import SpaceError
-from octune.tuner.expr import Expression, Mask, Value, any_true, is_array, negate
-from octune.tuner.limits import LIMIT_NAMES
 
 #: Enumeration refuses to hold more candidate rows than this at any point, rather than
 #: exhausting memory on an under-constrained space.

@@ -23,13 +23,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
 import numpy as np
 
+# A family module's inputs and tolerances (catalogue/precision.py): part of the plug-in interface,
+# so a user's family imports everything it needs from this module.
+from octune.catalogue.precision import random_normal as random_normal
+from octune.catalogue.precision import tolerance as tolerance
 from octune.core.errors import WorkloadError
 from octune.core.problem import Problem, ShapeRules
-
-# A family module's inputs and tolerances (tuner/precision.py): part of the plug-in interface,
-# so a user's family imports everything it needs from this module.
-from octune.tuner.precision import random_normal as random_normal
-from octune.tuner.precision import tolerance as tolerance
 
 if TYPE_CHECKING:
     import pyopencl as cl
