@@ -11,6 +11,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -18,6 +19,7 @@ import pyopencl as cl
 
 from octune.catalogue.family import Workload
 from octune.catalogue.registry import KernelSpec
+from octune.catalogue.space import LaunchSizes
 from octune.core.errors import SpaceError
 from octune.core.results import Measurement, Status
 from octune.tuner.device import DeviceInfo
@@ -112,127 +114,74 @@ class DeviceRunner:
         return program
 
     def measure(self, config: Mapping[str, int]) -> Measurement:
+        """Build, check, time and check again; a failure at any step is its Measurement."""
+        config = {name: int(config[name]) for name in self.kernel.space.parameter_names}
+        candidate = self._prepare(config)
+        if isinstance(candidate, Measurement):
+            return candidate
+        extra: dict[str, float] = {}
+        try:
+            checked = candidate.verify(first=True)
+            if isinstance(checked, Measurement):
+                return checked
+            timed = self._cpu_times if self.info.device_type == "cpu" else self._times
+            times, busy = timed(candidate.run)
+            if self.energy is not None:
+                extra = self._energy_burst(candidate.enqueue, sorted(times))
+            if self.unprofiled_queue is not None:
+                candidate.set_args(1 % self.data.input_sets)
+                extra["back_to_back_s"] = back_to_back_seconds(
+                    self.queue, candidate.launch, self.back_to_back
+                )
+                extra["back_to_back_unprofiled_s"] = host_clock_seconds(
+                    self.unprofiled_queue, candidate.launch, self.back_to_back
+                )
+            again = candidate.verify(first=False)
+            if isinstance(again, Measurement):
+                return again
+        except cl.Error as error:
+            self._open()
+            return candidate.failed(Status.LAUNCH_ERROR, str(error))
+        extra["device_s"] = busy
+        return Measurement(
+            config, Status.OK, times_s=tuple(times), flops=self.workload.flops,
+            max_error=max(checked, again), extra=extra,
+        )  # fmt: skip
+
+    def _prepare(self, config: dict[str, int]) -> Candidate | Measurement:
+        """The config's kernels built, checked against the device's work-group limit, with
+        their workspace: or the build or launch error that stops it.
+        """
         space = self.kernel.space
-        config = {name: int(config[name]) for name in space.parameter_names}
-        flops = self.workload.flops
-
-        def failed(status: Status, message: str) -> Measurement:
-            return Measurement(config, status, flops=flops, message=first_lines(message))
-
         shape = self.workload.shape_vars()
         launches = space.launches(config, shape, self.info.limits)
+        candidate = Candidate(self, config, [], launches, (), 0)
         try:
             elements = space.workspace_elements(config, shape, self.info.limits)
         except SpaceError as error:  # too big a workspace for the device at this shape
-            return failed(Status.LAUNCH_ERROR, str(error))
+            return candidate.failed(Status.LAUNCH_ERROR, str(error))
         try:
             program = self.build(self.kernel.build_options(config, self.workload))
-            kernels = [cl.Kernel(program, launch.entry) for launch in launches]
+            candidate.kernels = [cl.Kernel(program, launch.entry) for launch in launches]
         except cl.Error as error:
-            return failed(Status.BUILD_ERROR, str(error))
-        for kernel, launch in zip(kernels, launches, strict=True):
+            return candidate.failed(Status.BUILD_ERROR, str(error))
+        for kernel, launch in zip(candidate.kernels, launches, strict=True):
             allowed = kernel.get_work_group_info(
                 cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device
             )
             if math.prod(launch.local_size) > allowed:
-                return failed(
+                return candidate.failed(
                     Status.LAUNCH_ERROR,
                     f"work-group of {math.prod(launch.local_size)} exceeds the {allowed} "
                     f"{launch.entry} allows on the device (registers or local memory)",
                 )
         try:
-            workspace = self._workspace(elements)
-            zeroed = space.zeroed_elements(config, shape, self.info.limits)
+            candidate.workspace = self._workspace(elements)
+            candidate.zeroed = space.zeroed_elements(config, shape, self.info.limits)
         except cl.Error as error:
             self._open()
-            return failed(Status.LAUNCH_ERROR, f"workspace: {error}")
-
-        def set_args(input_set: int) -> None:
-            args = (*self.data.args(input_set), *workspace)
-            for kernel in kernels:
-                kernel.set_args(*args)
-
-        def enqueue(input_set: int) -> list[cl.Event]:
-            """All launches back to back: arguments are set first, so that no host work
-            separates them (a runtime enqueues prepared kernels the same way).
-            """
-            set_args(input_set)
-            return launch(self.queue)
-
-        def launch(queue: cl.CommandQueue) -> list[cl.Event]:
-            """The launches with the arguments last set."""
-            return [
-                cl.enqueue_nd_range_kernel(queue, kernel, launch.global_size, launch.local_size)
-                for kernel, launch in zip(kernels, launches, strict=True)
-            ]
-
-        def run(input_set: int) -> float:
-            """Seconds from the first launch's start to the last one's end."""
-            events = enqueue(input_set)
-            events[-1].wait()
-            return (events[-1].profile.end - events[0].profile.start) * 1e-9
-
-        def verify(first: bool) -> Measurement | float:
-            """Input set 0 from a NaN output and workspace: a wrong result, or the error ratio.
-            Run once before timing and once after, since a race between work-groups that the
-            first run wins can lose the next ones.
-            """
-            self.data.poison_output()
-            for buffer in workspace:  # a slice the launches forget to write shows as NaN
-                cl.enqueue_fill_buffer(self.queue, buffer, np.float32(np.nan), 0, buffer.size)
-                if zeroed:  # ... but counters start at zero, as a runtime allocates them
-                    cl.enqueue_fill_buffer(self.queue, buffer, np.int32(0), 0, 4 * zeroed)
-            run(0)
-            error_ratio = self.data.error_ratio()
-            if dirty := self._dirty_counters(workspace, zeroed):
-                return Measurement(
-                    config,
-                    Status.WRONG_RESULT,
-                    flops=flops,
-                    message=f"left {dirty} of its {zeroed} zeroed workspace elements non-zero"
-                    f"{'' if first else ' after the timed runs'}; the launches must leave them "
-                    "at zero for the next run",
-                )
-            if not error_ratio < 1.0:
-                return Measurement(
-                    config,
-                    Status.WRONG_RESULT,
-                    flops=flops,
-                    max_error=error_ratio,
-                    message=("output" if first else "right on its first run, then")
-                    + f" off the float64 reference by {error_ratio:.3g} x tolerance"
-                    + ("" if first else " after the timed runs"),
-                )
-            return error_ratio
-
-        extra: dict[str, float] = {}
-        try:
-            checked = verify(first=True)
-            if isinstance(checked, Measurement):
-                return checked
-            timed = self._cpu_times if self.info.device_type == "cpu" else self._times
-            times, busy = timed(run)
-            if self.energy is not None:
-                extra = self._energy_burst(enqueue, sorted(times))
-            if self.unprofiled_queue is not None:
-                set_args(1 % self.data.input_sets)
-                extra["back_to_back_s"] = back_to_back_seconds(
-                    self.queue, launch, self.back_to_back
-                )
-                extra["back_to_back_unprofiled_s"] = host_clock_seconds(
-                    self.unprofiled_queue, launch, self.back_to_back
-                )
-            again = verify(first=False)
-            if isinstance(again, Measurement):
-                return again
-        except cl.Error as error:
-            self._open()
-            return failed(Status.LAUNCH_ERROR, str(error))
-        error_ratio = max(checked, again)
-        extra["device_s"] = busy
-        return Measurement(
-            config, Status.OK, times_s=tuple(times), flops=flops, max_error=error_ratio, extra=extra
-        )
+            return candidate.failed(Status.LAUNCH_ERROR, f"workspace: {error}")
+        return candidate
 
     def _times(self, run: Callable[[int], float]) -> tuple[list[float], float]:
         """Every run, until ``repeats`` or ``max_seconds`` (input set 0 is warm from the check:
@@ -275,7 +224,7 @@ class DeviceRunner:
             self._scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=4 * elements)
         return (self._scratch.get_sub_region(0, 4 * elements),)
 
-    def _dirty_counters(self, workspace: tuple[cl.Buffer, ...], zeroed: int) -> int:
+    def dirty_counters(self, workspace: tuple[cl.Buffer, ...], zeroed: int) -> int:
         """How many of the workspace's leading ``zeroed`` elements are not zero now."""
         if not zeroed:
             return 0
@@ -330,6 +279,79 @@ def _gated_burst(
     gate.set_status(cl.command_execution_status.COMPLETE)
     queue.finish()
     return (events[0][0], events[-1][-1]), time.perf_counter() - started
+
+
+@dataclass
+class Candidate:
+    """One config's kernels built on a runner's device, with their launches and workspace:
+    what a measurement runs, times and verifies.
+    """
+
+    runner: DeviceRunner
+    config: dict[str, int]
+    kernels: list[cl.Kernel]
+    launches: Sequence[LaunchSizes]
+    workspace: tuple[cl.Buffer, ...]
+    zeroed: int  # workspace elements the launches count in, zero-filled as a runtime does
+
+    def failed(self, status: Status, message: str) -> Measurement:
+        return Measurement(
+            self.config, status, flops=self.runner.workload.flops, message=first_lines(message)
+        )
+
+    def set_args(self, input_set: int) -> None:
+        args = (*self.runner.data.args(input_set), *self.workspace)
+        for kernel in self.kernels:
+            kernel.set_args(*args)
+
+    def launch(self, queue: cl.CommandQueue) -> list[cl.Event]:
+        """The launches with the arguments last set."""
+        return [
+            cl.enqueue_nd_range_kernel(queue, kernel, launch.global_size, launch.local_size)
+            for kernel, launch in zip(self.kernels, self.launches, strict=True)
+        ]
+
+    def enqueue(self, input_set: int) -> list[cl.Event]:
+        """All launches back to back: arguments are set first, so that no host work separates
+        them (a runtime enqueues prepared kernels the same way).
+        """
+        self.set_args(input_set)
+        return self.launch(self.runner.queue)
+
+    def run(self, input_set: int) -> float:
+        """Seconds from the first launch's start to the last one's end."""
+        events = self.enqueue(input_set)
+        events[-1].wait()
+        return (events[-1].profile.end - events[0].profile.start) * 1e-9
+
+    def verify(self, first: bool) -> Measurement | float:
+        """Input set 0 from a NaN output and workspace: a wrong result, or the error ratio.
+        Run once before timing and once after, since a race between work-groups that the first
+        run wins can lose the next ones.
+        """
+        runner, workspace, zeroed = self.runner, self.workspace, self.zeroed
+        runner.data.poison_output()
+        for buffer in workspace:  # a slice the launches forget to write shows as NaN
+            cl.enqueue_fill_buffer(runner.queue, buffer, np.float32(np.nan), 0, buffer.size)
+            if zeroed:  # ... but counters start at zero, as a runtime allocates them
+                cl.enqueue_fill_buffer(runner.queue, buffer, np.int32(0), 0, 4 * zeroed)
+        self.run(0)
+        error_ratio = runner.data.error_ratio()
+        after = "" if first else " after the timed runs"
+        if dirty := runner.dirty_counters(workspace, zeroed):
+            return self.failed(
+                Status.WRONG_RESULT,
+                f"left {dirty} of its {zeroed} zeroed workspace elements non-zero{after}; the "
+                "launches must leave them at zero for the next run",
+            )
+        if not error_ratio < 1.0:
+            return Measurement(
+                self.config, Status.WRONG_RESULT, flops=runner.workload.flops,
+                max_error=error_ratio,
+                message=("output" if first else "right on its first run, then")
+                + f" off the float64 reference by {error_ratio:.3g} x tolerance{after}",
+            )  # fmt: skip
+        return error_ratio
 
 
 def back_to_back_seconds(

@@ -37,7 +37,7 @@ from octune.core.results import (
 from octune.tuner.device import INSTALL_HINT, DeviceInfo
 from octune.tuner.disk import full_disk
 from octune.tuner.measure import first_lines
-from octune.tuner.strategies.base import get_strategy, proposals_due
+from octune.tuner.strategies.base import Strategy, get_strategy, proposals_due
 from octune.tuner.tuning_store import Scope, TuningStore
 from octune.tuner.workers import Measurer, MeasuringContext, Workers, default_timeout
 
@@ -355,6 +355,26 @@ def base_tiles(
     return rows
 
 
+#: What happens to each measurement once taken, in order (TVM's ``measure_callback``): a
+#: session stores it, hands it to its caller (a farm agent uploads it), lets the search learn
+#: from it and counts it; the confirm phase stores it and hands it over. Arguments: the session
+#: id, the measurement, its row in the config table (None in the confirm phase).
+MeasureCallback = Callable[[int, Measurement, int | None], None]
+
+
+@dataclass
+class _Opened:
+    """A search session as opened: where it writes, what proposes, how it measures."""
+
+    session_id: int
+    scope: Scope
+    search: Strategy
+    context: MeasuringContext
+    timeout: float
+    progress: Progress
+    started: float = 0.0  # when the search began measuring (the pipeline set up)
+
+
 def run_session(
     store: TuningStore,
     device: DeviceInfo,
@@ -370,10 +390,10 @@ def run_session(
     workers: Workers | None = None,
     on_measurement: Callable[[int, Measurement], None] | None = None,
 ) -> SessionReport:
-    """Tune one kernel on one workload. ``workers``: processes shared with the caller's other
-    sessions (``open_workers``); without them the session starts its own. ``on_measurement``
-    sees each measurement (with its session id, the confirm session's too) once it is stored:
-    a farm agent uploads it then.
+    """Tune one kernel on one workload: open a session, search, confirm the top. ``workers``:
+    processes shared with the caller's other sessions (``open_workers``); without them the
+    session starts its own. ``on_measurement`` sees each measurement (with its session id, the
+    confirm session's too) once it is stored: a farm agent uploads it then.
     """
     settings = settings or Settings()
     if workers is None:
@@ -384,6 +404,59 @@ def run_session(
                 on_measurement=on_measurement,
             )  # fmt: skip
     check_seed(seed)
+    opened = _open(store, device, kernel, workload, table, strategy, budget, settings, seed)
+    handed: list[MeasureCallback] = [_stored(store)]
+    if on_measurement is not None:
+        handed.append(lambda session_id, m, _row: on_measurement(session_id, m))
+    callbacks = [*handed, _learned(opened), _counted(opened, on_result)]
+    interrupted, systematic, disk = _search(
+        store, opened, table, budget, settings, workers, callbacks
+    )
+    if disk is not None:
+        raise OctuneError(disk)
+    if systematic is not None:
+        raise SystematicFailure(
+            f"stopped {kernel.name} for {workload} on {device.name} after its first "
+            f"{SYSTEMATIC_AFTER} candidates all failed with {systematic}; they are stored. The "
+            "device cannot run this kernel: see `octune devices`, pick another with --device, "
+            f"or {INSTALL_HINT}",
+            SessionReport(opened.session_id, opened.progress, interrupted=False),
+        )
+    confirmed: tuple[Measurement, ...] = ()
+    confirm_session_id = None
+    top = [] if interrupted else _to_confirm(store, opened.scope, settings)
+    if top:
+        fresh_seed = None if seed is None else seed + 1  # fresh inputs, reproducibly
+        confirm_session_id = store.start_session(
+            *opened.scope, strategy=CONFIRM_STRATEGY, seed=fresh_seed,
+            settings={"repeats": CONFIRM["repeats"], "octune_version": version("octune")},
+        )  # fmt: skip
+        try:
+            context = replace(opened.context, seed=fresh_seed, **CONFIRM)
+            measurer = workers.measurer(context, opened.timeout)
+            confirmed = _confirm(store, measurer, confirm_session_id, top, handed)
+        except KeyboardInterrupt:
+            interrupted = True
+            workers.close()
+    return SessionReport(
+        opened.session_id, opened.progress, interrupted, confirmed, confirm_session_id
+    )
+
+
+def _open(
+    store: TuningStore,
+    device: DeviceInfo,
+    kernel: KernelSpec,
+    workload: Workload,
+    table: ConfigTable,
+    strategy: str,
+    budget: Budget,
+    settings: Settings,
+    seed: int | None,
+) -> _Opened:
+    """The session's rows and its search: what earlier sessions measured is skipped, and a
+    search that learns starts from the history of the kernel version.
+    """
     strategy_class = get_strategy(strategy)
     store.close_dead_sessions()
     device_id = store.device_id(device)
@@ -393,7 +466,6 @@ def run_session(
     workload_id = store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype)
     done_keys = store.measured_config_keys(device_id, kernel_id, workload_id)
     done_rows = {row for row in (table.index_json(key) for key in done_keys) if row is not None}
-    scope = (device_id, kernel_id, workload_id)
     # --resume finishes the budget: what any session measured or is measuring now, and how
     # long the earlier ones took, counts against it.
     earlier_s = store.search_seconds(device_id, kernel_id, workload_id) if settings.resume else 0.0
@@ -414,61 +486,66 @@ def run_session(
         search = strategy_class(table, seed=seed, skip=done_rows)
     timeout = settings.timeout or default_timeout(workload)
     context = MeasuringContext(
-        device_fingerprint=device.fingerprint,
-        kernel=kernel,
-        workload=workload,
-        seed=seed,
-        cache_root=settings.cache_root,
-        energy=settings.energy,
-    )
+        device_fingerprint=device.fingerprint, kernel=kernel, workload=workload, seed=seed,
+        cache_root=settings.cache_root, energy=settings.energy,
+    )  # fmt: skip
     session_id = store.start_session(
-        device_id,
-        kernel_id,
-        workload_id,
-        strategy=strategy,
-        seed=seed,
+        device_id, kernel_id, workload_id, strategy=strategy, seed=seed,
         settings={
-            "budget_candidates": budget.candidates,
-            "budget_seconds": budget.seconds,
-            "patience": budget.patience,
-            "jobs": settings.jobs,
-            "timeout_s": timeout,
-            "objective": settings.objective,
-            "octune_version": version("octune"),
+            "budget_candidates": budget.candidates, "budget_seconds": budget.seconds,
+            "patience": budget.patience, "jobs": settings.jobs, "timeout_s": timeout,
+            "objective": settings.objective, "octune_version": version("octune"),
         },
-    )
+    )  # fmt: skip
     log.info(
         "session %d: %s on %s, %s, %d configs (%d measured before), strategy %s, timeout %.0f s",
         session_id, kernel.name, device.name, workload, len(table), len(done_rows), strategy,
         timeout,
     )  # fmt: skip
     progress = Progress(
-        space_size=len(table),
-        already_measured=len(done_rows),
-        objective=settings.objective,
+        space_size=len(table), already_measured=len(done_rows), objective=settings.objective,
         earlier_s=earlier_s,
-    )
+    )  # fmt: skip
+    scope = (device_id, kernel_id, workload_id)
+    return _Opened(session_id, scope, search, context, timeout, progress)
+
+
+def _search(
+    store: TuningStore,
+    opened: _Opened,
+    table: ConfigTable,
+    budget: Budget,
+    settings: Settings,
+    workers: Workers,
+    callbacks: list[MeasureCallback],
+) -> tuple[bool, str | None, str | None]:
+    """Propose, claim, build ahead and measure until the budget, patience, a systematic
+    failure, a full disk or an interrupt ends it; each result through ``callbacks``. Whether
+    it was interrupted, the systematic failure and why the disk stopped it, if so.
+    """
+    session_id, scope, progress = opened.session_id, opened.scope, opened.progress
     interrupted = False
     systematic: str | None = None
-    disk: str | None = None  # why the disk stopped the session
+    disk: str | None = None
     # The budget is the search's: switching the measurer to this workload (its inputs and
     # their float64 reference) is the run's cost, not the session's, or a short share of a
     # large layer would be spent before its first candidate.
-    pipeline = Pipeline(context, workers, timeout)
-    started = time.monotonic()
+    pipeline = Pipeline(opened.context, workers, opened.timeout)
+    opened.started = time.monotonic()
+
+    def elapsed() -> float:
+        return progress.earlier_s + time.monotonic() - opened.started
+
     try:
         while True:
             due = proposals_due(pipeline.window, pipeline.pending)
             proposed: list[int] = []
             if due:
-                room = budget.room(
-                    store.taken(scope) if settings.resume
-                    else progress.tried + pipeline.pending,
-                    earlier_s + time.monotonic() - started,
-                )  # fmt: skip
+                done = store.taken(scope) if settings.resume else progress.tried + pipeline.pending
+                room = budget.room(done, elapsed())
                 thinking = time.monotonic()
                 if room > 0:
-                    proposed = search.propose(min(due, room))
+                    proposed = opened.search.propose(min(due, room))
                 progress.strategy_s += time.monotonic() - thinking
                 for row in proposed:  # a config another search is measuring is left to it
                     if store.claim(session_id, scope, table.config(row)):
@@ -480,21 +557,12 @@ def run_session(
             row, measurement = pipeline.next_result()
             if measurement.status in _DISK_STATUSES and (disk := full_disk()) is not None:
                 break
-            store.add_measurement(session_id, measurement)
-            _log_candidate(session_id, measurement)
-            if on_measurement is not None:
-                on_measurement(session_id, measurement)
-            thinking = time.monotonic()
-            search.observe(row, measurement)
-            progress.strategy_s += time.monotonic() - thinking
-            progress.elapsed_s = time.monotonic() - started
-            progress.record(measurement)
-            if on_result is not None:
-                on_result(progress)
+            for callback in callbacks:
+                callback(session_id, measurement, row)
             systematic = progress.systematic_failure
             if systematic is not None:
                 break
-            if budget.timed_out(earlier_s + time.monotonic() - started) or (
+            if budget.timed_out(elapsed()) or (
                 budget.patience is not None and progress.since_improvement >= budget.patience
             ):
                 break  # builds still in flight are dropped, never stored
@@ -504,33 +572,42 @@ def run_session(
         pipeline.close(interrupted=interrupted)
         ending = "interrupted" if interrupted or disk else "failed" if systematic else "completed"
         store.finish_session(session_id, ending)
-    if disk is not None:
-        raise OctuneError(disk)
-    if systematic is not None:
-        raise SystematicFailure(
-            f"stopped {kernel.name} for {workload} on {device.name} after its first "
-            f"{SYSTEMATIC_AFTER} candidates all failed with {systematic}; they are stored. The "
-            "device cannot run this kernel: see `octune devices`, pick another with --device, "
-            f"or {INSTALL_HINT}",
-            SessionReport(session_id, progress, interrupted=False),
-        )
-    confirmed: tuple[Measurement, ...] = ()
-    confirm_session_id = None
-    top = [] if interrupted else _to_confirm(store, scope, settings)
-    if top:
-        fresh_seed = None if seed is None else seed + 1  # fresh inputs, reproducibly
-        confirm_session_id = store.start_session(
-            device_id, kernel_id, workload_id, strategy=CONFIRM_STRATEGY,
-            seed=fresh_seed,
-            settings={"repeats": CONFIRM["repeats"], "octune_version": version("octune")},
-        )  # fmt: skip
-        try:
-            measurer = workers.measurer(replace(context, seed=fresh_seed, **CONFIRM), timeout)
-            confirmed = _confirm(store, measurer, confirm_session_id, top, on_measurement)
-        except KeyboardInterrupt:
-            interrupted = True
-            workers.close()
-    return SessionReport(session_id, progress, interrupted, confirmed, confirm_session_id)
+    return interrupted, systematic, disk
+
+
+def _stored(store: TuningStore) -> MeasureCallback:
+    """Commits each measurement as it comes, so a killed session loses only those in flight."""
+
+    def store_it(session_id: int, measurement: Measurement, _row: int | None) -> None:
+        store.add_measurement(session_id, measurement)
+        _log_candidate(session_id, measurement)
+
+    return store_it
+
+
+def _learned(opened: _Opened) -> MeasureCallback:
+    """The search (its cost model, for ``model``) learns from each result; timed as its own."""
+
+    def learn(_session_id: int, measurement: Measurement, row: int | None) -> None:
+        thinking = time.monotonic()
+        if row is not None:
+            opened.search.observe(row, measurement)
+        opened.progress.strategy_s += time.monotonic() - thinking
+
+    return learn
+
+
+def _counted(opened: _Opened, on_result: Callable[[Progress], None] | None) -> MeasureCallback:
+    """The progress a display and the stopping rules read, shown after each result."""
+    progress = opened.progress
+
+    def count(_session_id: int, measurement: Measurement, _row: int | None) -> None:
+        progress.elapsed_s = time.monotonic() - opened.started
+        progress.record(measurement)
+        if on_result is not None:
+            on_result(progress)
+
+    return count
 
 
 def _log_candidate(session_id: int, measurement: Measurement) -> None:
@@ -561,7 +638,7 @@ def _confirm(
     measurer: Measurer,
     session_id: int,
     top: list[dict[str, int]],
-    on_measurement: Callable[[int, Measurement], None] | None,
+    callbacks: list[MeasureCallback],
 ) -> tuple[Measurement, ...]:
     """Re-measure the top candidates with more repeats (on fresh inputs), in a session of their
     own, so that a lucky run cannot crown a config: `best` prefers confirmed results.
@@ -571,9 +648,8 @@ def _confirm(
     try:
         for config in top:
             result = measurer.measure(config)
-            store.add_measurement(session_id, result)
-            if on_measurement is not None:
-                on_measurement(session_id, result)
+            for callback in callbacks:
+                callback(session_id, result, None)
             results.append(result)
         status = "completed"
     finally:

@@ -19,7 +19,7 @@ from octune.tuner.strategies.base import (
     proposals_due,
 )
 
-DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+DATA = Path(__file__).resolve().parent / "data"  # copies of benchmarks/data recordings
 BATCHES = (1, 5, 3, 8)  # a session feeding parallel builds asks for batches of any size
 
 

@@ -24,6 +24,7 @@ from octune.lookup.tables import default_config
 from octune.tuner import programs
 from octune.tuner.device import DeviceInfo
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.memory_store import MemoryStore
 from octune.tuner.programs import ProgramCache
 from octune.tuner.session import (
     CONFIRM_WITHIN,
@@ -41,7 +42,7 @@ from octune.tuner.session import (
 )
 from octune.tuner.workers import Measurer, MeasuringContext, Workers
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 WORKLOAD = gemm_workload(21, 18, 7)
 
 
@@ -128,11 +129,13 @@ def test_a_config_is_confirmed_once(
     assert top <= first | second  # every top config confirmed, once
 
 
+@pytest.mark.parametrize("memory", [False, True], ids=["database", "memory"])
 def test_patience_stops_at_the_first_candidate_without_improvement(
-    tmp_path: Path, device_info: DeviceInfo
+    tmp_path: Path, device_info: DeviceInfo, memory: bool
 ) -> None:
+    """On the database and on the in-memory store alike: the protocol is all a session needs."""
     kernel = fixture_kernel("naive")
-    store = Store(f"sqlite:///{tmp_path / 'patience.db'}")
+    store = MemoryStore() if memory else Store(f"sqlite:///{tmp_path / 'patience.db'}")
     settings = Settings(jobs=0, confirm=0, cache_root=str(tmp_path / "cache"))
     report = run_session(
         store, device_info, kernel, WORKLOAD, kernel.space.enumerate(device_info.limits),

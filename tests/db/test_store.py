@@ -20,6 +20,7 @@ from octune.db.engine import alembic_config
 from octune.db.models import Base
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo
+from octune.tuner.memory_store import MemoryStore
 from octune.tuner.tuning_store import TuningStore
 
 DEVICE = DeviceInfo(
@@ -301,9 +302,12 @@ def test_read_only_directory_is_a_store_error(tmp_path):
         tmp_path.chmod(0o700)
 
 
-def test_the_store_has_every_method_of_the_tuners_protocol_with_its_signature() -> None:
+@pytest.mark.parametrize("implementation", [Store, MemoryStore], ids=["database", "memory"])
+def test_the_store_has_every_method_of_the_tuners_protocol_with_its_signature(
+    implementation: type,
+) -> None:
     """The tuner types its store as ``TuningStore`` and never imports ``octune.db``: the
-    protocol and the store must not drift apart.
+    protocol and its implementations must not drift apart.
     """
 
     def parameters(method: object) -> list[tuple[str, object, object]]:
@@ -313,4 +317,6 @@ def test_the_store_has_every_method_of_the_tuners_protocol_with_its_signature() 
     members = [name for name in vars(TuningStore) if not name.startswith("_")]
     assert len(members) >= 17
     for name in members:
-        assert parameters(getattr(Store, name)) == parameters(getattr(TuningStore, name)), name
+        assert parameters(getattr(implementation, name)) == parameters(
+            getattr(TuningStore, name)
+        ), name

@@ -19,7 +19,7 @@ from octune.core.errors import OctuneError
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import extract_layers, load_model
 
-FIXTURE = Path(__file__).parent / "fixtures" / "user_kernel"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "user_kernel"
 
 
 def _folder(tmp_path: Path) -> Path:

@@ -29,7 +29,7 @@ from octune.tuner.device import DeviceInfo
 from octune.tuner.strategies.model import MAX_WORK_OCTAVES, TRANSFER_CHECK, ModelSearch
 from octune.tuner.strategies.random import RandomSearch
 
-DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+DATA = Path(__file__).resolve().parent / "data"  # copies of benchmarks/data recordings
 BUDGET = 150
 SEEDS = range(5)
 

@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from octune.core.results import Measurement, Status
-from octune.db.store import Store
 from octune.tuner.campaign import Task, Turn, for_device, measured_weights, tasks_for, tune_in_turn
 from octune.tuner.device import DeviceInfo
+from octune.tuner.memory_store import MemoryStore
 from octune.tuner.session import Budget, Progress, SessionReport, Settings, run_session
 from octune.tuner.workers import Workers
 
@@ -50,9 +50,7 @@ def test_each_workload_keeps_the_kernels_that_suit_it_best() -> None:
     assert set(left_out) == {t.kernel.name for t in nchw} - {"conv2d_panel"}
 
 
-def test_a_campaign_measures_every_task_before_any_gets_more(
-    tmp_path, device_info: DeviceInfo
-) -> None:
+def test_a_campaign_measures_every_task_before_any_gets_more(device_info: DeviceInfo) -> None:
     """The library's campaign, which `octune tune` and a farm agent both run: the heaviest
     task first, each task measured in the first round, then what is left by weight, and never
     more candidates than the total. In the space's order, whose first values are the cautious
@@ -63,23 +61,23 @@ def test_a_campaign_measures_every_task_before_any_gets_more(
         for size, weight in ((16, 1.0), (32, 3.0), (24, 2.0))
         for task in tasks_for("gemm_panel", {"m": size, "n": size, "k": size}, weight=weight)
     ]
-    with Store(f"sqlite:///{tmp_path / 'campaign.db'}") as store:
-        places: list[str] = []
+    store = MemoryStore()  # the in-memory TuningStore: a campaign needs nothing more
+    places: list[str] = []
 
-        def tune(
-            task: Task, part: Budget, workers: Workers, settings: Settings, place: str
-        ) -> SessionReport:
-            places.append(place)
-            table = task.kernel.space.enumerate(device_info.limits)
-            return run_session(store, device_info, task.kernel, task.workload, table,
-                               strategy="exhaustive", budget=part, settings=settings,
-                               workers=workers)  # fmt: skip
+    def tune(
+        task: Task, part: Budget, workers: Workers, settings: Settings, place: str
+    ) -> SessionReport:
+        places.append(place)
+        table = task.kernel.space.enumerate(device_info.limits)
+        return run_session(store, device_info, task.kernel, task.workload, table,
+                           strategy="exhaustive", budget=part, settings=settings,
+                           workers=workers)  # fmt: skip
 
-        settings = Settings(jobs=0, confirm=0)
-        turns = list(tune_in_turn(tasks, Budget(candidates=9), tune, device=device_info,
-                                  settings=settings))  # fmt: skip
-        stored = {task.workload.key: store.best(device_info.fingerprint, "gemm_panel",
-                                                task.workload.key) for task in tasks}  # fmt: skip
+    settings = Settings(jobs=0, confirm=0)
+    turns = list(tune_in_turn(tasks, Budget(candidates=9), tune, device=device_info,
+                              settings=settings))  # fmt: skip
+    stored = {task.workload.key: store.best(device_info.fingerprint, "gemm_panel",
+                                            task.workload.key) for task in tasks}  # fmt: skip
     weights = [turn.task.weight for turn in turns]
     assert weights[:3] == [3.0, 2.0, 1.0]  # the first round, heaviest first
     assert all(turn.report.progress.tried >= 1 for turn in turns[:3])

@@ -541,7 +541,7 @@ def test_tune_model_shares_the_budget_by_estimated_time(tmp_path: Path) -> None:
     rows = json.loads(summary.read_text())
     # Estimated shares 71.8 and 28.2 (the small GEMM moves more than it computes): the big
     # layer first, one candidate each (a quarter of an even part, at least one), then the 8
-    # left by the layers' measured times (tests/test_campaign.py checks that split).
+    # left by the layers' measured times (tests/tuner/test_campaign.py checks that split).
     assert rows[0]["workload"] == "GEMM NN 48x32x40"
     assert [row["tried_now"] >= 1 for row in rows] == [True, True]
     assert sum(row["tried_now"] for row in rows) == 10
