@@ -32,8 +32,17 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
-from octune.core.errors import OctuneError
 from octune.core.results import Measurement, Status
+from octune.db.job_rules import (
+    ACTIVE,
+    QueueError,
+    cancel,
+    end,
+    end_sessions,
+    may_cancel,
+    take_back,
+    trusted,
+)
 from octune.db.models import (
     SESSION_END_STATUSES,
     TRUSTED_SCOPE,
@@ -57,18 +66,8 @@ from octune.db.recording import Recording, measurement_values
 if TYPE_CHECKING:
     from octune.tuner.device import DeviceInfo
 
-#: A job that is neither finished nor cancelled.
-ACTIVE = ("queued", "running")
 #: Jobs, and sessions of a job, a listing shows at most.
 LISTED = 500
-
-
-class QueueError(OctuneError):
-    """A queue request that cannot be honoured; ``status`` is the HTTP status that says why."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -225,9 +224,9 @@ class JobQueue(Recording):
             job = session.scalar(select(FarmJob).where(FarmJob.id == job_id).with_for_update())
             if job is None:
                 raise QueueError(404, f"no job {job_id}: see `octune jobs list`")
-            _may_cancel(session, session.get(JobSubmission, job.submission_id), token_id,
+            may_cancel(session, session.get(JobSubmission, job.submission_id), token_id,
                         f"job {job_id}")  # fmt: skip
-            _cancel(session, job)
+            cancel(session, job)
         return self._view(job_id)
 
     def cancel_submission(self, submission_id: int, token_id: int) -> list[int]:
@@ -238,13 +237,13 @@ class JobQueue(Recording):
             row = session.get(JobSubmission, submission_id, with_for_update=True)
             if row is None:
                 raise QueueError(404, f"no submission {submission_id}: see `octune jobs list`")
-            _may_cancel(session, row, token_id, f"submission {submission_id}")
+            may_cancel(session, row, token_id, f"submission {submission_id}")
             row.status = "cancelled"
             jobs = session.scalars(
                 select(FarmJob).where(FarmJob.submission_id == submission_id).with_for_update()
             ).all()
             for job in jobs:
-                _cancel(session, job)
+                cancel(session, job)
             return [job.id for job in jobs]
 
     # -- agents -----------------------------------------------------------------------------
@@ -292,7 +291,7 @@ class JobQueue(Recording):
         now = utcnow()
         with self._locked() as session:
             self._agent(session, agent_id, token_id)
-            own_trust = _trusted(session, token_id)
+            own_trust = trusted(session, token_id)
             submitted_trusted = (
                 select(JobSubmission.id)
                 .join(ApiToken, ApiToken.id == JobSubmission.token_id)
@@ -336,7 +335,7 @@ class JobQueue(Recording):
                 )
                 if job is None:
                     return None
-                if job.status == "running" and _take_back(session, job) == "failed":
+                if job.status == "running" and take_back(session, job) == "failed":
                     job = None
                     continue
                 job.status = "running"
@@ -388,15 +387,15 @@ class JobQueue(Recording):
             job = self._held(session, job_id, agent_id, token_id, epoch)
             job.tried_s = max(job.tried_s, tried_s)
             if error is None:
-                _end(session, job, "completed")
+                end(session, job, "completed")
             else:
                 job.failures += 1
                 job.reason = error
                 submission = session.get(JobSubmission, job.submission_id)
                 if submission is not None and job.failures >= submission.max_attempts:
-                    _end(session, job, "failed")
+                    end(session, job, "failed")
                 else:
-                    _end_sessions(session, job)
+                    end_sessions(session, job)
                     job.status, job.lease_agent_id, job.lease_expires_at = "queued", None, None
         return self._view(job_id)
 
@@ -412,7 +411,7 @@ class JobQueue(Recording):
                 .with_for_update(skip_locked=True)
             ).all()
             for job in jobs:
-                if _take_back(session, job) == "queued":
+                if take_back(session, job) == "queued":
                     job.status, job.lease_expires_at = "queued", None
         return len(jobs)
 
@@ -647,63 +646,3 @@ class JobQueue(Recording):
             )
             for agent in agents
         ]
-
-
-def _trusted(session: Session, token_id: int) -> bool:
-    return session.scalar(select(ApiToken.scope).where(ApiToken.id == token_id)) == TRUSTED_SCOPE
-
-
-def _may_cancel(
-    session: Session, submission: JobSubmission | None, token_id: int, what: str
-) -> None:
-    if (
-        submission is not None
-        and submission.token_id != token_id
-        and not _trusted(session, token_id)
-    ):
-        raise QueueError(
-            403, f"{what} was submitted with another token: cancel it with that one, or a "
-            "trusted token",
-        )  # fmt: skip
-
-
-def _cancel(session: Session, job: FarmJob) -> None:
-    if job.status in ACTIVE:
-        _end(session, job, "cancelled")
-
-
-def _end(session: Session, job: FarmJob, status: str) -> None:
-    """The last holder stays named, so that a holder's repeated "completed" is recognised."""
-    _end_sessions(session, job)
-    job.status, job.finished_at, job.lease_expires_at = status, utcnow(), None
-
-
-def _take_back(session: Session, job: FarmJob) -> str:
-    """An expired lease of ``job``: an attempt counted, then ``failed`` (its last attempt, the
-    job ended) or ``queued`` (the lease's sessions ended: it sends no more).
-    """
-    holder = session.get(FarmAgent, job.lease_agent_id)
-    job.failures += 1
-    job.reason = (
-        f"the lease of agent '{holder.name if holder else '?'}' expired: it stopped "
-        "heartbeating (killed, or its machine or device crashed)"
-    )
-    submission = session.get(JobSubmission, job.submission_id)
-    if submission is not None and job.failures >= submission.max_attempts:
-        _end(session, job, "failed")
-        return "failed"
-    _end_sessions(session, job)
-    return "queued"
-
-
-def _end_sessions(session: Session, job: FarmJob) -> None:
-    """Mark "interrupted" the job's sessions still "running", as its lease ends: no agent
-    will send their last status (the holder was killed, or drops the job at its next call
-    and is refused from then on), and without this they would look "running" for ever.
-    """
-    uploaded = select(JobSession.session_id).where(JobSession.job_id == job.id)
-    session.execute(
-        update(TuningSession)
-        .where(TuningSession.id.in_(uploaded), TuningSession.status == "running")
-        .values(status="interrupted", finished_at=utcnow())
-    )

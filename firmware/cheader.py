@@ -244,32 +244,8 @@ def _kernel(table: KernelTable, template: str) -> dict[str, Any]:
     configs: dict[tuple[int, ...], int] = {table.default_config: 0}
     for entry in (*tuned, *predictions):
         configs.setdefault(entry.config, len(configs))
-    params = {name: i for i, name in enumerate(table.parameters)}
-    variables = {name: i for i, name in enumerate(problem.variables)}
-
-    def c(text: str) -> str:
-        return _c(text, params, variables, table.limits)
-
-    dims = len(table.launch_local)
     define_names = [*problem.flag_defines, *table.parameters]
-    limit_checks = [
-        f"    if (l[{d}] > INT64_C({limit})) return 0;"
-        for d in range(dims)
-        if (limit := table.limits.get(f"max_work_item_size_{d}")) is not None
-    ]
-    group_limit = table.limits.get("max_work_group_size")
-    if group_limit is not None:
-        limit_checks.append(f"    if (group > INT64_C({group_limit})) return 0;")
-    inside = "    inside = 0;"
-    bounds = size_bounds(tuned, len(problem.sizes)).get(dtype)
-    if bounds is not None:  # as KernelIndex.inside
-        low, high = bounds
-        checks = " || ".join(
-            f"q[{d}] < {low[d]} || q[{d}] > {high[d]}" for d in range(len(problem.sizes))
-        )
-        inside = f"    inside = !({checks});"
     parts = source_parts(template)
-    buffer = table.limits.get("max_buffer_bytes")
     return {
         "p": p,
         "macro": p.upper(),
@@ -282,7 +258,7 @@ def _kernel(table: KernelTable, template: str) -> dict[str, Any]:
         "nparams": len(table.parameters),
         "ndefines": len(define_names),
         "first_param": len(problem.flag_defines),
-        "dims": dims,
+        "dims": len(table.launch_local),
         "nkeys": len(problem.keys),
         "nsizes": len(problem.sizes),
         "nvars": len(problem.variables),
@@ -302,6 +278,46 @@ def _kernel(table: KernelTable, template: str) -> dict[str, Any]:
             f"    cfg->defines[{i}] = (int)q[{problem.keys.index(key)}];"
             for i, key in enumerate(problem.flag_defines.values())
         ),
+        **_launch_code(table),
+        "shape_checks": _shape_checks(table),
+        "inside": _inside(table, tuned),
+        "flops": _c(problem.flops, {}, {n: i for i, n in enumerate(problem.variables)}, {}),
+    }
+
+
+def _launch_code(table: KernelTable) -> dict[str, Any]:
+    """The launch sizes, follow-up launches and workspace in C, with the device's limits
+    checked as ``KernelIndex.launch`` checks them.
+    """
+    params = {name: i for i, name in enumerate(table.parameters)}
+    variables = {name: i for i, name in enumerate(table.problem.variables)}
+
+    def c(text: str) -> str:
+        return _c(text, params, variables, table.limits)
+
+    limit_checks = [
+        f"    if (l[{d}] > INT64_C({limit})) return 0;"
+        for d in range(len(table.launch_local))
+        if (limit := table.limits.get(f"max_work_item_size_{d}")) is not None
+    ]
+    group_limit = table.limits.get("max_work_group_size")
+    if group_limit is not None:
+        limit_checks.append(f"    if (group > INT64_C({group_limit})) return 0;")
+    buffer = table.limits.get("max_buffer_bytes")
+    then = [
+        {
+            "entry": c_string(step.entry),
+            "sizes": [
+                {"global_": c(global_), "local": c(local),
+                 "limit": table.limits.get(f"max_work_item_size_{d}")}
+                for d, (global_, local) in enumerate(
+                    zip(step.launch_global, step.launch_local, strict=True)
+                )
+            ],
+        }
+        for step in table.then
+    ]  # fmt: skip
+    return {
         "global_lines": "\n".join(
             f"    g[{d}] = {c(text)};" for d, text in enumerate(table.launch_global)
         ),
@@ -310,28 +326,22 @@ def _kernel(table: KernelTable, template: str) -> dict[str, Any]:
         ),
         "limit_checks": "\n".join(limit_checks),
         "group_limit": group_limit,
-        "then": [
-            {
-                "entry": c_string(step.entry),
-                "sizes": [
-                    {
-                        "global_": c(global_),
-                        "local": c(local),
-                        "limit": table.limits.get(f"max_work_item_size_{d}"),
-                    }
-                    for d, (global_, local) in enumerate(
-                        zip(step.launch_global, step.launch_local, strict=True)
-                    )
-                ],
-            }
-            for step in table.then
-        ],
+        "then": then,
         "workspace": "0" if table.workspace is None else c(table.workspace),
         "workspace_limit": "" if buffer is None else f" || workspace > INT64_C({buffer // 4})",
-        "shape_checks": _shape_checks(table),
-        "inside": inside,
-        "flops": _c(problem.flops, {}, variables, {}),
     }
+
+
+def _inside(table: KernelTable, tuned: Sequence[Entry]) -> str:
+    """C setting ``inside`` as ``KernelIndex.inside``: every size within the tuned range."""
+    bounds = size_bounds(tuned, len(table.problem.sizes)).get(table.dtype)
+    if bounds is None:
+        return "    inside = 0;"
+    low, high = bounds
+    checks = " || ".join(
+        f"q[{d}] < {low[d]} || q[{d}] > {high[d]}" for d in range(len(table.problem.sizes))
+    )
+    return f"    inside = !({checks});"
 
 
 def _family(name: str, dtype: str, tables: Sequence[KernelTable]) -> dict[str, Any]:

@@ -178,25 +178,9 @@ def build_table(
     on the device, else the installed kernel (then only the default can answer). Retired
     versions are never answered from. ``model`` adds its answers to ``predictions``.
     """
-    from octune.catalogue.registry import KernelSpec, load_kernel, retired_versions
+    from octune.catalogue.registry import KernelSpec
 
-    retired = retired_versions(kernel_name)
-    if kernel_sha256 in retired:
-        raise QueryError(
-            f"{kernel_name} version {kernel_sha256[:12]} is retired ({retired[kernel_sha256]}); "
-            "omit the hash to use the latest version in service"
-        )
-    stored = store.lookup_kernel(device.fingerprint, kernel_name, kernel_sha256, skip=retired)
-    if stored is None:
-        installed = load_kernel(kernel_name)  # unknown names: one line with the closest match
-        if kernel_sha256 not in (None, installed.sha256):
-            raise QueryError(
-                f"no {kernel_name} kernel version {kernel_sha256} in database {store.url}; "
-                "omit the hash to use the latest"
-            )
-        stored = StoredKernel(
-            installed.name, installed.sha256, installed.source, installed.space.source_text
-        )
+    stored = _version(store, device, kernel_name, kernel_sha256)
     space = stored_space(stored)
     spec = KernelSpec(stored.name, stored.template_source, space)
     problem = problem_spec(space.problem)
@@ -205,6 +189,78 @@ def build_table(
     sample = problem_sample(problem)
     defines = spec.defines(dict(zip(space.parameter_names, default, strict=True)), sample)
     options = spec.build_options(dict(zip(space.parameter_names, default, strict=True)), sample)
+    table = KernelTable(
+        kernel=stored.name,
+        sha256=stored.sha256,
+        entry=space.entry,
+        device_fingerprint=device.fingerprint,
+        problem=problem,
+        parameters=space.parameter_names,
+        launch_global=tuple(space.written_out(e) for e in space.launch_global),
+        launch_local=tuple(space.written_out(e) for e in space.launch_local),
+        workspace=None if space.workspace is None else space.written_out(space.workspace),
+        then=tuple(
+            FollowUp(
+                step.entry,
+                tuple(space.written_out(e) for e in step.global_),
+                tuple(space.written_out(e) for e in step.local),
+            )
+            for step in space.follow_ups
+        ),
+        limits=_named_limits(space, limits),
+        default_config=default,
+        extra_build_options=tuple(options[len(defines) :]),
+        tuned=_tuned_entries(store, device, stored, space, problem, limits),
+        predictions=tuple(predictions),
+        requires=(
+            *(expression.text for expression in space.requires),
+            *default_layouts(problem, stored),
+        ),
+        fit=space.fit(device.device_type),
+        dtype=space.dtype,
+    )
+    if model is None:
+        return table
+    return replace(table, predictions=(*table.predictions, *model(store, device, table)))
+
+
+def _version(
+    store: Store, device: StoredDevice, kernel_name: str, kernel_sha256: str | None
+) -> StoredKernel:
+    """The kernel version a table answers for: the pinned one, else the one last tuned on the
+    device, else the installed one; never a retired one.
+    """
+    from octune.catalogue.registry import load_kernel, retired_versions
+
+    retired = retired_versions(kernel_name)
+    if kernel_sha256 in retired:
+        raise QueryError(
+            f"{kernel_name} version {kernel_sha256[:12]} is retired ({retired[kernel_sha256]}); "
+            "omit the hash to use the latest version in service"
+        )
+    stored = store.lookup_kernel(device.fingerprint, kernel_name, kernel_sha256, skip=retired)
+    if stored is not None:
+        return stored
+    installed = load_kernel(kernel_name)  # unknown names: one line with the closest match
+    if kernel_sha256 not in (None, installed.sha256):
+        raise QueryError(
+            f"no {kernel_name} kernel version {kernel_sha256} in database {store.url}; "
+            "omit the hash to use the latest"
+        )
+    return StoredKernel(
+        installed.name, installed.sha256, installed.source, installed.space.source_text
+    )
+
+
+def _tuned_entries(
+    store: Store,
+    device: StoredDevice,
+    stored: StoredKernel,
+    space: SearchSpace,
+    problem: Problem,
+    limits: Mapping[str, int],
+) -> tuple[Entry, ...]:
+    """Each tuned workload's best config the space, as it stands, can still launch."""
     entries = []
     for row in store.best_per_workload(device.fingerprint, stored.name, stored.sha256):
         if row.problem != problem.name:
@@ -224,49 +280,24 @@ def build_table(
                 workload_key=row.workload_key,
             )
         )
+    return tuple(entries)
+
+
+def _named_limits(space: SearchSpace, limits: Mapping[str, int]) -> dict[str, int]:
+    """The device limits the lookup checks launches against: the work-group and work-item
+    limits, those the launch and workspace expressions name, and the largest buffer.
+    """
     dims = max(len(step.local) for step in space.launch_steps)
     sizes = [e for step in space.launch_steps for e in (*step.global_, *step.local)]
     if space.workspace is not None:
         sizes.append(space.workspace)
-    named_limits = {
+    named = {
         "max_work_group_size",
         *(f"max_work_item_size_{i}" for i in range(dims)),
         *(n for e in sizes for n in e.names if n in limits),
         *(["max_buffer_bytes"] if space.workspace is not None else []),  # one buffer holds it
     }
-    table = KernelTable(
-        kernel=stored.name,
-        sha256=stored.sha256,
-        entry=space.entry,
-        device_fingerprint=device.fingerprint,
-        problem=problem,
-        parameters=space.parameter_names,
-        launch_global=tuple(space.written_out(e) for e in space.launch_global),
-        launch_local=tuple(space.written_out(e) for e in space.launch_local),
-        workspace=None if space.workspace is None else space.written_out(space.workspace),
-        then=tuple(
-            FollowUp(
-                step.entry,
-                tuple(space.written_out(e) for e in step.global_),
-                tuple(space.written_out(e) for e in step.local),
-            )
-            for step in space.follow_ups
-        ),
-        limits={name: limits[name] for name in sorted(named_limits)},
-        default_config=default,
-        extra_build_options=tuple(options[len(defines) :]),
-        tuned=tuple(entries),
-        predictions=tuple(predictions),
-        requires=(
-            *(expression.text for expression in space.requires),
-            *default_layouts(problem, stored),
-        ),
-        fit=space.fit(device.device_type),
-        dtype=space.dtype,
-    )
-    if model is None:
-        return table
-    return replace(table, predictions=(*table.predictions, *model(store, device, table)))
+    return {name: limits[name] for name in sorted(named)}
 
 
 def stored_shape(problem: Problem, shape: Mapping[str, int]) -> tuple[int, ...]:

@@ -12,14 +12,11 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cache
-from importlib import resources
 
 import numpy as np
 import onnx
 import pyopencl as cl
 
-from octune.catalogue.registry import expand_includes
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
@@ -27,6 +24,7 @@ from octune.runtime import layout
 from octune.runtime.fold import Folder, gap_offsets, live
 from octune.runtime.onnx_loader import load_graph
 from octune.runtime.operators import RESIZE_COORDINATES, RESIZE_NEAREST
+from octune.runtime.ops_cl import ACTIVATIONS, FUNCTIONS, MODES, REDUCTIONS, divisor, ops_source
 from octune.runtime.sources import (
     Choice,
     ConfigSource,
@@ -58,25 +56,6 @@ from octune.tuner.programs import ProgramCache
 
 #: Work-group size of the runtime's own (untuned) kernels.
 LOCAL = 64
-
-
-def _numbered(*names: str) -> dict[str, int]:
-    return {name: code for code, name in enumerate(names)}
-
-
-# The numbering of ops.cl's ACT, FUNCTION, REDUCTION and index_map MODE defines.
-ACTIVATIONS = _numbered(
-    "none", "relu", "clip", "erf", "sigmoid", "hardsigmoid", "hardswish", "tanh", "leakyrelu",
-    "elu", "gelu", "gelu_tanh", "silu", "softplus", "exp", "log", "sqrt", "reciprocal", "neg",
-    "abs", "pow", "floor", "ceil", "round", "not", "bool", "trunc", "sign", "sin", "cos",
-    "quantize",
-)  # fmt: skip
-FUNCTIONS = _numbered(
-    "add", "sub", "mul", "div", "pow", "min", "max", "mod", "fmod", "equal", "less",
-    "less_equal", "greater", "greater_equal", "and", "or", "xor", "prelu", "where", "expand",
-)  # fmt: skip
-REDUCTIONS = _numbered("sum", "mean", "max", "min", "l2", "sum_square", "prod")
-MODES = _numbered("plain", "tile", "constant", "edge", "reflect")
 
 
 @dataclass(frozen=True)
@@ -379,7 +358,7 @@ class Runtime:
         options = [f"-D{key}={value}" for key, value in defines.items()]
         if self.dtype != "float32":
             options.append(f"-DOCTUNE_{self.dtype.upper()}=1")
-        program = self._build(step, f"the runtime's {name}", _ops_source(), options)
+        program = self._build(step, f"the runtime's {name}", ops_source(), options)
         kernel = cl.Kernel(program, name)
         kernel.set_args(*args)
         return BoundLaunch(kernel, (_round_up(max(n, 1), LOCAL),), (LOCAL,))
@@ -544,7 +523,7 @@ class Runtime:
         e: Epilogue = step.epilogue
         buffers = (self.buffers[name] if name else None for name in (e.scale, e.bias, e.other))
         divisors = (e.inner, e.channels, e.other_inner, e.other_size)
-        return (*buffers, *(v for d in divisors for v in _divisor(d)), np.float32(e.low),
+        return (*buffers, *(v for d in divisors for v in divisor(d)), np.float32(e.low),
                 np.float32(e.high))  # fmt: skip
 
     def _epilogue_defines(self, step: Step) -> dict[str, int]:
@@ -705,18 +684,3 @@ class Runtime:
     @property
     def launches(self) -> int:
         return sum(len(p.launches) for p in self.plan)
-
-
-def _divisor(d: int) -> tuple[np.int32, np.uint64, np.int32]:
-    """kernels/epilogue.clh's EPILOGUE_DIVISOR: ``d``, and the magic number and shift that
-    divide any 0 <= i < 2**31 by it exactly (Granlund and Montgomery, 1994, theorem 4.2).
-    """
-    shift = 31 + (d - 1).bit_length()
-    return np.int32(d), np.uint64((1 << shift) // d + 1), np.int32(shift)
-
-
-@cache
-def _ops_source() -> str:
-    """ops.cl, with the epilogue it shares with the tuned kernels (kernels/epilogue.clh)."""
-    ops = resources.files("octune.runtime").joinpath("ops.cl")
-    return expand_includes(ops, resources.files("octune.kernels"))

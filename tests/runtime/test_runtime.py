@@ -27,8 +27,9 @@ from octune.kernels.gemm import gemm_workload
 from octune.lookup.data import Answer
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
-from octune.runtime.executor import Runtime, _divisor
+from octune.runtime.executor import Runtime
 from octune.runtime.onnx_loader import load_graph
+from octune.runtime.ops_cl import divisor
 from octune.runtime.sources import Choice, StoreConfigs, choose, confirm, default_configs
 from octune.runtime.steps import Tuned
 from octune.runtime.verify import check, random_inputs
@@ -508,7 +509,7 @@ def test_epilogue_divisors_divide_every_index_exactly() -> None:
     rng = np.random.default_rng(5)
     divisors = [*range(1, 300), 3136, 12544, 2**30, 2**31 - 1, *rng.integers(1, 2**31, 300)]
     for d in map(int, divisors):
-        _, magic, shift = _divisor(d)
+        _, magic, shift = divisor(d)
         edges = [0, 1, d - 1, d, 2**31 - 1, (2**31 - 1) // d * d - 1]
         i = np.array([e for e in edges if e >= 0] + list(rng.integers(0, 2**31, 50)), np.uint64)
         assert ((i * magic) >> np.uint64(shift) == i // np.uint64(d)).all(), d

@@ -1,0 +1,47 @@
+"""What the runtime's own kernels (``ops.cl``) take: the numbering of their ACT, FUNCTION,
+REDUCTION and index-map MODE defines, their source with the epilogue they share with the tuned
+kernels, and the magic numbers that divide exactly without a division.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+from octune.catalogue.registry import expand_includes
+
+
+def _numbered(*names: str) -> dict[str, int]:
+    return {name: code for code, name in enumerate(names)}
+
+
+# The numbering of ops.cl's ACT, FUNCTION, REDUCTION and index_map MODE defines.
+ACTIVATIONS = _numbered(
+    "none", "relu", "clip", "erf", "sigmoid", "hardsigmoid", "hardswish", "tanh", "leakyrelu",
+    "elu", "gelu", "gelu_tanh", "silu", "softplus", "exp", "log", "sqrt", "reciprocal", "neg",
+    "abs", "pow", "floor", "ceil", "round", "not", "bool", "trunc", "sign", "sin", "cos",
+    "quantize",
+)  # fmt: skip
+FUNCTIONS = _numbered(
+    "add", "sub", "mul", "div", "pow", "min", "max", "mod", "fmod", "equal", "less",
+    "less_equal", "greater", "greater_equal", "and", "or", "xor", "prelu", "where", "expand",
+)  # fmt: skip
+REDUCTIONS = _numbered("sum", "mean", "max", "min", "l2", "sum_square", "prod")
+MODES = _numbered("plain", "tile", "constant", "edge", "reflect")
+
+
+def divisor(d: int) -> tuple[np.int32, np.uint64, np.int32]:
+    """kernels/epilogue.clh's EPILOGUE_DIVISOR: ``d``, and the magic number and shift that
+    divide any 0 <= i < 2**31 by it exactly (Granlund and Montgomery, 1994, theorem 4.2).
+    """
+    shift = 31 + (d - 1).bit_length()
+    return np.int32(d), np.uint64((1 << shift) // d + 1), np.int32(shift)
+
+
+@cache
+def ops_source() -> str:
+    """ops.cl, with the epilogue it shares with the tuned kernels (kernels/epilogue.clh)."""
+    ops = resources.files("octune.runtime").joinpath("ops.cl")
+    return expand_includes(ops, resources.files("octune.kernels"))
