@@ -19,7 +19,7 @@ def check_spec(spec: Mapping[str, Any]) -> None:
     kernel takes. Networks are checked by name only: building one takes seconds.
     """
     if "model" in spec:
-        from octune.networks.models import BUILTIN, did_you_mean
+        from octune.networks.builtin import BUILTIN, did_you_mean
 
         if spec["model"] not in BUILTIN:
             raise OctuneError(

@@ -48,12 +48,12 @@ from typing import Any
 
 from octune.catalogue.registry import family, load_kernel
 from octune.db.store import Store
-from octune.lookup.data import Entry, KernelTable, Query, QueryError
+from octune.lookup.data import Entry, LookupTable, Query, QueryError
 from octune.lookup.predictor import DeviceModel, ModelAnswers
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
 from octune.networks.workloads import network_layers
-from octune.runtime.sources import CONFIRM_NEIGHBOURS, Choice, StoreConfigs, confirm
+from octune.runtime.config_sources import CONFIRM_NEIGHBOURS, Choice, StoreConfigs, confirm
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
 
@@ -118,9 +118,9 @@ class Policies:
         self.device = resolve_device(store, fingerprint)
         self.lookup = StoreLookup(store)
         self.models = ModelAnswers()
-        self._tables: dict[str, tuple[KernelTable, KernelIndex, DeviceModel | None]] = {}
+        self._tables: dict[str, tuple[LookupTable, KernelIndex, DeviceModel | None]] = {}
 
-    def _kernel(self, name: str) -> tuple[KernelTable, KernelIndex, DeviceModel | None]:
+    def _kernel(self, name: str) -> tuple[LookupTable, KernelIndex, DeviceModel | None]:
         if name not in self._tables:
             table = build_table(self.store, self.device, name, None)
             model = self.models.model(self.store, self.device, table) if self.with_model else None

@@ -164,8 +164,8 @@ def arguments(device: cl.Device, launches: int, repeats: int) -> dict[str, Any]:
 def network(path: Path, device: cl.Device, db: str, repeats: int) -> dict[str, Any]:
     from octune.db.store import Store
     from octune.networks.layers import load_model
+    from octune.runtime.config_sources import StoreConfigs
     from octune.runtime.executor import Runtime
-    from octune.runtime.sources import StoreConfigs
     from octune.runtime.verify import check, random_inputs
     from octune.tuner.device import DeviceInfo
 

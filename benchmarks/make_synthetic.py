@@ -1,4 +1,5 @@
-"""Write the small synthetic recorded spaces the tests replay (benchmarks/data/synthetic_*.json.gz).
+"""Write the small synthetic recorded spaces the tests replay (benchmarks/data/synthetic_*.json.gz,
+copied beside the tests that read them in tests/tuner/data).
 
 The times follow a known structure a cost model can learn and random search cannot exploit:
 a register-tile sweet spot, a work-group size sweet spot that moves with the shape, a vector
@@ -6,11 +7,12 @@ width that must match the tile, local-memory staging that pays off only for larg
 wave-quantisation term from the launch geometry, log-normal noise, and failures (too many
 registers, plus a few at random). Deterministic: the same seed writes the same files.
 
-    python benchmarks/make_synthetic.py
+    python benchmarks/make_synthetic.py [--out benchmarks/data]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 from pathlib import Path
 
@@ -98,6 +100,9 @@ def times(space: SearchSpace, m: int, n: int, k: int, seed: int) -> tuple[np.nda
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=DATA, help="folder to write them to")
+    out = parser.parse_args().out
     space = SearchSpace.from_yaml(SPACE, "synthetic.yaml", SHAPE_NAMES)
     table = space.enumerate(LIMITS)
     for index, (label, (m, n, k)) in enumerate(SHAPES.items()):
@@ -119,7 +124,7 @@ def main() -> None:
             time_s=seconds,
             notes={"synthetic": True, "seed": index},
         )
-        path = DATA / f"synthetic_{label}.json.gz"
+        path = out / f"synthetic_{label}.json.gz"
         recorded.save(path)
         print(f"wrote {path}: {len(table)} configs, {status.count('ok')} ok")
 

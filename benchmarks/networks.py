@@ -57,18 +57,18 @@ from lib.cuda import cuda_graph_seconds
 from octune.cli.run import _payload
 from octune.core.errors import OctuneError
 from octune.db.store import Store
+from octune.networks.builtin import BUILTIN
 from octune.networks.layers import load_model, node_layers
-from octune.networks.models import BUILTIN
 from octune.networks.workloads import network_layers, network_tasks
+from octune.runtime.config_sources import POLICIES, Policy, StoreConfigs
 from octune.runtime.executor import Runtime
-from octune.runtime.sources import POLICIES, Policy, StoreConfigs
 from octune.runtime.steps import Tuned
 from octune.runtime.verify import check, onnxruntime_seconds, random_inputs
 from octune.tuner.campaign import Task
 from octune.tuner.device import DeviceInfo, list_devices, require_compiling, select_device
 
 #: MobileNet v1's (output channels, stride) per depthwise + pointwise pair, as octune builds it
-#: (networks/models.py); the PyTorch copy is checked against octune's graph before it is timed.
+#: (networks/builtin.py); the PyTorch copy is checked against octune's graph before it is timed.
 MOBILENET_V1_PLAN = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), *((512, 1),) * 5,
                      (1024, 2), (1024, 1))  # fmt: skip
 #: torchvision's constructors for octune's built-ins that have one (weights: random init).

@@ -27,8 +27,8 @@ import onnx
 
 from octune.db.store import Store
 from octune.networks.layers import load_model
+from octune.runtime.config_sources import StoreConfigs
 from octune.runtime.executor import Runtime
-from octune.runtime.sources import StoreConfigs
 from octune.runtime.verify import check, onnxruntime_seconds, random_inputs
 from octune.tuner.device import DeviceInfo, select_device
 

@@ -42,7 +42,7 @@ from octune.core.results import Measurement
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.kernels.gemm import parse_gemm
-from octune.lookup.data import Answer, Entry, KernelTable, Query
+from octune.lookup.data import Answer, Entry, LookupTable, Query
 from octune.lookup.predictor import ModelAnswers
 from octune.lookup.semantics import KernelIndex, best_answer, kernel_answers
 from octune.lookup.tables import build_table, resolve_device
@@ -217,7 +217,7 @@ def main() -> None:
 
 def family_tables(
     store: Store, device: StoredDevice, model: ModelAnswers | None = None
-) -> list[KernelTable]:
+) -> list[LookupTable]:
     """Every kernel's table on the device, as the server builds it: the version last tuned there
     and not retired, else the installed kernel's (which answers its default config).
     """
@@ -225,7 +225,7 @@ def family_tables(
 
 
 def table_kernels(
-    store: Store, device: StoredDevice, tables: Sequence[KernelTable]
+    store: Store, device: StoredDevice, tables: Sequence[LookupTable]
 ) -> dict[str, KernelSpec]:
     """The kernel version each table answers for, from the database where it was tuned
     there: what the answers are measured with.

@@ -134,7 +134,7 @@ def torch_ms(entry: dict[str, Any]) -> float:
 
 def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     from octune.db.store import Store
-    from octune.runtime.sources import StoreConfigs
+    from octune.runtime.config_sources import StoreConfigs
     from octune.runtime.verify import onnxruntime_seconds, random_inputs
     from octune.tuner.device import DeviceInfo, select_device
 

@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 import yaml
 
 from octune.catalogue.family import Family, Workload
+from octune.catalogue.safe_yaml import YamlLimitError, safe_load
 from octune.catalogue.space import SearchSpace
-from octune.catalogue.yaml_limits import YamlLimitError, safe_load
 from octune.core.errors import OctuneError
 from octune.core.problem import kernel_version_sha256
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from octune.catalogue.yaml_limits import YamlLimitError, check_limits
+from octune.catalogue.safe_yaml import YamlLimitError, check_limits
 from octune.core.errors import SpaceError, validation_message
 from octune.core.expressions import INT64_MAX, INT64_MIN
 from octune.core.precision import check_dtype

@@ -162,7 +162,7 @@ def setup(
         none_compiles,
         select_device,
     )
-    from octune.tuner.runtimes import (
+    from octune.tuner.opencl_runtimes import (
         PIP_RUNTIMES,
         extra_requirements,
         installed_library,

@@ -16,8 +16,8 @@ from octune.core.console import console
 from octune.core.errors import OctuneError
 
 if TYPE_CHECKING:
+    from octune.runtime.config_sources import ConfigSource, Policy
     from octune.runtime.executor import Runtime, Timing
-    from octune.runtime.sources import ConfigSource, Policy
     from octune.runtime.verify import Comparison
     from octune.tuner.device import DeviceInfo
 
@@ -89,8 +89,8 @@ def run(
     from octune.core.precision import STORAGE
     from octune.networks.layers import load_model
     from octune.networks.workloads import parse_dims
+    from octune.runtime.config_sources import POLICIES
     from octune.runtime.executor import Runtime
-    from octune.runtime.sources import POLICIES
     from octune.runtime.verify import check, onnxruntime_seconds, random_inputs
     from octune.tuner.device import DeviceInfo, require_compiling, select_device
 
@@ -137,7 +137,7 @@ def _source(
     db: str | None,
 ) -> ConfigSource:
     from octune.db.store import Store
-    from octune.runtime.sources import BundleConfigs, ServerConfigs, StoreConfigs
+    from octune.runtime.config_sources import BundleConfigs, ServerConfigs, StoreConfigs
 
     if server is not None:
         return ServerConfigs(server, info, token, public_key)

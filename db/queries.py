@@ -214,7 +214,7 @@ class Queries(Database):
 
     def best_per_workload(
         self, device_fingerprint: str, kernel_name: str, kernel_sha256: str
-    ) -> list[TunedWorkload]:
+    ) -> list[LookupRow]:
         """The best verified measurement of every workload tuned on a device with one kernel
         version, in one query: ranked as ``best`` ranks for time (confirmed first, then the
         fastest median, then the earliest row).
@@ -255,7 +255,7 @@ class Queries(Database):
         with self._session() as session:
             rows = session.execute(query).all()
         return [
-            TunedWorkload(
+            LookupRow(
                 workload_key=workload.key,
                 problem=workload.problem,
                 shape=dict(workload.shape),
@@ -464,7 +464,7 @@ class StoredKernel:
 
 
 @dataclass(frozen=True)
-class TunedWorkload:
+class LookupRow:
     """One workload's best verified measurement on a device, for a lookup table."""
 
     workload_key: str

@@ -54,7 +54,7 @@ class DeviceSummary:
 
 
 @dataclass(frozen=True)
-class WorkloadBest:
+class BestSummary:
     device_name: str
     device_fingerprint: str
     kernel: str
@@ -127,7 +127,7 @@ class ServerStore(JobQueue, TokenRecords, Store):
                 return None
             return StoredKernel(row.name, row.sha256, row.template_source, row.space_source)
 
-    def tuned_workloads(self, limit: int) -> list[WorkloadBest]:
+    def tuned_workloads(self, limit: int) -> list[BestSummary]:
         """Each tuned workload's best per device and kernel, as lookups answer it: ranked as
         ``best`` ranks (confirmed first, then the fastest median, then the earliest row), in
         the kernel's newest version measured; not the fastest single run, which a confirmation
@@ -183,10 +183,10 @@ class ServerStore(JobQueue, TokenRecords, Store):
             .where(c.rank == 1)
             .order_by(c.device_name, c.kernel, c.workload, c.version.desc())
         )
-        found: dict[tuple[str, str, str], WorkloadBest] = {}
+        found: dict[tuple[str, str, str], BestSummary] = {}
         with self._session() as session:
             for row in session.execute(query):
-                best = WorkloadBest(*row)
+                best = BestSummary(*row)
                 key = (best.device_fingerprint, best.kernel, best.workload)
                 found.setdefault(key, best)  # the newest version first
                 if len(found) == limit:

@@ -43,7 +43,7 @@ from octune.lookup.data import (
     Answer,
     Entry,
     FollowUp,
-    KernelTable,
+    LookupTable,
     Predictor,
     Query,
     QueryError,
@@ -86,7 +86,7 @@ def octune_version() -> str:
         return "unknown"
 
 
-def source_files(table: KernelTable) -> tuple[str, str]:
+def source_files(table: LookupTable) -> tuple[str, str]:
     """Where a kernel version's template and space live inside a bundle."""
     stem = f"kernels/{table.kernel}-{table.sha256[:16]}"
     return f"{stem}.cl", f"{stem}.yaml"
@@ -95,7 +95,7 @@ def source_files(table: KernelTable) -> tuple[str, str]:
 # --- tables as plain data ---------------------------------------------------------------------
 
 
-def table_to_data(table: KernelTable) -> dict[str, Any]:
+def table_to_data(table: LookupTable) -> dict[str, Any]:
     """A table as JSON-able data; configs are listed once and entries refer to them."""
     configs: dict[tuple[int, ...], int] = {}
     for entry in (*table.tuned, *table.predictions):
@@ -215,7 +215,7 @@ def _build_options(value: object) -> tuple[str, ...]:
     return options
 
 
-def table_from_data(data: Mapping[str, Any]) -> KernelTable:
+def table_from_data(data: Mapping[str, Any]) -> LookupTable:
     """Inverse of ``table_to_data``, checking every field's type (ValueError says which)."""
     kernel = _text(data["kernel"], "kernel")
     problem = _problem(data["problem"])
@@ -243,7 +243,7 @@ def table_from_data(data: Mapping[str, Any]) -> KernelTable:
             )
         return tuple(out)
 
-    return KernelTable(
+    return LookupTable(
         kernel=kernel,
         sha256=_text(data["sha256"], "sha256"),
         entry=_text(data["entry"], "entry"),
@@ -341,7 +341,7 @@ def _json_bytes(data: object, indent: int | None = None) -> bytes:
     return (json.dumps(data, indent=indent, separators=separators) + "\n").encode()
 
 
-def _sqlite_bytes(tables: Sequence[KernelTable]) -> bytes:
+def _sqlite_bytes(tables: Sequence[LookupTable]) -> bytes:
     connection = sqlite3.connect(":memory:")
     try:
         connection.executescript(_SQLITE_SCHEMA)
@@ -371,7 +371,7 @@ def write_bundle(
     out: Path,
     fmt: str,
     device: Mapping[str, Any],
-    tables: Sequence[KernelTable],
+    tables: Sequence[LookupTable],
     sources: Mapping[str, tuple[str, str]],
     prefix: str = "octune",
 ) -> dict[str, Any]:
@@ -590,7 +590,7 @@ class Bundle:
 
     path: Path
     manifest: dict[str, Any]
-    tables: dict[str, KernelTable]
+    tables: dict[str, LookupTable]
     sources: dict[str, tuple[str, str]]  # kernel name -> (template, space)
     indexes: dict[str, KernelIndex]  # the tables lookups answer from
     retired: dict[str, str] = field(default_factory=dict)  # kernel -> why, by ``in_service``

@@ -24,7 +24,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from octune.core.expressions import ExpressionError, vet_integer
-from octune.lookup.data import Entry, KernelTable, TableError
+from octune.lookup.data import Entry, LookupTable, TableError
 from octune.lookup.neighbours import (
     LAYOUT_WEIGHT,
     LOG2_TABLE,
@@ -162,7 +162,7 @@ _C_COMPARE = {
 ARGUMENT_LAYOUTS = ("gemm", "gemm_int8", "conv2d", "conv2d_int8", "conv2d_as_gemm")
 
 
-def _arguments(table: KernelTable) -> str:
+def _arguments(table: LookupTable) -> str:
     from octune.catalogue.registry import families
 
     family = families().get(table.problem.name)
@@ -170,7 +170,7 @@ def _arguments(table: KernelTable) -> str:
     return f"OCTUNE_ARGS_{layout.upper()}" if layout in ARGUMENT_LAYOUTS else "OCTUNE_ARGS_NONE"
 
 
-def _prefix(table: KernelTable) -> str:
+def _prefix(table: LookupTable) -> str:
     return "octune_kernel_" + re.sub(r"[^A-Za-z0-9_]", "_", table.kernel)
 
 
@@ -194,7 +194,7 @@ def _entries(
     )
 
 
-def _shape_checks(table: KernelTable) -> str:
+def _shape_checks(table: LookupTable) -> str:
     """C that fills v[] (shape variables, derived ones) from q[] and returns OCTUNE_MATCH_NONE
     for a shape
     the Python lookup refuses: out of range, impossible, past 32-bit indexing, not taken.
@@ -232,7 +232,7 @@ def _shape_checks(table: KernelTable) -> str:
     return "\n".join(lines)
 
 
-def _kernel(table: KernelTable, template: str) -> dict[str, Any]:
+def _kernel(table: LookupTable, template: str) -> dict[str, Any]:
     """What ``kernel.h.j2`` writes of one kernel: its tables, launch sizes translated to C,
     and its lookup over a shape array q (``Problem.keys`` order).
     """
@@ -285,7 +285,7 @@ def _kernel(table: KernelTable, template: str) -> dict[str, Any]:
     }
 
 
-def _launch_code(table: KernelTable) -> dict[str, Any]:
+def _launch_code(table: LookupTable) -> dict[str, Any]:
     """The launch sizes, follow-up launches and workspace in C, with the device's limits
     checked as ``KernelIndex.launch`` checks them.
     """
@@ -332,7 +332,7 @@ def _launch_code(table: KernelTable) -> dict[str, Any]:
     }
 
 
-def _inside(table: KernelTable, tuned: Sequence[Entry]) -> str:
+def _inside(table: LookupTable, tuned: Sequence[Entry]) -> str:
     """C setting ``inside`` as ``KernelIndex.inside``: every size within the tuned range."""
     bounds = size_bounds(tuned, len(table.problem.sizes)).get(table.dtype)
     if bounds is None:
@@ -344,7 +344,7 @@ def _inside(table: KernelTable, tuned: Sequence[Entry]) -> str:
     return f"    inside = !({checks});"
 
 
-def _family(name: str, dtype: str, tables: Sequence[KernelTable]) -> dict[str, Any]:
+def _family(name: str, dtype: str, tables: Sequence[LookupTable]) -> dict[str, Any]:
     """What ``family.h.j2`` writes of a family's lookup for one dtype: each kernel's answer,
     the fastest kept (``best_answer``'s order). float32's is ``octune_gemm_lookup``, the
     others' name their dtype (``octune_gemm_float16_lookup``), so no answer crosses dtypes.
@@ -404,7 +404,7 @@ def prefixed(text: str, prefix: str) -> str:
 
 def render(
     device: Mapping[str, Any],
-    tables: Sequence[KernelTable],
+    tables: Sequence[LookupTable],
     sources: Mapping[str, tuple[str, str]],
     manifest: Mapping[str, Any],
     prefix: str = "octune",
@@ -412,7 +412,7 @@ def render(
     """The whole header for one device's tables (``templates/header.h.j2``), its names
     starting ``prefix_`` (``prefixed``).
     """
-    by_family: dict[tuple[str, str], list[KernelTable]] = {}
+    by_family: dict[tuple[str, str], list[LookupTable]] = {}
     for table in tables:
         by_family.setdefault((table.problem.name, table.dtype), []).append(table)
     name, driver = (_comment(str(device.get(key, "?"))) for key in ("name", "driver_version"))

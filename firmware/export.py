@@ -14,7 +14,7 @@ from octune.core.errors import OctuneError, SpaceError
 from octune.core.results import Measurement, Status, config_key
 from octune.db.store import Store
 from octune.firmware.bundle import Bundle, BundleError, load_bundle, write_bundle
-from octune.lookup.data import KernelTable
+from octune.lookup.data import LookupTable
 from octune.lookup.tables import TableModel, build_table, resolve_device, stored_device_limits
 
 if TYPE_CHECKING:  # importing it loads pyopencl, which export does not need
@@ -32,7 +32,7 @@ def export_bundle(
     model: TableModel | None = None,
     dtypes: Sequence[str] | None = None,
     prefix: str = "octune",
-) -> tuple[dict[str, Any], list[KernelTable]]:
+) -> tuple[dict[str, Any], list[LookupTable]]:
     """Write the bundle of one stored device; every tuned kernel unless ``kernels`` names some,
     of the ``dtypes`` given (default: all); a C header's names start with ``prefix``.
     Each kernel is exported at the version last tuned on the device that is not retired, as

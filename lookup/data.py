@@ -27,7 +27,7 @@ class Entry:
 
     shape: tuple[int, ...]  # values of Problem.keys, in that order
     dtype: str
-    config: tuple[int, ...]  # values of KernelTable.parameters, in that order
+    config: tuple[int, ...]  # values of LookupTable.parameters, in that order
     time_s: float  # measured median (predicted: the model's time)
     spread_s: float  # interquartile range of the repeats (0 for predictions)
     gflops: float
@@ -35,7 +35,7 @@ class Entry:
 
 
 @dataclass(frozen=True)
-class KernelTable:
+class LookupTable:
     """Everything one device's lookups of one kernel version need: the data a bundle carries."""
 
     kernel: str
@@ -88,7 +88,7 @@ class KernelTable:
 @dataclass(frozen=True)
 class FollowUp:
     """A launch after the entry's, with the same arguments (and the workspace, if any): its
-    OpenCL function and size expressions, as ``KernelTable.launch_global`` and ``launch_local``.
+    OpenCL function and size expressions, as ``LookupTable.launch_global`` and ``launch_local``.
     """
 
     entry: str
@@ -127,7 +127,7 @@ class Query:
 
 @dataclass(frozen=True)
 class Prediction:
-    """A cost model's answer for one query: config values in ``KernelTable.parameters`` order."""
+    """A cost model's answer for one query: config values in ``LookupTable.parameters`` order."""
 
     config: tuple[int, ...]
     time_s: float
@@ -137,7 +137,7 @@ class Prediction:
 class Predictor(Protocol):
     """The hook a cost model plugs in; None when it has nothing to say about the query."""
 
-    def __call__(self, table: KernelTable, query: Query) -> Prediction | None: ...
+    def __call__(self, table: LookupTable, query: Query) -> Prediction | None: ...
 
 
 @dataclass(slots=True)

@@ -38,7 +38,7 @@ from octune.core.problem import ShapeRules
 from octune.core.results import HistoryRecord
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
-from octune.lookup.data import Entry, KernelTable, Prediction, Query
+from octune.lookup.data import Entry, LookupTable, Prediction, Query
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import stored_shape, stored_space
 from octune.tuner.cost_model import Context, Features, targets
@@ -83,7 +83,7 @@ def time_model(seed: int) -> XGBRegressor:
 class DeviceModel:
     """A trained model of one device and kernel version, with the candidates it chooses among."""
 
-    table: KernelTable
+    table: LookupTable
     space: SearchSpace
     device: dict[str, Any]  # the history's device record: what the device features read
     estimator: XGBRegressor
@@ -133,7 +133,7 @@ class DeviceModel:
         time_s = math.exp(float(scores[c])) * flops
         return Prediction(tuple(self.candidates[c].tolist()), time_s, flops / time_s / 1e9)
 
-    def __call__(self, table: KernelTable, query: Query) -> Prediction | None:
+    def __call__(self, table: LookupTable, query: Query) -> Prediction | None:
         """The live ``Predictor`` hook of ``KernelIndex.lookup``."""
         if (table.sha256, table.device_fingerprint) != (
             self.table.sha256,
@@ -189,7 +189,7 @@ def pick(
 Workloads = dict[tuple[int, ...], list[HistoryRecord]]
 
 
-def _history(store: Store, device: StoredDevice, table: KernelTable) -> Workloads | None:
+def _history(store: Store, device: StoredDevice, table: LookupTable) -> Workloads | None:
     """The device's measurements of the table's kernel version by shape, or None when they
     are too few to learn from.
     """
@@ -211,7 +211,7 @@ def _history(store: Store, device: StoredDevice, table: KernelTable) -> Workload
 
 
 def _fitted(
-    store: Store, device: StoredDevice, table: KernelTable, workloads: Workloads, seed: int
+    store: Store, device: StoredDevice, table: LookupTable, workloads: Workloads, seed: int
 ) -> DeviceModel:
     """A model of the table's kernel version fit on ``workloads`` (no candidates yet)."""
     names = table.parameters
@@ -232,7 +232,7 @@ def _fitted(
 
 
 def train(
-    store: Store, device: StoredDevice, table: KernelTable, seed: int = 0
+    store: Store, device: StoredDevice, table: LookupTable, seed: int = 0
 ) -> DeviceModel | None:
     """The model of ``table``'s device and kernel version, or None with too little data."""
     workloads = _history(store, device, table)
@@ -258,7 +258,7 @@ class HeldOut:
 
 
 def held_out_check(
-    store: Store, device: StoredDevice, table: KernelTable, seed: int = 0
+    store: Store, device: StoredDevice, table: LookupTable, seed: int = 0
 ) -> list[HeldOut]:
     """How far the model's times land from measured ones on shapes it did not learn from:
     a model fit without every HOLD_OUT_EVERY-th tuned shape, scoring each config measured
@@ -294,7 +294,7 @@ def _empty(names: Sequence[str]) -> NDArray[np.int64]:
 
 
 def _candidates(
-    table: KernelTable, workloads: dict[tuple[int, ...], list[HistoryRecord]]
+    table: LookupTable, workloads: dict[tuple[int, ...], list[HistoryRecord]]
 ) -> tuple[NDArray[np.int64], tuple[tuple[tuple[int, ...], ...], ...]]:
     """Configs worth proposing, and the shapes each passed on: the tuned bests, then every
     config that passed on the device, each workload's fastest first, up to ``MAX_CANDIDATES``;
@@ -350,13 +350,13 @@ class ModelAnswers:
         self._lock = threading.Lock()
         self._cache: dict[ModelKey, Trained] = {}
 
-    def model(self, store: Store, device: StoredDevice, table: KernelTable) -> DeviceModel | None:
+    def model(self, store: Store, device: StoredDevice, table: LookupTable) -> DeviceModel | None:
         return self._trained(store, device, table).model
 
-    def __call__(self, store: Store, device: StoredDevice, table: KernelTable) -> tuple[Entry, ...]:
+    def __call__(self, store: Store, device: StoredDevice, table: LookupTable) -> tuple[Entry, ...]:
         return self._trained(store, device, table).answers
 
-    def _trained(self, store: Store, device: StoredDevice, table: KernelTable) -> Trained:
+    def _trained(self, store: Store, device: StoredDevice, table: LookupTable) -> Trained:
         key = (device.fingerprint, table.sha256)
         stamp = store.version_stamp(*key)
         with self._lock:
@@ -366,7 +366,7 @@ class ModelAnswers:
         return cached
 
     def _train(
-        self, store: Store, device: StoredDevice, table: KernelTable, stamp: tuple[int, int]
+        self, store: Store, device: StoredDevice, table: LookupTable, stamp: tuple[int, int]
     ) -> Trained:
         model = train(store, device, table, self.seed) if table.tuned else None
         return Trained(stamp, model, model.grid() if model else ())
@@ -422,7 +422,7 @@ class BackgroundModelAnswers(ModelAnswers):
             self._queued.clear()
             self._idle.notify_all()
 
-    def _trained(self, store: Store, device: StoredDevice, table: KernelTable) -> Trained:
+    def _trained(self, store: Store, device: StoredDevice, table: LookupTable) -> Trained:
         key = (device.fingerprint, table.sha256)
         stamp = store.version_stamp(*key)
         with self._lock:
@@ -434,7 +434,7 @@ class BackgroundModelAnswers(ModelAnswers):
                 self._worker.submit(self._retrain, store, device, table)
         return cached
 
-    def _retrain(self, store: Store, device: StoredDevice, table: KernelTable) -> None:
+    def _retrain(self, store: Store, device: StoredDevice, table: LookupTable) -> None:
         """Train until the model is as new as the data (measurements may land meanwhile)."""
         key = (device.fingerprint, table.sha256)
         try:

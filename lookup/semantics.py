@@ -20,7 +20,7 @@ The answer, in order of preference:
     the tuned ones.
 ``predicted``
     a cost model's config: a live ``Predictor`` passed to ``lookup`` (the server's model, which
-    scores the query's own shape), else the table of model answers (``KernelTable.predictions``:
+    scores the query's own shape), else the table of model answers (``LookupTable.predictions``:
     the model on a grid of shapes, answered like ``nearest`` over the grid; what a bundle
     carries). On the H100, for eight shapes held out of 47 tuned ones, the live model's config
     ran at a median 0.98 of each shape's tuned best and the nearest tuned neighbour's at 0.80
@@ -67,8 +67,8 @@ from octune.lookup.data import (
     Answer,
     Entry,
     FollowUpSizes,
-    KernelTable,
     Launch,
+    LookupTable,
     Predictor,
     Query,
     QueryError,
@@ -169,11 +169,11 @@ def kernel_answers(
 
 
 class KernelIndex:
-    """A ``KernelTable`` ready to answer: exact-match dictionary, neighbour trees, compiled
+    """A ``LookupTable`` ready to answer: exact-match dictionary, neighbour trees, compiled
     launch expressions. Build once per table; ``lookup`` is safe to call from many threads.
     """
 
-    def __init__(self, table: KernelTable, predictor: Predictor | None = None) -> None:
+    def __init__(self, table: LookupTable, predictor: Predictor | None = None) -> None:
         self.table = table
         problem = table.problem
         self._rules = ShapeRules(problem)

@@ -1,4 +1,4 @@
-"""Lookup tables built from the database: the one source of ``KernelTable`` for the config
+"""Lookup tables built from the database: the one source of ``LookupTable`` for the config
 service (``StoreLookup``) and for ``octune export`` bundles, so both answer identically.
 """
 
@@ -21,7 +21,7 @@ from octune.lookup.data import (
     Answer,
     Entry,
     FollowUp,
-    KernelTable,
+    LookupTable,
     Predictor,
     Query,
     QueryError,
@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from octune.catalogue.expr import Expression
     from octune.catalogue.family import Workload
 
-#: Model answers for a freshly built table (``KernelTable.predictions``), e.g.
+#: Model answers for a freshly built table (``LookupTable.predictions``), e.g.
 #: ``octune.lookup.predictor.ModelAnswers``: the server and ``octune export`` pass the same one.
-TableModel = Callable[[Store, StoredDevice, KernelTable], Sequence[Entry]]
+TableModel = Callable[[Store, StoredDevice, LookupTable], Sequence[Entry]]
 
 
 def problem_spec(name: str) -> Problem:
@@ -173,7 +173,7 @@ def build_table(
     kernel_sha256: str | None = None,
     predictions: Iterable[Entry] = (),
     model: TableModel | None = None,
-) -> KernelTable:
+) -> LookupTable:
     """One device's table for one kernel version: the pinned one, else the version last tuned
     on the device, else the installed kernel (then only the default can answer). Retired
     versions are never answered from. ``model`` adds its answers to ``predictions``.
@@ -189,7 +189,7 @@ def build_table(
     sample = problem_sample(problem)
     defines = spec.defines(dict(zip(space.parameter_names, default, strict=True)), sample)
     options = spec.build_options(dict(zip(space.parameter_names, default, strict=True)), sample)
-    table = KernelTable(
+    table = LookupTable(
         kernel=stored.name,
         sha256=stored.sha256,
         entry=space.entry,
@@ -386,7 +386,7 @@ class StoreLookup:
                 found = self._indexes[key] = KernelIndex(table, self._predictor(table))
             return found
 
-    def _predictor(self, table: KernelTable) -> Predictor | None:
+    def _predictor(self, table: LookupTable) -> Predictor | None:
         return self._live.get((table.device_fingerprint, table.sha256), self.predictor)
 
     def lookup(

@@ -28,7 +28,7 @@ from onnx.external_data_helper import (
 from octune.catalogue.family import Family, OnnxNode, Workload
 from octune.catalogue.registry import families, family, resolve_kernels
 from octune.core.errors import OctuneError, WorkloadError
-from octune.networks.models import BUILTIN, did_you_mean
+from octune.networks.builtin import BUILTIN, did_you_mean
 from octune.networks.normalize import normalize
 from octune.networks.quantized import int8_layers
 

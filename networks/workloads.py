@@ -15,8 +15,8 @@ import yaml
 
 from octune.catalogue.expr import Expression
 from octune.core.errors import OctuneError
+from octune.networks.builtin import BUILTIN
 from octune.networks.layers import Layer, extract_layers, load_model, own_launches
-from octune.networks.models import BUILTIN
 from octune.tuner.campaign import Task, tasks_for
 
 # About a device's ratio of arithmetic to memory traffic (GPUs do 10 to 20 flops per byte they

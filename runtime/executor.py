@@ -21,11 +21,7 @@ from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
 from octune.runtime import layout
-from octune.runtime.fold import Folder, gap_offsets, live
-from octune.runtime.onnx_loader import load_graph
-from octune.runtime.operators import RESIZE_COORDINATES, RESIZE_NEAREST
-from octune.runtime.ops_cl import ACTIVATIONS, FUNCTIONS, MODES, REDUCTIONS, divisor, ops_source
-from octune.runtime.sources import (
+from octune.runtime.config_sources import (
     Choice,
     ConfigSource,
     Policy,
@@ -33,6 +29,10 @@ from octune.runtime.sources import (
     confirm,
     default_configs,
 )
+from octune.runtime.fold import Folder, gap_offsets, live
+from octune.runtime.onnx_loader import load_graph
+from octune.runtime.operators import RESIZE_COORDINATES, RESIZE_NEAREST
+from octune.runtime.ops_cl import ACTIVATIONS, FUNCTIONS, MODES, REDUCTIONS, divisor, ops_source
 from octune.runtime.steps import (
     Alias,
     Broadcast,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from octune.catalogue.family import Family, WorkloadError
 from octune.core.charts import MATCH_COLOURS, STATUS_COLOURS, as_dict, layout
 from octune.db.dashboard_views import Candidate, SessionDetail
-from octune.db.server_store import WorkloadBest
+from octune.db.server_store import BestSummary
 
 if TYPE_CHECKING:  # the module loads XGBoost
     from octune.lookup.predictor import HeldOut
@@ -90,7 +90,7 @@ def session_figure(detail: SessionDetail) -> dict[str, Any]:
 
 
 def devices_figure(
-    rows: Sequence[WorkloadBest], label: Callable[[WorkloadBest], str]
+    rows: Sequence[BestSummary], label: Callable[[BestSummary], str]
 ) -> dict[str, Any] | None:
     """Devices side by side on each workload that two or more have tuned, as a share of each
     device's own fastest measured workload (its measured peak), so that a phone GPU and a
@@ -99,7 +99,7 @@ def devices_figure(
     import plotly.graph_objects as go
 
     peaks: dict[str, float] = {}
-    by_workload: dict[str, dict[str, WorkloadBest]] = {}
+    by_workload: dict[str, dict[str, BestSummary]] = {}
     for row in rows:
         peaks[row.device_name] = max(peaks.get(row.device_name, 0.0), row.best_gflops)
         found = by_workload.setdefault(row.workload, {})

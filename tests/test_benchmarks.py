@@ -5,6 +5,8 @@ device-limits change, and service_load.py's figures could not be made again).
 
 from __future__ import annotations
 
+import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,3 +28,68 @@ def test_the_service_database_benchmark_builds_its_database(tmp_path: Path) -> N
     with Store(url) as store:
         assert len(store.stored_devices()) == 4
         assert store.measurement_stamp() > 0
+
+
+def _scripts() -> list[Path]:
+    """Every benchmark with a command line; those importing PyTorch at the top run only on
+    the GPU machine, which has it (``benchmarks/device_run.sh``).
+    """
+    found = []
+    for path in sorted(BENCHMARKS.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        imported = {
+            alias.name.split(".")[0]
+            for node in tree.body
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in (
+                node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+            )
+        }
+        if "main" in names and "torch" not in imported:
+            found.append(path)
+    return found
+
+
+def _run(*args: str | Path, timeout: float = 600) -> str:
+    ran = subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
+                         timeout=timeout, cwd=BENCHMARKS.parent)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return ran.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", _scripts(), ids=lambda path: path.name)
+def test_every_benchmark_starts(script: Path) -> None:
+    """Its imports and options still stand (a renamed module or option breaks it here)."""
+    assert "usage:" in _run(script, "--help")
+
+
+def test_the_list_of_benchmarks_is_most_of_them() -> None:
+    assert len(_scripts()) >= 40
+
+
+@pytest.mark.slow
+def test_small_cpu_runs_of_the_benchmarks_that_need_no_gpu(tmp_path: Path) -> None:
+    """Enumeration, a replay over a recorded space, the ranks of a recorded cross-batch run."""
+    assert "legal configs" in _run(BENCHMARKS / "enumerate_space.py")
+    replayed = _run(BENCHMARKS / "replay.py", BENCHMARKS / "data" / "synthetic_a.json.gz",
+                    "--seeds", "2", "--budget", "20", "--only", "random", "model")  # fmt: skip
+    assert "| model |" in replayed and "| random |" in replayed
+    data = BENCHMARKS / "data" / "h200_cross_batch"
+    ranks = _run(BENCHMARKS / "cross_batch.py", "--ranks", data / "call_a.json", "--base-dir",
+                 data, "--dir", tmp_path, "--out", tmp_path / "unused.json")  # fmt: skip
+    assert "resnet50 batch 16: ranks [" in ranks
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("wrk") is None, reason="wrk is not installed (.ci/run installs it)"
+)
+def test_the_service_load_benchmark_runs_with_wrk(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'service.db'}"
+    _run(BENCHMARKS / "service_db.py", url, "--workloads", "3", "--per-session", "5")
+    table = _run(BENCHMARKS / "service_load.py", url, "--seconds", "1", "--connections", "2")
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "| 2 |" in line]
+    assert len(rows) == 5, table  # the bare endpoint and four lookup scenarios
+    assert all(line.split("|")[6].strip() == "0" for line in rows), table  # no non-2xx

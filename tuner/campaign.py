@@ -39,7 +39,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from octune.catalogue.family import Workload
 from octune.catalogue.limits import missing_extensions
 from octune.catalogue.registry import KernelSpec, families, resolve_kernels
-from octune.catalogue.yaml_limits import YamlLimitError, safe_load
+from octune.catalogue.safe_yaml import YamlLimitError, safe_load
 from octune.core.console import console
 from octune.core.errors import OctuneError, validation_message
 from octune.core.results import Measurement

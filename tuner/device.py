@@ -23,8 +23,8 @@ from octune.catalogue.limits import device_limits
 from octune.core.errors import DeviceError
 from octune.core.results import one_line_reason
 from octune.tuner.device_names import match_devices
+from octune.tuner.opencl_runtimes import register_pip_runtimes
 from octune.tuner.programs import default_cache_root
-from octune.tuner.runtimes import register_pip_runtimes
 
 # Before any platform query in this process: the loader reads its vendors once.
 register_pip_runtimes(Path(platformdirs.user_cache_dir("octune")) / "icd-vendors")

@@ -29,7 +29,7 @@ from octune.catalogue.registry import describe_shape, families
 from octune.core.charts import MATCH_COLOURS, plotly_js
 from octune.db.dashboard_views import SessionRow, recent_sessions, session_detail
 from octune.db.queries import StoredDevice
-from octune.db.server_store import ServerStore, TunedKernel, WorkloadBest
+from octune.db.server_store import BestSummary, ServerStore, TunedKernel
 from octune.lookup.data import Query as LookupQuery
 from octune.server.auth import COOKIE, known_token
 from octune.server.dashboard_charts import (
@@ -60,8 +60,8 @@ MAX_FORM_BYTES, COOKIE_MAX_AGE_S = 4096, 12 * 3600
 class TunedRow:
     """One tuned workload on one device: the fastest kernel, and the others tuned for it."""
 
-    best: WorkloadBest
-    others: list[WorkloadBest]
+    best: BestSummary
+    others: list[BestSummary]
     label: str
 
 
@@ -70,11 +70,11 @@ def label(problem: str, shape: dict[str, int], key: str) -> str:
     return describe_shape(problem, shape, key)
 
 
-def tuned_rows(rows: list[WorkloadBest]) -> list[TunedRow]:
+def tuned_rows(rows: list[BestSummary]) -> list[TunedRow]:
     """Rows of one (device, workload) merged, fastest kernel first: a workload's flops are the
     same for every kernel, so the highest GFLOP/s is the shortest time.
     """
-    grouped: dict[tuple[str, str], list[WorkloadBest]] = {}
+    grouped: dict[tuple[str, str], list[BestSummary]] = {}
     for row in rows:
         grouped.setdefault((row.device_fingerprint, row.workload), []).append(row)
     merged = [sorted(group, key=lambda r: -r.best_gflops) for group in grouped.values()]
@@ -93,7 +93,7 @@ def _session_labels(sessions: list[SessionRow]) -> dict[int, str]:
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def dashboard(request: Request) -> HTMLResponse:
-    from octune.networks.models import BUILTIN  # loads ONNX: only once a page is asked for
+    from octune.networks.builtin import BUILTIN  # loads ONNX: only once a page is asked for
 
     store: ServerStore = request.app.state.store
     tuned = store.tuned_workloads(WORKLOADS)
@@ -153,7 +153,7 @@ def device_page(
     """One device: per tuned family and dtype, how its lookups answer the shapes around the
     shape tuned most recently (exact, nearest, predicted or default).
     """
-    from octune.networks.models import BUILTIN
+    from octune.networks.builtin import BUILTIN
 
     store: ServerStore = request.app.state.store
     found = [d for d in store.devices() if d.fingerprint == fingerprint]
@@ -221,7 +221,7 @@ def model_page(
     """A built-in network on a device, layer by layer, from this server's database and
     answered as its lookups answer. Built-in networks only: a request never names a file.
     """
-    from octune.networks.models import BUILTIN, did_you_mean
+    from octune.networks.builtin import BUILTIN, did_you_mean
     from octune.networks.report import network_report, render_html
 
     if name not in BUILTIN:

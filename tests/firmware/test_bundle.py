@@ -34,7 +34,7 @@ from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.data import Entry, QueryError
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
-from octune.runtime.sources import BundleConfigs, StoreConfigs
+from octune.runtime.config_sources import BundleConfigs, StoreConfigs
 
 SIZES = [1, 3, 16, 17, 64, 100, 128, 255, 256, 512, 1000, 1024, 2048, 4096]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from octune.catalogue.registry import load_kernel
 from octune.firmware.bundle import write_bundle
-from octune.lookup.data import Answer, KernelTable
+from octune.lookup.data import Answer, LookupTable
 
 GCC = ["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"]
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples" / "c"
@@ -42,7 +42,7 @@ def python_line(answer: Answer | None) -> str:
     )
 
 
-def compile_header(table: KernelTable, out: Path) -> Path:
+def compile_header(table: LookupTable, out: Path) -> Path:
     kernel = load_kernel("gemm")
     # The device's name goes into a C comment: "/*" and "*/" in it must neither end the comment
     # nor fail a -Werror build (-Wcomment).

@@ -8,7 +8,7 @@ import random
 
 from octune.catalogue.registry import load_kernel
 from octune.kernels.gemm import gemm_query
-from octune.lookup.data import KernelTable, Query
+from octune.lookup.data import LookupTable, Query
 from octune.lookup.tables import default_config
 from octune.tuner.device import DeviceInfo
 
@@ -34,7 +34,7 @@ def config(**changes: int) -> dict[str, int]:
     return {**base, **changes}
 
 
-def random_queries(table: KernelTable, count: int, seed: int) -> list[Query]:
+def random_queries(table: LookupTable, count: int, seed: int) -> list[Query]:
     """Tuned shapes, shapes next to them, and anything the tuner accepts."""
     rng = random.Random(seed)
     queries: list[Query] = []

@@ -22,7 +22,7 @@ from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.firmware.bundle import load_bundle, write_bundle
 from octune.kernels.conv2d import FAMILY
-from octune.lookup.data import Answer, KernelTable, Query, QueryError
+from octune.lookup.data import Answer, LookupTable, Query, QueryError
 from octune.lookup.predictor import train
 from octune.lookup.semantics import KernelIndex, best_answer
 from octune.lookup.tables import StoreLookup, build_table, resolve_device
@@ -253,7 +253,7 @@ def test_a_database_from_before_the_layout_key_answers_nchw_only(legacy_store, t
     assert [line.split()[0] for line in lines] == ["exact", "none"] * len(layers)
 
 
-def before_the_layout_key(table: KernelTable) -> KernelTable:
+def before_the_layout_key(table: LookupTable) -> LookupTable:
     """``table`` as octune wrote it before conv2d had ``nhwc``: no such key, NCHW entries."""
     problem = table.problem
     at = problem.keys.index("nhwc")

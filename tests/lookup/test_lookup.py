@@ -20,7 +20,7 @@ from octune.core.errors import SpaceError
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_query, gemm_workload
-from octune.lookup.data import Entry, KernelTable, Prediction, QueryError, TableError
+from octune.lookup.data import Entry, LookupTable, Prediction, QueryError, TableError
 from octune.lookup.neighbours import LAYOUT_WEIGHT, log2_fixed
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, default_config, resolve_device
@@ -133,7 +133,7 @@ def test_a_live_model_answers_first_and_a_grid_of_answers_only_beyond_near_neigh
     empty = replace(table, tuned=())
     model_config = tuple(config(MWG=64, NWG=64).values())
 
-    def model(_table: KernelTable, query) -> Prediction:
+    def model(_table: LookupTable, query) -> Prediction:
         return Prediction(model_config, 0.5, 10.0)
 
     # A live model scores the query's own shape: it answers before the tuned neighbour ...
@@ -284,10 +284,10 @@ def test_tree_search_matches_a_linear_scan():
         assert answer.source["workload_key"] == table.tuned[best].workload_key
 
 
-def _toy_table(entries: list[Entry]) -> KernelTable:
+def _toy_table(entries: list[Entry]) -> LookupTable:
     from octune.lookup.tables import problem_spec
 
-    return KernelTable(
+    return LookupTable(
         kernel="gemm", sha256="0" * 64, entry="gemm", device_fingerprint="f" * 16,
         problem=problem_spec("gemm"), parameters=("X",), launch_global=("M",),
         launch_local=("1",), limits={}, default_config=(1,), extra_build_options=(),

@@ -18,8 +18,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from octune.core.errors import OctuneError
 from octune.db.store import Store
+from octune.networks.builtin import BUILTIN
 from octune.networks.layers import Layer, extract_layers, load_model, node_layers
-from octune.networks.models import BUILTIN
 from octune.networks.workloads import network_layers, network_tasks, time_shares
 from octune.tuner.campaign import load_tasks, share
 from octune.tuner.session import Budget

@@ -27,10 +27,10 @@ from octune.kernels.gemm import gemm_workload
 from octune.lookup.data import Answer
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
+from octune.runtime.config_sources import Choice, StoreConfigs, choose, confirm, default_configs
 from octune.runtime.executor import Runtime
 from octune.runtime.onnx_loader import load_graph
 from octune.runtime.ops_cl import divisor
-from octune.runtime.sources import Choice, StoreConfigs, choose, confirm, default_configs
 from octune.runtime.steps import Tuned
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo

@@ -27,7 +27,7 @@ from octune.firmware.export import export_bundle
 from octune.firmware.signing import SignatureError, create_key
 from octune.kernels.gemm import gemm_workload
 from octune.lookup.tables import resolve_device
-from octune.runtime.sources import ServerConfigs
+from octune.runtime.config_sources import ServerConfigs
 from octune.server.routes.uploads import MAX_FLOPS_PER_COMPUTE_UNIT
 from octune.server.tokens import create_token
 from octune.tuner.device import DeviceInfo

@@ -26,7 +26,7 @@ from octune.tuner.device import (
     select_device,
 )
 from octune.tuner.device_names import match_devices
-from octune.tuner.runtimes import (
+from octune.tuner.opencl_runtimes import (
     INTEL_CPU,
     extra_requirements,
     installed_library,
