@@ -42,8 +42,13 @@ def tune(store: Store, info: DeviceInfo, tasks: list[Task], seconds: float) -> N
         pass
 
 
-def network_seconds(store: Store, device: cl.Device, info: DeviceInfo, tasks: list[Task]) -> float:
-    """Sum over layers of launches x the fastest re-run best config of any of its kernels."""
+def network_seconds(
+    store: Store, device: cl.Device, info: DeviceInfo, tasks: list[Task]
+) -> tuple[float, int]:
+    """Sum over layers of launches x the fastest re-run best config of any of its kernels,
+    and how many layers had none verified (their time is not in the sum: compare runs only
+    where that is 0).
+    """
     fastest: dict[str, float] = {}
     for task in tasks:
         best = store.best(info.fingerprint, task.kernel.name, task.workload.key, task.kernel.sha256)
@@ -60,7 +65,7 @@ def network_seconds(store: Store, device: cl.Device, info: DeviceInfo, tasks: li
     missing = {task.workload.key for task in tasks} - set(fastest)
     if missing:
         print(f"  {len(missing)} layers without a verified config", flush=True)
-    return sum(fastest.values())
+    return sum(fastest.values()), len(missing)
 
 
 def main() -> None:
@@ -83,9 +88,10 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as folder:
                 store = Store(f"sqlite:///{folder}/tuned.db")
                 tune(store, info, tasks, args.seconds)
-                seconds = network_seconds(store, device, info, measured)
+                seconds, missing = network_seconds(store, device, info, measured)
                 store.close()
-            runs.append({"round": turn, "weights": arm, "network_ms": 1e3 * seconds})
+            runs.append({"round": turn, "weights": arm, "network_ms": 1e3 * seconds,
+                         "layers_without_config": missing})  # fmt: skip
             print(f"round {turn} {arm}: {1e3 * seconds:.3f} ms", flush=True)
             args.out.write_text(json.dumps({"device": info.name, "net": args.net,
                                             "batch": args.batch, "seconds": args.seconds,

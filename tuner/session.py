@@ -474,14 +474,17 @@ def _open(
 
         history = store.history(kernel.name, kernel.sha256)
         target = Context(device.to_dict(), workload.shape)
-        # The table's first row is the space's default (``lookup.tables.default_config``),
-        # what a lookup answers an untuned shape with: measured first, a search's best is never
-        # worse than it (on an H200, ResNet-50's layers ran 7.1 ms unfused on what a minute's
-        # search without it found, 5.2 ms on the defaults: benchmarks/RESULTS.md).
-        first = [*base_tiles(store, device_id, workload_id, kernel, table), DEFAULT_ROW]
+        # What a lookup answers an untuned shape with is measured first: the nearest tuned
+        # shape's fastest config, else the space's default (the table's first row,
+        # ``lookup.tables.default_config``), the other right after; so a search's best is never
+        # worse than either (on an H200, ResNet-50's layers ran 7.1 ms unfused on what a
+        # minute's search without the default found, 5.2 ms on the defaults; at batch 16 from
+        # a batch-1 database, a layer given one candidate ran the default at 495 us where its
+        # batch-1 config took 276: benchmarks/RESULTS.md).
         search = strategy_class(
-            table, seed=seed, skip=done_rows, history=history, target=target, first=first
-        )
+            table, seed=seed, skip=done_rows, history=history, target=target,
+            first=base_tiles(store, device_id, workload_id, kernel, table), default=DEFAULT_ROW,
+        )  # fmt: skip
     else:
         search = strategy_class(table, seed=seed, skip=done_rows)
     timeout = settings.timeout or default_timeout(workload)

@@ -138,6 +138,21 @@ def test_the_nearest_shapes_fastest_config_is_measured_first(first, second, tabl
     assert ModelSearch(table, seed=0, history=history, target=other_device).borrowed == []
 
 
+def test_the_nearest_shapes_config_comes_before_the_default(first, second, table):
+    """A session names the space's default too: the untuned answer is the nearest shape's
+    config where one is tuned, so that comes first and the default right after it; with no
+    other shape tuned, the default comes first.
+    """
+    history = second.records()
+    fastest = min((r for r in history if r.time_s is not None), key=lambda r: r.time_s or 0)
+    nearest = table.index(fastest.config)
+    default = 0 if nearest != 0 else 1
+    search = ModelSearch(table, seed=0, history=history, target=first.context, default=default)
+    assert search.propose(2) == [nearest, default]
+    cold = ModelSearch(table, seed=0, target=first.context, default=default)
+    assert cold.propose(1) == [default]
+
+
 def test_history_needs_a_target_and_models_are_named(first, second, table):
     with pytest.raises(OctuneError, match="no target"):
         ModelSearch(table, history=second.records())

@@ -105,13 +105,16 @@ class ModelSearch(Strategy):
         target: Context | None = None,
         model: str = "xgb-regression",
         first: Sequence[int] = (),
+        default: int | None = None,
         initial: int = INITIAL,
         explore: float = EXPLORE,
         pool: int = POOL,
     ) -> None:
         """``history``: stored measurements of this kernel version to warm-start from;
         ``target``: the device and shape being tuned, needed to relate history to it;
-        ``first``: rows to measure before any other (``session.base_tiles``);
+        ``first``: rows to measure before any other (``session.base_tiles``); ``default``: the
+        space's default row, measured right after the nearest shape's fastest config (what a
+        lookup answers an untuned shape with: the one, else the other);
         ``pool``: most configs scored per refit (a larger space is sampled and climbed).
         """
         super().__init__(table, seed=seed, skip=skip)
@@ -143,7 +146,9 @@ class ModelSearch(Strategy):
         self.fits = 0
         self._table_x: NDArray[np.float64] | None = None
         borrowed = self._borrowed_rows(nearest_first)
-        self.borrowed = [*first, *(row for row in borrowed if row not in first)]
+        default_row = [] if default is None else [default]
+        order = [*first, *borrowed[:1], *default_row, *borrowed[1:]]
+        self.borrowed = list(dict.fromkeys(order))
 
     # -- data ------------------------------------------------------------------------------
 
