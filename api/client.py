@@ -26,6 +26,7 @@ from octune.api.schemas import (
     KernelSourceOut,
     LeaseOut,
     LookupAnswer,
+    NeighboursOut,
     NetworkIn,
     NetworkOut,
     Readiness,
@@ -109,6 +110,21 @@ class OctuneClient:
         """The answer for one shape (the family's shape keys, e.g. gemm's m, n, k, transa)."""
         params = {"device": device, "kernel": kernel, **shape, "dtype": dtype}
         return LookupAnswer.model_validate(self._call("GET", "/v1/lookup", params=params))
+
+    def neighbours(
+        self,
+        device: str,
+        kernel: str,
+        kernel_sha256: str,
+        shape: Mapping[str, int],
+        dtype: str = "float32",
+        count: int = 4,
+    ) -> list[dict[str, int]]:
+        """One kernel version's configs tuned nearest ``shape``, nearest first."""
+        params = {"device": device, "kernel": kernel, "kernel_sha256": kernel_sha256, **shape,
+                  "dtype": dtype, "count": count}  # fmt: skip
+        found = NeighboursOut.model_validate(self._call("GET", "/v1/neighbours", params=params))
+        return found.configs
 
     def lookup_batch(
         self, device: str, kernel: str, workloads: Sequence[Mapping[str, Any]]

@@ -146,6 +146,31 @@ class LookupQuery(ShapeFields):
     kernel: KernelName = Field(description="a family (its fastest kernel answers) or a kernel")
 
 
+#: Neighbour configs one request may ask for: each is a k-d tree step and a launch check.
+MAX_NEIGHBOURS = 16
+
+
+class NeighboursQuery(LookupQuery):
+    """``GET /v1/neighbours``: one kernel version's configs tuned nearest a shape."""
+
+    kernel_sha256: str | None = Field(
+        default=None, pattern="^[0-9a-f]{64}$",
+        description="the version, as an answer's kernel_sha256 names it; default: the one "
+        "the device's lookups answer with",
+    )  # fmt: skip
+    count: int = Field(default=4, ge=1, le=MAX_NEIGHBOURS, description="configs at most")
+
+
+class NeighboursOut(BaseModel):
+    """Distinct configs of the tuned shapes nearest the query, nearest first, each legal for
+    it: what a runtime's first-use confirmation runs beside the answer.
+    """
+
+    kernel: str
+    kernel_sha256: str
+    configs: list[dict[str, int]]
+
+
 class BatchLookup(Strict):
     model_config = _examples(
         {

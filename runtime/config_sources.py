@@ -18,7 +18,7 @@ The config policies compared in benchmarks:
     ``tuned``, then a first-use confirmation for each layer whose answer was not measured at
     its own shape (nearest, predicted or default): every kernel of the family that takes the
     layer answers for it, with the configs of its nearest few tuned shapes beside the answer
-    (a database's or a bundle's; the service sends one config per kernel), each is run and
+    (from a database, a bundle, or the service's ``GET /v1/neighbours``), each is run and
     verified on the device, and the fastest correct one is kept. A lookup compares kernels by
     estimated times, which are least reliable exactly where nothing was measured, and one
     neighbour's config suits a batch nobody tuned less often than one of the few nearest; a
@@ -34,7 +34,7 @@ from typing import Literal, Protocol
 
 import pyopencl as cl
 
-from octune.api.client import OctuneClient
+from octune.api.client import ClientError, OctuneClient
 from octune.catalogue.family import Workload
 from octune.catalogue.registry import (
     KernelSpec,
@@ -179,8 +179,15 @@ class ServerConfigs:
     def neighbours(
         self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str, count: int
     ) -> list[dict[str, int]]:
-        """None: the service answers one config per kernel (its model's, where it has one)."""
-        return []
+        """``GET /v1/neighbours`` for the version the service answered with; none from a
+        server without it (an older one) or one that refuses: the answer alone is confirmed.
+        """
+        try:
+            return self.client.neighbours(
+                self.device.fingerprint, kernel.name, kernel.sha256, shape, dtype, count
+            )
+        except ClientError:
+            return []
 
 
 class BundleConfigs:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from cachetools import FIFOCache
 from pydantic import ValidationError
 
-from octune.api.schemas import BatchLookup, ShapeFields
+from octune.api.schemas import BatchLookup, NeighboursOut, NeighboursQuery, ShapeFields
 from octune.catalogue.registry import available_kernels, families
 from octune.db.queries import StoredDevice
 from octune.db.server_store import ServerStore
@@ -190,6 +190,28 @@ class LookupService:
                         self._answers[key] = found
             out.append(found)
         return out
+
+    def neighbours(self, query: NeighboursQuery) -> NeighboursOut:
+        """One kernel version's configs tuned nearest the query's shape (``KernelIndex.
+        neighbours``); may query the database (call from a worker thread). Not cached: a
+        runtime asks once per untuned layer at load.
+        """
+        self._refresh()
+        self._check_kernel(query.kernel)
+        if query.kernel in families() and query.kernel not in available_kernels():
+            raise QueryError(
+                f"'{query.kernel}' is a family: ask for one of its kernels, as an answer's "
+                "'kernel' names it"
+            )
+        device = self.device(query.device)
+        index = self.lookup.index(device, query.kernel, query.kernel_sha256)
+        found = index.neighbours(Query(query.kernel, query.shape(), query.dtype), query.count)
+        parameters = index.table.parameters
+        return NeighboursOut(
+            kernel=query.kernel,
+            kernel_sha256=index.table.sha256,
+            configs=[dict(zip(parameters, config, strict=True)) for config in found],
+        )
 
     def _drop(self) -> None:
         """Forget every answer; the caller holds the lock."""

@@ -15,7 +15,14 @@ from fastapi.routing import APIRoute
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from octune.api.schemas import BatchAnswer, BatchLookup, LookupAnswer, LookupQuery
+from octune.api.schemas import (
+    BatchAnswer,
+    BatchLookup,
+    LookupAnswer,
+    LookupQuery,
+    NeighboursOut,
+    NeighboursQuery,
+)
 from octune.catalogue.registry import families
 from octune.core.precision import DTYPES
 from octune.server.lookups import LookupService
@@ -80,3 +87,21 @@ async def lookup_batch(request: Request, batch: BatchLookup) -> Response:
     keys = service.batch_keys(batch)
     bodies = service.cached(keys) or await run_in_threadpool(service.answers, keys, True)
     return Response(service.batch_body(bodies), media_type=_JSON)
+
+
+@router.get("/neighbours", response_model=NeighboursOut, openapi_extra=_QUERY_DOC)
+async def neighbours(request: Request) -> NeighboursOut:
+    """One kernel version's configs tuned at the shapes nearest this one (distinct, legal for
+    it, nearest first; ``count`` at most 16): what a runtime runs beside the answer at first
+    use, where its layer was not tuned. ``kernel`` names a kernel, not a family; add
+    ``kernel_sha256`` to pin the version an answer named.
+    """
+    params = request.query_params
+    if len(params.multi_items()) != len(params) or len(params) > 42:
+        raise RequestValidationError([{"loc": ("query",), "msg": "give each parameter once"}])
+    try:
+        query = NeighboursQuery.model_validate(dict(params))
+    except ValidationError as error:
+        raise RequestValidationError(error.errors()) from None
+    service: LookupService = request.app.state.lookups
+    return await run_in_threadpool(service.neighbours, query)

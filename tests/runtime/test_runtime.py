@@ -27,7 +27,15 @@ from octune.kernels.gemm import gemm_workload
 from octune.lookup.data import Answer
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
-from octune.runtime.config_sources import Choice, StoreConfigs, choose, confirm, default_configs
+from octune.runtime.config_sources import (
+    BundleConfigs,
+    Choice,
+    ServerConfigs,
+    StoreConfigs,
+    choose,
+    confirm,
+    default_configs,
+)
 from octune.runtime.executor import Runtime
 from octune.runtime.onnx_loader import load_graph
 from octune.runtime.ops_cl import divisor
@@ -313,6 +321,16 @@ def test_a_bundle_and_a_server_answer_a_network_as_the_database(
     server = LiveServer(url, tmp_path / "server.log", "--no-predict")
     try:
         from_server = _run("--server", server.url, "--json", str(tmp_path / "s.json"))
+        # What a first-use confirmation runs beside an answer: the same from all three.
+        kernel = load_kernel("conv2d_direct")
+        with Store(url) as store:
+            sources = (StoreConfigs(store, device_info), ServerConfigs(server.url, device_info),
+                       BundleConfigs(bundle, device_info))  # fmt: skip
+            for c, h in ((48, 27), (200, 13)):
+                shape = {"n": 2, "c": c, "h": h, "w": h, "k": 32, "r": 3, "s": 3, "stride": 1,
+                         "pad": 1, "dilation": 1, "groups": 1, "nhwc": 0}  # fmt: skip
+                found = [source.neighbours(kernel, shape, "float32", 4) for source in sources]
+                assert found[0] and found[0] == found[1] == found[2], found
     finally:
         server.stop()
     assert _choices(from_server) == _choices(layers)

@@ -610,3 +610,38 @@ def test_a_network_upload_is_checked_layer_by_layer(client, write_token, layer, 
     refused = client.post("/v1/networks", json=body, headers=bearer(write_token))
     assert refused.status_code == 422 and fragment in refused.json()["message"], refused.text
     assert client.post("/v1/networks", json=body).status_code == 401
+
+
+def test_neighbours_are_the_shared_lookups_and_bounded(client, seeder, store, device_info):
+    """``GET /v1/neighbours``: what a runtime confirms beside the answer at first use, the
+    same configs a database or a bundle gives (``KernelIndex.neighbours``); a family, a bad
+    count or version, an unknown kernel are refused in one line.
+    """
+    seeder.session(W64, [5, 6, 7])
+    seeder.session(W256, [9, 10])
+    seeder.session(gemm_workload(1024, 1024, 1024), [12])
+    fp, kernel = device_info.fingerprint, seeder.kernel
+    shape = {"m": 100, "n": 100, "k": 100}
+    params = {"device": fp, "kernel": kernel.name, **shape}
+    response = client.get("/v1/neighbours", params={**params, "count": 3})
+    assert response.status_code == 200, response.text
+    found = response.json()
+    index = StoreLookup(store).index(StoreLookup(store).device(fp), kernel.name)
+    expected = index.neighbours(gemm_query(100, 100, 100), 3)
+    assert found["kernel_sha256"] == kernel.sha256
+    assert [tuple(c.values()) for c in found["configs"]] == expected
+    assert found["configs"][0] == seeder.table.config(5)  # the nearest tuned shape's best
+    assert len(found["configs"]) == 3
+    pinned = client.get("/v1/neighbours", params={**params, "kernel_sha256": kernel.sha256})
+    assert pinned.json()["configs"] == found["configs"]
+    for bad, status, fragment in (
+        ({"count": 17}, 422, "count"),
+        ({"count": 0}, 422, "count"),
+        ({"kernel_sha256": "abc"}, 422, "kernel_sha256"),
+        ({"kernel": "conv2d"}, 422, "is a family"),
+        ({"kernel": "gemn"}, 404, "closest: gemm"),
+        ({"m": 0}, 422, "m=0 is out of range"),
+    ):
+        response = client.get("/v1/neighbours", params={**params, **bad})
+        assert response.status_code == status, (bad, response.text)
+        assert fragment in response.text, (bad, response.text)
