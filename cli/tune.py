@@ -153,8 +153,14 @@ def tune(
         raise OctuneError("--upload needs a write token: pass --token or set OCTUNE_TOKEN")
     check_seed(seed)
     get_strategy(strategy)  # a misspelt strategy is a one-line error before any work
+    stray = kernel_name if kernel_name and kernel_name.startswith("-") else None
+    if stray or (kernel_name is None and ctx.args):  # shape options follow a kernel's name only
+        raise OctuneError(
+            f"octune tune has no option {stray or ctx.args[0]}: see `octune tune --help` (-q "
+            "and -v go before the command: octune -q tune ...)"
+        )
     if model is not None:
-        if kernel_name is not None or ctx.args or workloads is not None:  # shape: kernel named
+        if kernel_name is not None or workloads is not None:
             raise OctuneError("give one of --model, --workloads FILE, or a kernel and its shape")
         tasks, network = _model_tasks(model, batch, dim, checked_dtype(dtype) if dtype else None)
     elif batch is not None or dim:

@@ -173,6 +173,9 @@ def test_best_when_every_measurement_failed_says_why(
         (["tune", "gemmm", "--m", "4", "--n", "4", "--k", "4"], ["did you mean 'gemm'"], 2),
         (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--seed", "-1"], ["--seed -1"], 2),
         (["tune", "gemm", "--m", "4", "--n", "4", "--k", "4", "--seed", str(2**64)], ["2^62"], 2),
+        # An option tune does not have, not shape keys (which follow a kernel's name only).
+        (["tune", "--model", "resnet18", "-q"], ["has no option -q", "octune -q tune"], 2),
+        (["tune", "--bogus"], ["has no option --bogus", "octune tune --help"], 2),
     ],
 )
 def test_bad_input_is_one_line_error(
