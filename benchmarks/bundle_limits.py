@@ -24,7 +24,7 @@ from pathlib import Path
 from octune.catalogue.registry import load_kernel
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
-from octune.firmware.bundle import load_bundle
+from octune.firmware.bundle_load import load_bundle
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.data import Query

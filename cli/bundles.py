@@ -178,7 +178,7 @@ def lookup(
     """Answer a lookup offline from a bundle, as the config service would (JSON). The shape
     follows the kernel's name as options, e.g. `gemm --m 64 --n 64 --k 64 --transb`.
     """
-    from octune.firmware.bundle import in_service, load_bundle
+    from octune.firmware.bundle_load import in_service, load_bundle
     from octune.lookup.data import Query
 
     loaded = in_service(load_bundle(bundle, public_key))

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from octune.core.errors import OctuneError, SpaceError
 from octune.core.results import Measurement, Status, config_key
 from octune.db.store import Store
-from octune.firmware.bundle import Bundle, BundleError, load_bundle, write_bundle
+from octune.firmware.bundle import BundleError, write_bundle
+from octune.firmware.bundle_load import Bundle, load_bundle
 from octune.lookup.data import LookupTable
 from octune.lookup.tables import TableModel, build_table, resolve_device, stored_device_limits
 

@@ -46,7 +46,7 @@ from octune.catalogue.registry import (
 from octune.core.errors import OctuneError, SpaceError
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
-from octune.firmware.bundle import in_service, load_bundle
+from octune.firmware.bundle_load import in_service, load_bundle
 from octune.lookup.data import Answer, FollowUpSizes, Query, QueryError
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup

@@ -22,13 +22,8 @@ from octune.catalogue.limits import max_buffer_bytes
 from octune.catalogue.registry import load_kernel
 from octune.core.errors import SpaceError
 from octune.db.store import Store
-from octune.firmware.bundle import (
-    MANIFEST,
-    SCHEMA_VERSION,
-    BundleError,
-    load_bundle,
-    write_bundle,
-)
+from octune.firmware.bundle import MANIFEST, SCHEMA_VERSION, BundleError, write_bundle
+from octune.firmware.bundle_load import load_bundle
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.data import Entry, QueryError
@@ -333,7 +328,7 @@ def test_an_sqlite_bundle_that_would_run_away_is_refused_in_one_line(
     """
     import sqlite3
 
-    from octune.firmware import bundle as bundles
+    from octune.firmware import bundle_load as bundles
 
     path = tmp_path / "view"
     export_bundle(tuned_store, DEVICE.fingerprint, ["gemm"], "sqlite", path)
@@ -365,7 +360,7 @@ def test_unsafe_names_in_the_manifest_are_refused(bundle):
         manifest["files"]["../outside"] = {"sha256": "0" * 64, "bytes": 1}
 
     rewrite_manifest(bundle, change)
-    from octune.firmware.bundle import read_manifest, read_verified
+    from octune.firmware.bundle_load import read_manifest, read_verified
 
     with pytest.raises(BundleError, match="unsafe path"):
         read_verified(bundle, read_manifest(bundle), "../outside")

@@ -20,7 +20,8 @@ from octune.core.errors import WorkloadError
 from octune.core.problem import kernel_version_sha256
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
-from octune.firmware.bundle import load_bundle, write_bundle
+from octune.firmware.bundle import write_bundle
+from octune.firmware.bundle_load import load_bundle
 from octune.kernels.conv2d import FAMILY
 from octune.lookup.data import Answer, LookupTable, Query, QueryError
 from octune.lookup.predictor import train

@@ -22,7 +22,7 @@ from helpers.lookup_testing import DEVICE, random_queries
 from octune.catalogue.registry import load_kernel
 from octune.core.results import Measurement, Status
 from octune.db.server_store import ServerStore
-from octune.firmware.bundle import load_bundle
+from octune.firmware.bundle_load import load_bundle
 from octune.firmware.export import export_bundle
 from octune.kernels.gemm import gemm_query, gemm_workload
 from octune.lookup.neighbours import NEAR_OCTAVES, log2_fixed

@@ -22,9 +22,9 @@ from octune.core.errors import OctuneError
 from octune.core.problem import kernel_version_sha256
 from octune.core.results import Measurement, Status
 from octune.db.server_store import ServerStore
-from octune.firmware.bundle import table_to_data
 from octune.firmware.export import export_bundle
 from octune.firmware.signing import SignatureError, create_key
+from octune.firmware.table_data import table_to_data
 from octune.kernels.gemm import gemm_workload
 from octune.lookup.tables import resolve_device
 from octune.runtime.config_sources import ServerConfigs
