@@ -1,6 +1,6 @@
 """Firmware bundles: one device's lookup tables in a directory, written by ``octune export`` and
-read (``bundle_load``) with the standard library only, so a device with nothing but Python answers lookups
-exactly as the config service does (both go through ``octune.lookup.semantics``).
+read (``bundle_load``) with the standard library only, so a device with nothing but Python
+answers lookups exactly as the config service does (both go through ``octune.lookup.semantics``).
 
 A bundle directory holds::
 
