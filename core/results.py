@@ -6,7 +6,7 @@ import json
 import re
 import statistics
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -104,6 +104,22 @@ class Measurement:
         if not self.ok or not median:
             return None
         return self.flops / median / 1e9
+
+
+def top_distinct(
+    ranked: Sequence[tuple[float, Mapping[str, int]]], count: int, within: float
+) -> list[dict[str, int]]:
+    """The first ``count`` distinct configs of (score, config) pairs ranked best first, of those
+    scoring at most ``within`` times the best: what a store's ``top_configs`` returns.
+    """
+    configs: dict[str, dict[str, int]] = {}
+    for value, config in ranked:
+        if value > within * ranked[0][0]:
+            break
+        configs.setdefault(config_key(config), dict(config))
+        if len(configs) == count:
+            break
+    return list(configs.values())
 
 
 def score(median_s: float | None, extra: Mapping[str, float], objective: Objective) -> float | None:

@@ -28,6 +28,7 @@ from octune.core.results import (
     Status,
     failure_signature,
     score,
+    top_distinct,
 )
 from octune.db.engine import Database
 from octune.db.models import (
@@ -69,15 +70,9 @@ class Queries(Database):
         )
         with self._session() as session:
             ranked = _rank(session, scope, objective, prefer_confirmed=False)
-        configs: dict[str, dict[str, int]] = {}
-        values = [score(row.median_s, row.extra, objective) or math.inf for row in ranked]
-        for row, value in zip(ranked, values, strict=True):
-            if value > within * values[0]:
-                break
-            configs.setdefault(row.config_key, dict(row.config))
-            if len(configs) == count:
-                break
-        return list(configs.values())
+        scored = [(score(row.median_s, row.extra, objective) or math.inf, row.config)
+                  for row in ranked]  # fmt: skip
+        return top_distinct(scored, count, within)
 
     def best(
         self,

@@ -24,6 +24,7 @@ from octune.core.results import (
     config_key,
     failure_signature,
     score,
+    top_distinct,
 )
 from octune.tuner.tuning_store import Scope
 
@@ -159,14 +160,7 @@ class MemoryStore:
         within: float = math.inf,
     ) -> list[dict[str, int]]:
         ranked = self._ranked((device_id, kernel_version_id, workload_id), objective, False)
-        configs: dict[str, dict[str, int]] = {}
-        for value, m in ranked:
-            if value > within * ranked[0][0]:
-                break
-            configs.setdefault(config_key(m.config), dict(m.config))
-            if len(configs) == count:
-                break
-        return list(configs.values())
+        return top_distinct([(value, m.config) for value, m in ranked], count, within)
 
     def best(
         self,
