@@ -1,6 +1,9 @@
-"""Every distinct conv layer of ResNet-50 and MobileNet v1 (batch 1, 224x224): tune each with
+"""Every distinct conv layer of ResNet-50 and MobileNet v1 (batch 1, 224x224), or `held_out`'s
+layers (drawn from networks octune's kernels were not developed against): tune each with
 octune, then time octune's fastest verified (kernel, config) beside a vendor library in the
-same run: cuDNN through PyTorch on a GPU, onnxruntime's CPU provider on a CPU.
+same run: cuDNN through PyTorch on a GPU, onnxruntime's CPU provider on a CPU. Each kernel's
+own fastest is kept in the JSON too (`kernels`), so a new kernel is compared with the others
+in the same run.
 
 Each layer is tuned with every conv2d kernel that takes it (direct, depthwise, 1x1-as-GEMM,
 implicit GEMM), `--seconds` per layer split among them, in network order, so the model
@@ -16,6 +19,7 @@ own, and the tuning-cost table says how many candidates and seconds each strateg
 95 % of the best either found.
 
     python benchmarks/conv_layers.py --nets resnet50 mobilenet_v1 --seconds 20 --out conv.json
+    python benchmarks/conv_layers.py --nets held_out --seconds 25 --out held_out.json
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 from lib.cuda import cuda_graph_seconds
-from lib.tuning import fastest_stored, tune_workload
+from lib.tuning import fastest_stored, stored_timings, tune_workload
 
 from octune.catalogue.family import Workload
 from octune.db.store import Store
@@ -53,16 +57,19 @@ class Layer:
     groups: int = 1
     count: int = 1  # how many times the network runs this layer
     nhwc: int = 0  # 1: NHWC tensors (KRSC filters), the nhwc kernels; cuDNN in channels_last
+    dilation: int = 1
+    n: int = 1  # batch
 
     @property
     def pad(self) -> int:
-        return self.rs // 2
+        """'Same' padding: the output keeps the size (divided by the stride)."""
+        return self.dilation * (self.rs - 1) // 2
 
     def workload(self) -> Workload:
         return CONV2D.workload(
-            {"n": 1, "c": self.c, "h": self.hw, "w": self.hw, "k": self.k, "r": self.rs,
-             "s": self.rs, "stride": self.stride, "pad": self.pad, "groups": self.groups,
-             "nhwc": self.nhwc}
+            {"n": self.n, "c": self.c, "h": self.hw, "w": self.hw, "k": self.k, "r": self.rs,
+             "s": self.rs, "stride": self.stride, "pad": self.pad, "dilation": self.dilation,
+             "groups": self.groups, "nhwc": self.nhwc}
         )  # fmt: skip
 
 
@@ -80,7 +87,25 @@ def _network(name: str) -> list[Layer]:
     ]  # fmt: skip
 
 
+# Layers of networks no octune kernel was developed against (batch 1), the kinds the conv
+# kernels trailed cuDNN on: depthwise 5x5 and 7x7, dilated, strided, wide and large planes.
+HELD_OUT = [
+    Layer("effnet_b3 dw5x5 s2", 192, 75, 192, 5, stride=2, groups=192),
+    Layer("effnet_b3 dw5x5", 288, 38, 288, 5, groups=288),
+    Layer("effnet_b3 dw5x5 19", 816, 19, 816, 5, groups=816),
+    Layer("mnasnet1_0 dw5x5 s2", 72, 56, 72, 5, stride=2, groups=72),
+    Layer("convnext_t dw7x7", 96, 56, 96, 7, groups=96),
+    Layer("convnext_t dw7x7 14", 384, 14, 384, 7, groups=384),
+    Layer("deeplab_mnv2 dw3x3 d2", 576, 14, 576, 3, groups=576, dilation=2),
+    Layer("wide_rn50_2 3x3 s2", 256, 56, 256, 3, stride=2),
+    Layer("unet 3x3 256px", 64, 256, 64, 3),
+    Layer("vgg19 3x3 128px", 128, 112, 128, 3),
+    Layer("deeplab_rn101 3x3 d2", 256, 28, 256, 3, dilation=2),
+    Layer("regnetx_3_2gf g3x3 s2", 192, 56, 192, 3, stride=2, groups=8),
+]  # fmt: skip
+
 NETWORKS = {name: partial(_network, name) for name in ("resnet50", "mobilenet_v1")}
+NETWORKS["held_out"] = lambda: HELD_OUT
 
 
 # --- tuning cost ------------------------------------------------------------------------------
@@ -116,15 +141,16 @@ def cudnn_time(layer: Layer, calls: int = 20, repeats: int = 10) -> float:
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
-    x = torch.randn(1, layer.c, layer.hw, layer.hw, device="cuda")
+    x = torch.randn(layer.n, layer.c, layer.hw, layer.hw, device="cuda")
     w = torch.randn(layer.k, layer.c // layer.groups, layer.rs, layer.rs, device="cuda")
     if layer.nhwc:
         x, w = (t.to(memory_format=torch.channels_last) for t in (x, w))
 
     def conv() -> torch.Tensor:
         return torch.nn.functional.conv2d(
-            x, w, stride=layer.stride, padding=layer.pad, groups=layer.groups
-        )
+            x, w, stride=layer.stride, padding=layer.pad, dilation=layer.dilation,
+            groups=layer.groups,
+        )  # fmt: skip
 
     return cuda_graph_seconds(conv, calls, repeats)
 
@@ -140,17 +166,19 @@ def onnxruntime_time(layer: Layer, min_seconds: float = 0.5) -> float:
     out = layer.workload().shape_vars()["OH"]  # the family's own rule, as the tuner uses
     node = helper.make_node(
         "Conv", ["x", "w"], ["y"], kernel_shape=[layer.rs, layer.rs],
-        strides=[layer.stride] * 2, pads=[layer.pad] * 4, group=layer.groups,
+        strides=[layer.stride] * 2, pads=[layer.pad] * 4, dilations=[layer.dilation] * 2,
+        group=layer.groups,
     )  # fmt: skip
     graph = helper.make_graph(
         [node], layer.name,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, layer.c, layer.hw, layer.hw])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, layer.k, out, out])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [layer.n, layer.c, layer.hw,
+                                                               layer.hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [layer.n, layer.k, out, out])],
         [numpy_helper.from_array(weight.astype(np.float32), "w")],
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    x = rng.standard_normal((1, layer.c, layer.hw, layer.hw)).astype(np.float32)
+    x = rng.standard_normal((layer.n, layer.c, layer.hw, layer.hw)).astype(np.float32)
     onnx.checker.check_model(model)
     for _ in range(3):
         session.run(None, {"x": x})
@@ -209,7 +237,9 @@ def main() -> None:
                         random_store, info, layer.workload(), args.seconds, "random", settings,
                         args.seed, args.kernels, workers,
                     )  # fmt: skip
-            found = fastest_stored(store, device, info, layer.workload())
+            timed = stored_timings(store, device, info, layer.workload())
+            row["kernels"] = {entry.kernel.name: entry.seconds for entry in timed}
+            found = timed[0] if timed else None
             if found is None:
                 print(f"{net} {layer.name}: nothing verified", flush=True)
                 rows.append(row)
@@ -224,7 +254,9 @@ def main() -> None:
             print(
                 f"{net:13s} {layer.name:22s} x{layer.count} {kernel.name:17s} "
                 f"{seconds * 1e6:9.1f} us  {anchor_name} {row['anchor_s'] * 1e6:9.1f} us  "
-                f"ratio {row['anchor_s'] / seconds:5.2f}",
+                f"ratio {row['anchor_s'] / seconds:5.2f}  ("
+                + ", ".join(f"{name} {s * 1e6:.1f}" for name, s in row["kernels"].items())
+                + ")",
                 flush=True,
             )
             args.out.write_text(json.dumps({"device": info.name, "anchor": anchor_name,

@@ -25,6 +25,9 @@ CUDA graph of 20 back-to-back passes (``lib.cuda.cuda_graph_seconds``):
     benchmarks/device_run.sh python3 benchmarks/zoo.py --zoo $OUT/zoo --device NVIDIA \\
         --models resnet18 mobilenet_v2 --tune-minutes 2 --torch --db sqlite:///$OUT/zoo.db \\
         --out $OUT/gpu.json
+
+``--batch N`` runs, tunes and times the files exported with a dynamic batch at N (throughput
+batches; ``zoo_export.py`` writes ``NAME.dynamic.onnx`` for the static ResNet-50 and ViT-B/16).
 """
 
 from __future__ import annotations
@@ -53,9 +56,13 @@ def manifest(zoo: Path, names: list[str] | None) -> list[dict[str, Any]]:
     return entries
 
 
-def load(zoo: Path, entry: dict[str, Any]) -> onnx.ModelProto:
-    """As ``octune run`` loads it, at batch 1."""
-    return load_model(zoo / entry["file"], batch=1 if entry["dynamic_batch"] else None)
+def load(zoo: Path, entry: dict[str, Any], batch: int = 1) -> onnx.ModelProto:
+    """As ``octune run`` loads it, at ``batch`` (a file exported with a fixed batch of 1 only
+    at 1).
+    """
+    if not entry["dynamic_batch"] and batch != 1:
+        raise OctuneError(f"{entry['file']} was exported with a fixed batch; --batch 1 only")
+    return load_model(zoo / entry["file"], batch=batch if entry["dynamic_batch"] else None)
 
 
 def coverage(zoo: Path, entry: dict[str, Any]) -> dict[str, Any]:
@@ -97,7 +104,7 @@ def _runtime_row(model: onnx.ModelProto, device: Any, source: Any, policy: str,
 
 
 def tune(zoo: Path, entry: dict[str, Any], minutes: float, db: str, device: str | None,
-         log: Path) -> float:  # fmt: skip
+         log: Path, batch: int = 1) -> float:  # fmt: skip
     """``octune tune --model`` for ``minutes``; its wall seconds. Not ``--resume``: one database
     serves the whole zoo, and a resume counts what earlier networks' sessions spent on the
     shapes they share with this one against its minutes (FCN-ResNet50 after ResNet-50 had
@@ -107,7 +114,7 @@ def tune(zoo: Path, entry: dict[str, Any], minutes: float, db: str, device: str 
                "--model", str(zoo / entry["file"]), "--time", f"{minutes * 60:.0f}s",
                "--db", db]  # fmt: skip
     if entry["dynamic_batch"]:
-        command += ["--batch", "1"]
+        command += ["--batch", str(batch)]
     if device:
         command += ["--device", device]
     started = time.perf_counter()
@@ -116,7 +123,7 @@ def tune(zoo: Path, entry: dict[str, Any], minutes: float, db: str, device: str 
     return time.perf_counter() - started
 
 
-def torch_ms(entry: dict[str, Any]) -> float:
+def torch_ms(entry: dict[str, Any], batch: int = 1) -> float:
     """The model in PyTorch on CUDA as a CUDA graph of back-to-back passes."""
     import torch
     from lib.cuda import cuda_graph_seconds
@@ -127,7 +134,7 @@ def torch_ms(entry: dict[str, Any]) -> float:
     torch.backends.cudnn.benchmark = True
     spec = next(m for m in MODELS if m.name == entry["model"])
     net = build(spec).eval().cuda()
-    x = torch.randn(*spec.input_shape, device="cuda")
+    x = torch.randn(batch, *spec.input_shape[1:], device="cuda")
     with torch.no_grad():
         return cuda_graph_seconds(lambda: net(x)) * 1e3
 
@@ -138,9 +145,9 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
     from octune.runtime.verify import onnxruntime_seconds, random_inputs
     from octune.tuner.device import DeviceInfo, select_device
 
-    row: dict[str, Any] = {"file": entry["file"]}
+    row: dict[str, Any] = {"file": entry["file"], "batch": args.batch}
     try:
-        model = load(zoo, entry)
+        model = load(zoo, entry, args.batch)
     except OctuneError as error:
         return {**row, "imports": False, "refused": str(error)}
     row["imports"] = True
@@ -153,7 +160,9 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
         if args.db:
             if args.tune_minutes:
                 log = Path(args.out).with_suffix(".tune.log")
-                row["tune_s"] = tune(zoo, entry, args.tune_minutes, args.db, args.device, log)
+                row["tune_s"] = tune(
+                    zoo, entry, args.tune_minutes, args.db, args.device, log, args.batch
+                )
             source = StoreConfigs(Store(args.db), info)
             for policy in [p for p in args.policies if p != "default"]:
                 row[policy] = _runtime_row(model, device, source, policy, args.repeat)
@@ -165,7 +174,7 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
         row["refused"] = str(error)
         return row
     if args.torch:
-        row["reference"], row["reference_ms"] = "PyTorch CUDA graph", torch_ms(entry)
+        row["reference"], row["reference_ms"] = "PyTorch CUDA graph", torch_ms(entry, args.batch)
     else:
         from octune.runtime.executor import Runtime
 
@@ -210,6 +219,7 @@ def main() -> None:
     parser.add_argument("--device", help="OpenCL device (index or name substring)")
     parser.add_argument("--db", help="database URL of tuned configs (the tuned column)")
     parser.add_argument("--tune-minutes", type=float, default=0.0)
+    parser.add_argument("--batch", type=int, default=1, help="of files with a dynamic batch")
     parser.add_argument(
         "--policies",
         nargs="+",

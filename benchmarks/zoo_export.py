@@ -15,7 +15,8 @@ for two different random inputs.
 Files are written exactly as PyTorch writes them: ``torch.onnx.export(..., dynamo=False)`` (the
 TorchScript exporter) at opset 17 for every model, about half with a dynamic batch axis;
 ``dynamo=True`` (default opset, default external-data weights) for a subset, saved as
-``<name>.dynamo.onnx``; opset 11 for two models; and one model re-saved by
+``<name>.dynamo.onnx``; opset 11 for two models; a dynamic batch too for two of the static ones
+(``<name>.dynamic.onnx``); and one model re-saved by
 ``onnx.save_model(..., save_as_external_data=True)``. Each export runs in a child process under
 a time limit (``--timeout``, which covers build, calibration and export); one that fails or runs
 over is recorded in ``manifest.json`` with its error and the run goes on.
@@ -34,7 +35,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,9 @@ DYNAMO = [
     "transformer_encoder",
 ]
 OPSET11 = ["resnet18", "mobilenet_v2"]
+# Models whose default export has a fixed batch, also exported with a dynamic one
+# (``NAME.dynamic.onnx``): the throughput batches of ``zoo.py --batch``.
+DYNAMIC_TOO = ["resnet50", "vit_b_16"]
 
 
 def all_jobs() -> list[Job]:
@@ -71,6 +75,10 @@ def all_jobs() -> list[Job]:
     jobs = [Job(f"{m.name}.onnx", m, "torchscript", 17) for m in MODELS]
     jobs.append(Job("googlenet.initweights.onnx", GOOGLENET_INIT, "torchscript", 17))
     jobs += [Job(f"{n}.opset11.onnx", by_name[n], "torchscript", 11) for n in OPSET11]
+    jobs += [
+        Job(f"{n}.dynamic.onnx", replace(by_name[n], dynamic_batch=True), "torchscript", 17)
+        for n in DYNAMIC_TOO
+    ]
     jobs.append(Job("resnet18.external.onnx", by_name["resnet18"], "torchscript+external_data", 17))
     jobs += [Job(f"{n}.dynamo.onnx", by_name[n], "dynamo", None) for n in DYNAMO]
     return jobs

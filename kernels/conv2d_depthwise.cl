@@ -1,9 +1,9 @@
 // octune depthwise convolution: y = conv2d(x, w, stride, pad, groups = C), NCHW or NHWC, in
 // float32 or with float16 storage (kernels/precision.clh; conv2d_depthwise_float16.yaml).
 //
-// NCHW: x is N x C x H x W, w is C x 1 x R x S (R = S = 3, one filter per channel), y is
-// N x C x OH x OW:
-//   y[n][c][oh][ow] = sum_{r,s} w[c][0][r][s] * x[n][c][oh*STRIDE - PAD + r][ow*STRIDE - PAD + s]
+// NCHW: x is N x C x H x W, w is C x 1 x R x S (one filter per channel), y is N x C x OH x OW:
+//   y[n][c][oh][ow] = sum_{r,s} w[c][0][r][s] * x[n][c][oh*STRIDE - PAD + r*DILATION]
+//                                                    [ow*STRIDE - PAD + s*DILATION]
 // with x read as zero outside the image (cross-correlation as PyTorch's conv2d, no bias). NHWC:
 // x is N x H x W x C, y is N x OH x OW x C, w as in NCHW (C x R x S x 1 lies as C x 1 x R x S).
 // Any shape: work-groups (NCHW) or work-items (NHWC) whose input overhangs an edge of the image
@@ -11,9 +11,10 @@
 // stores.
 //
 // Workload defines (fixed per problem, not tuned):
-//   R, S           filter size (3 x 3)
+//   R, S           filter size (MobileNet's 3 x 3, EfficientNet's 5 x 5, ConvNeXt's 7 x 7: a
+//                  dilated window of at most 7 x 7, the search space's requires:)
 //   STRIDE, PAD    stride (1 or 2) and zero padding on each side
-//   DILATION       1; GROUPS = C = K (checked by the search space's requires:)
+//   DILATION       spacing of the taps; GROUPS = C = K
 //   NHWC           layout: 0 NCHW (the kernel below), 1 NHWC (the kernel at the end)
 // NCHW tuning defines (see search_spaces/conv2d_depthwise.yaml):
 //   WGX, WGY, WGC  work-group shape: WGX work-items along output columns (dimension 0), WGY along
@@ -22,7 +23,8 @@
 //   CPT            planes per work-item, WGC apart, computed one after the other
 //   VW             vector width of x loads, local reads and y stores along W (OWPT % VW == 0)
 //   LOCAL          1: the work-group first copies its input tile (WGC*CPT planes of
-//                  (OHPT*WGY-1)*STRIDE+R rows x (OWPT*WGX-1)*STRIDE+S columns, plus alignment)
+//                  (OHPT*WGY-1)*STRIDE+RD rows x (OWPT*WGX-1)*STRIDE+SD columns, plus
+//                  alignment; RD, SD the dilated filter's extent)
 //                  to local memory in coalesced vectors, each element read from global memory
 //                  once; 0: each work-item reads its window from global memory, the halo it
 //                  shares with its neighbours coming from the cache
@@ -47,8 +49,9 @@
 // work-item slides down its window as the NCHW kernel does, each input row's (OWPT-1)*STRIDE+S
 // pixels loaded once; the halo it shares with its neighbours comes from the cache.
 
-#if !defined(R) || !defined(S) || !defined(STRIDE) || !defined(PAD) || !defined(NHWC)
-#error "workload defines missing: build with -D R=3 -D S=3 -D STRIDE=.. -D PAD=.. -D NHWC=.."
+#if !defined(R) || !defined(S) || !defined(STRIDE) || !defined(PAD) || !defined(DILATION) || \
+    !defined(NHWC)
+#error "workload defines missing: build with -D R=.. -D S=.. -D STRIDE=.. -D PAD=.. -D NHWC=.."
 #endif
 #if NHWC && (!defined(WGX) || !defined(WGY) || !defined(WGC) || !defined(OWPT) || \
              !defined(OHPT) || !defined(VW))
@@ -59,7 +62,9 @@
 #endif
 
 #define WGS (WGX * WGY * WGC)
-#define WIN_ROWS ((OHPT - 1) * STRIDE + R)              // input rows of a work-item's window
+#define RD ((R - 1) * DILATION + 1)                     // the filter's extent in input rows
+#define SD ((S - 1) * DILATION + 1)                     // and in input columns
+#define WIN_ROWS ((OHPT - 1) * STRIDE + RD)             // input rows of a work-item's window
 
 #include "precision.clh"
 #include "epilogue.clh"
@@ -93,8 +98,8 @@
 #define PLANES (WGC * CPT)                              // planes of a work-group
 #define LEAD ((VW - PAD % VW) % VW)                     // columns loaded left of a window
 #define ROUND_VW(n) (((n) + VW - 1) / VW * VW)
-#define SEG ROUND_VW(LEAD + (OWPT - 1) * STRIDE + S)    // values it loads per input row
-#define TILE_ROWS ((OHPT * WGY - 1) * STRIDE + R)       // the work-group's input tile
+#define SEG ROUND_VW(LEAD + (OWPT - 1) * STRIDE + SD)   // values it loads per input row
+#define TILE_ROWS ((OHPT * WGY - 1) * STRIDE + RD)      // the work-group's input tile
 #define TILE_COLS ((WGX - 1) * OWPT * STRIDE + SEG)
 
 __kernel __attribute__((reqd_work_group_size(WGX, WGY, WGC)))
@@ -183,16 +188,18 @@ void conv2d_depthwise(const __global STORED* restrict x, const __global STORED* 
                 }
             }
 #endif
-            // Row ir feeds output row i through filter row ir - i*STRIDE (known at compile time).
+            // Row ir feeds output row i through filter row (ir - i*STRIDE) / DILATION where that
+            // divides (known at compile time: the loops are unrolled).
 #pragma unroll
             for (int i = 0; i < OHPT; ++i) {
-                const int r = ir - i * STRIDE;
-                if (r >= 0 && r < R) {
+                const int rd = ir - i * STRIDE;
+                if (rd >= 0 && rd < RD && rd % DILATION == 0) {
+                    const int r = rd / DILATION;
 #pragma unroll
                     for (int j = 0; j < OWPT; ++j) {
 #pragma unroll
                         for (int s = 0; s < S; ++s) {
-                            acc[i][j] += taps[r * S + s] * seg[LEAD + j * STRIDE + s];
+                            acc[i][j] += taps[r * S + s] * seg[LEAD + j * STRIDE + s * DILATION];
                         }
                     }
                 }
@@ -220,7 +227,7 @@ void conv2d_depthwise(const __global STORED* restrict x, const __global STORED* 
 }
 
 #else  // NHWC
-#define WIN_COLS ((OWPT - 1) * STRIDE + S)  // input pixels of a window row
+#define WIN_COLS ((OWPT - 1) * STRIDE + SD)  // input pixels of a window row
 
 // The VW channels at p: one vector where `whole` (C % VW == 0: aligned, inside C), else element
 // by element, channels from c_left on reading as zero; zero outside the image (!inside).
@@ -276,15 +283,19 @@ void conv2d_depthwise(const __global STORED* restrict x, const __global STORED* 
             const bool inside = interior || ((uint)ih < (uint)H && (uint)(iw0 + j) < (uint)W);
             seg[j] = load_channels(src + j * C, inside, whole, c_left);
         }
-        // Row ir feeds output row i through filter row ir - i*STRIDE (known at compile time).
+        // Row ir feeds output row i through filter row (ir - i*STRIDE) / DILATION where that
+        // divides (known at compile time).
 #pragma unroll
         for (int i = 0; i < OHPT; ++i) {
-            const int r = ir - i * STRIDE;
-            if (r >= 0 && r < R) {
+            const int rd = ir - i * STRIDE;
+            if (rd >= 0 && rd < RD && rd % DILATION == 0) {
+                const int r = rd / DILATION;
 #pragma unroll
                 for (int j = 0; j < OWPT; ++j) {
 #pragma unroll
-                    for (int s = 0; s < S; ++s) acc[i][j] += taps[r * S + s] * seg[j * STRIDE + s];
+                    for (int s = 0; s < S; ++s) {
+                        acc[i][j] += taps[r * S + s] * seg[j * STRIDE + s * DILATION];
+                    }
                 }
             }
         }

@@ -32,6 +32,12 @@ LAYERS = {
     "depthwise stride 2, batch 2": dict(n=2, c=12, h=13, w=10, k=12, r=3, s=3, stride=2, pad=1,
                                         groups=12),
     "depthwise on 1x1 pixels": dict(n=1, c=8, h=1, w=1, k=8, r=3, s=3, pad=1, groups=8),
+    # EfficientNet's, ConvNeXt's and DeepLab's depthwise filters: 5x5, 7x7, dilated 3x3.
+    "depthwise 5x5 stride 2, batch 2": dict(n=2, c=12, h=13, w=11, k=12, r=5, s=5, stride=2,
+                                            pad=2, groups=12),
+    "depthwise 7x7": dict(n=1, c=8, h=10, w=9, k=8, r=7, s=7, pad=3, groups=8),
+    "depthwise 3x3 dilation 2": dict(n=1, c=8, h=12, w=15, k=8, r=3, s=3, pad=2, dilation=2,
+                                     groups=8),
 }  # fmt: skip
 LAYOUTS = {"NCHW": 0, "NHWC": 1}
 CONFIGS_PER_LAYER = 2
@@ -110,6 +116,7 @@ CHANNEL_VECTORS = [
     ("conv2d_igemm_nhwc", "VWK", "grouped, dilated, strided, batch 2"),
     ("conv2d_depthwise_nhwc", "VW", "depthwise on 1x1 pixels"),
     ("conv2d_depthwise_nhwc", "VW", "depthwise stride 2, batch 2"),
+    ("conv2d_depthwise_nhwc", "VW", "depthwise 5x5 stride 2, batch 2"),
 ]
 
 
