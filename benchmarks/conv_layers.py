@@ -205,6 +205,7 @@ def main() -> None:
     parser.add_argument("--confirm", type=int, default=2, help="top candidates re-measured")
     parser.add_argument("--device", default=None)
     parser.add_argument("--nhwc", action="store_true", help="NHWC layers (cuDNN channels_last)")
+    parser.add_argument("--batch", type=int, default=1, help="every layer at this batch")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("conv_layers.json"))
     args = parser.parse_args()
@@ -222,7 +223,10 @@ def main() -> None:
 
     rows = []
     for net in args.nets:
-        layers = [replace(layer, nhwc=int(args.nhwc)) for layer in NETWORKS[net]()[: args.layers]]
+        layers = [
+            replace(layer, nhwc=int(args.nhwc), n=args.batch)
+            for layer in NETWORKS[net]()[: args.layers]
+        ]
         for layer in layers:
             row: dict[str, object] = {"net": net, **layer.__dict__, "flops": layer.workload().flops}
             if not args.no_tune:
