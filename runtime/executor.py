@@ -107,9 +107,14 @@ class Runtime:
         cache: ProgramCache | None = None,
         fuse: bool = True,
         dtype: str | None = None,
+        split_batches: bool = True,
     ) -> None:
         self.model = model
         self.fuse = fuse
+        #: A batched MatMul as one tuned launch per matrix (sub-buffers) where its matrices
+        #: allow; False: always the runtime's one-launch kernel (benchmarks/batched_matmul_ab.py
+        #: weighs the two).
+        self.split_batches = split_batches
         self.graph: Graph = load_graph(model)
         #: What every tensor and weight is stored as on the device (``precision.STORAGE``):
         #: ``dtype``, else the model's own (a float16 file runs in float16).
@@ -538,7 +543,9 @@ class Runtime:
         choice = self.choices[step.name]
         spec, config = choice.kernel, choice.config
         workload = step.layer.workload(self._dtype(step))
-        if step.layer.count > 1 and not self._splits(step, workload.extents):
+        if step.layer.count > 1 and not (
+            self.split_batches and self._splits(step, workload.extents)
+        ):
             return self._batched_matmul(step)
         entry = spec.space.entry
         buffers = tuple(self.buffers[name] for name in (*step.inputs, step.output))
