@@ -1,7 +1,8 @@
 """A batched MatMul (attention's scores and context) two ways, side by side in one run: one tuned
 GEMM launch per matrix on sub-buffers (the runtime's plan where the matrices allow) against the
-runtime's own one-launch kernel (one output element per work-item, untuned), for a network at
-several batches. At batch B a BERT layer's two attention products are B x 12 matrices each, so
+runtime's own one-launch kernel (one output element per work-item, untuned), and the runtime's
+default, whichever of the two ran faster when the model was loaded, for a network at several
+batches. At batch B a BERT layer's two attention products are B x 12 matrices each, so
 the per-matrix plan pays the driver's per-launch floor (about 5 us on NVIDIA's OpenCL,
 benchmarks/results/gpu_kernels.md) 2 x 12 x B times a pass.
 
@@ -29,10 +30,10 @@ from octune.runtime.executor import Runtime
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo, select_device
 
-PLANS = {"per-matrix": True, "one-launch": False}
+PLANS = {"per-matrix": True, "one-launch": False, "measured at load": None}
 
 
-def measure(net: str, batch: int, split: bool, args: argparse.Namespace) -> dict[str, Any]:
+def measure(net: str, batch: int, split: bool | None, args: argparse.Namespace) -> dict[str, Any]:
     device = select_device(args.device)
     model = load_model(net, batch)
     source = StoreConfigs(Store(args.db), DeviceInfo.from_cl(device)) if args.db else None

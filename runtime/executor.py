@@ -9,7 +9,6 @@ enqueues launches, back to back.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -107,13 +106,14 @@ class Runtime:
         cache: ProgramCache | None = None,
         fuse: bool = True,
         dtype: str | None = None,
-        split_batches: bool = True,
+        split_batches: bool | None = None,
     ) -> None:
         self.model = model
         self.fuse = fuse
-        #: A batched MatMul as one tuned launch per matrix (sub-buffers) where its matrices
-        #: allow; False: always the runtime's one-launch kernel (benchmarks/batched_matmul_ab.py
-        #: weighs the two).
+        #: A batched MatMul whose matrices can be sub-buffers runs as one tuned launch per
+        #: matrix (True), the runtime's one launch for all (False), or (None) whichever ran
+        #: faster here at load: tuned launches on a CPU, one launch on NVIDIA's OpenCL, where
+        #: each launch costs about 5 us (benchmarks/batched_matmul_ab.py).
         self.split_batches = split_batches
         self.graph: Graph = load_graph(model)
         #: What every tensor and weight is stored as on the device (``precision.STORAGE``):
@@ -376,7 +376,11 @@ class Runtime:
 
     def _plan(self, step: Step) -> Planned:
         if isinstance(step, Tuned):
-            return self._tuned(step)
+            planned = self._tuned(step)
+            split = planned.kernel != "batched_matmul" and step.layer.count > 1
+            if split and self.split_batches is None:
+                planned = self._faster(step, (planned, self._batched_matmul(step)))
+            return planned
         if isinstance(step, Alias):
             return Planned(step, "-", "-", {}, ())
         if isinstance(step, Elementwise):
@@ -544,7 +548,7 @@ class Runtime:
         spec, config = choice.kernel, choice.config
         workload = step.layer.workload(self._dtype(step))
         if step.layer.count > 1 and not (
-            self.split_batches and self._splits(step, workload.extents)
+            self.split_batches is not False and self._splits(step, workload.extents)
         ):
             return self._batched_matmul(step)
         entry = spec.space.entry
@@ -588,6 +592,17 @@ class Runtime:
         if not step.epilogue.empty and not fused:
             launches.append(self._epilogue(step, step.output))
         return Planned(step, spec.name, choice.match, config, tuple(launches))
+
+    def _faster(self, step: Tuned, plans: Sequence[Planned]) -> Planned:
+        """The plan whose launches ran fastest here, on its operands filled with ones where
+        they are not weights.
+        """
+        for name in step.inputs:
+            if name not in self.graph.constants:
+                buffer = self.buffers[name]
+                cl.enqueue_fill_buffer(self.queue, buffer, np.ones(1, self.storage), 0, buffer.size)
+        streams = [Stream([(step.name, launch) for launch in plan.launches]) for plan in plans]
+        return min(plans, key=lambda plan: streams[plans.index(plan)].seconds(self.queue))
 
     def _splits(self, step: Tuned, sizes: tuple[int, ...]) -> bool:
         """Whether a batched layer's matrices can be sub-buffers: one batch shape for both
@@ -678,15 +693,7 @@ class Runtime:
             per_launch.append([(e.profile.end - e.profile.start) * 1e-9 for e in events])
         medians = iter(np.median(np.array(per_launch), axis=0).tolist())
         kernel_s = tuple(sum(next(medians) for _ in p.launches) for p in self.plan)
-        self.stream.enqueue(self.queue)
-        self.queue.finish()
-        best = math.inf
-        for _ in range(repeats):
-            started = time.perf_counter()
-            self.stream.enqueue(self.queue)
-            self.queue.finish()
-            best = min(best, time.perf_counter() - started)
-        return Timing(kernel_s, best, repeats)
+        return Timing(kernel_s, self.stream.seconds(self.queue, repeats), repeats)
 
     @property
     def launches(self) -> int:

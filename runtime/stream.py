@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -98,3 +100,17 @@ class Stream:
                     f"OpenCL status {status} "
                     f"({cl.status_code.to_string(status, 'unknown status %d')})"
                 )
+
+    def seconds(self, queue: cl.CommandQueue, repeats: int = 5) -> float:
+        """Wall seconds of the launches back to back with one finish: the best of ``repeats``
+        by the host's clock, after one pass to warm up.
+        """
+        self.enqueue(queue)
+        queue.finish()
+        best = math.inf
+        for _ in range(repeats):
+            started = time.perf_counter()
+            self.enqueue(queue)
+            queue.finish()
+            best = min(best, time.perf_counter() - started)
+        return best

@@ -239,6 +239,24 @@ def test_a_bert_layer_agrees_with_onnxruntime(cl_device) -> None:
     assert {"MatMul+Div", "MatMul+Add+Div+Erf+Add+Mul+Mul", "LayerNormalization"} <= ops
 
 
+@pytest.mark.parametrize("split", [True, False, None])
+def test_batched_matmuls_per_matrix_in_one_launch_or_as_measured(cl_device, split) -> None:
+    """Attention's batched products as one tuned launch per matrix, as the runtime's one launch,
+    or whichever of the two ran faster at load: the same answers every way.
+    """
+    model = load_model("bert_base_layer", batch=2, dims={"sequence": 8})
+    runtime = Runtime(model, cl_device, split_batches=split)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1
+    batched = [p for p in runtime.plan if isinstance(p.step, Tuned) and p.step.layer.count > 1]
+    assert [p.step.layer.count for p in batched] == [24, 24]  # 2 images x 12 heads, twice
+    for planned in batched:
+        one_launch = planned.kernel == "batched_matmul"
+        assert split is None or one_launch == (not split)
+        # One launch (and an epilogue's), or a kernel's launches for each of the 24 matrices.
+        assert len(planned.launches) <= 2 if one_launch else len(planned.launches) >= 24
+
+
 # --- a built-in network with tuned configs: database, bundle, server ----------------------------
 
 # Two layers of squeezenet1.1: its first squeeze (1x1) and a 3x3 expand of its fifth fire.
