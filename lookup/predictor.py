@@ -25,7 +25,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -440,7 +440,7 @@ class BackgroundModelAnswers(ModelAnswers):
         try:
             stamp = store.version_stamp(*key)
             while stamp != self._cache.get(key, UNTRAINED).stamp:
-                with _no_cyclic_gc():
+                with _no_cyclic_gc() if stamp[1] >= MIN_MEASUREMENTS else nullcontext():
                     trained = self._train(store, device, table, stamp)
                 with self._lock:
                     previous, self._cache[key] = self._cache.get(key, UNTRAINED), trained
@@ -464,6 +464,12 @@ def _no_cyclic_gc() -> Iterator[None]:
     would stall on them. Reference counting still frees what the history leaves behind; one
     collection at the end, still counted as training, settles the generations so that the
     first automatic one after it does not stall lookups instead.
+
+    Not for a kernel version with fewer measurements than a model needs (``MIN_MEASUREMENTS``;
+    most of a family's versions have none): its history is small, and that collection walks
+    every object of the process whatever the training made. A table built queues one such
+    training per version of its family, and each full collection stalled every thread (in the
+    test suite's one long process, 15 to 35 a test at 0.7 s each: 64 s for a test of 12 alone).
     """
     was_enabled = gc.isenabled()
     gc.disable()

@@ -6,6 +6,7 @@ changed is retrained. Synchronisation is the model's own ``wait()`` hook, never 
 
 from __future__ import annotations
 
+import gc
 import threading
 from typing import Any
 
@@ -107,3 +108,35 @@ def test_an_upload_retrains_only_its_device_and_the_old_model_answers_meanwhile(
     assert sorted(trained) == sorted([fp, other_fp, fp])  # the other device kept its model
     assert after[other_fp] == before[other_fp]
     assert after[fp] == trained_answer(store, fp) != before[fp]
+
+
+def test_a_kernel_with_too_little_to_learn_from_is_not_followed_by_a_full_collection(
+    store, seeder: Seeder, device_info
+):
+    """A table built queues a training for each kernel version of its family, and most have
+    too little to learn from: none may end in a full collection, which walks every object of
+    the process and stalls every thread (15 to 35 of them in one lookup test, 0.7 s each late
+    in the test suite's long process: 64 s for a test that took 12 alone). The collector's
+    automatic runs are held off meanwhile, so a full collection seen is one the trainer asked for.
+    """
+    seeder.session(TUNED[0], ROWS)  # one workload and 12 rows: too little to learn from
+    full: list[str] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        name = threading.current_thread().name
+        if phase == "start" and info["generation"] == 2 and name.startswith("octune-model"):
+            full.append(name)
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1 << 30)
+    gc.callbacks.append(count)
+    try:
+        with make_client(store, cache_check_s=0.0) as client:
+            assert far_answer(client, device_info.fingerprint)["match"] == "nearest"
+            client.app.state.lookups.model.wait()
+            trainer = [t.name for t in threading.enumerate() if t.name.startswith("octune-model")]
+            assert trainer  # the trainings ran, on the trainer's thread
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*thresholds)
+    assert full == []
