@@ -6,6 +6,7 @@ device-limits change, and service_load.py's figures could not be made again).
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 import subprocess
 import sys
@@ -80,6 +81,28 @@ def test_small_cpu_runs_of_the_benchmarks_that_need_no_gpu(tmp_path: Path) -> No
     ranks = _run(BENCHMARKS / "cross_batch.py", "--ranks", data / "call_a.json", "--base-dir",
                  data, "--dir", tmp_path, "--out", tmp_path / "unused.json")  # fmt: skip
     assert "resnet50 batch 16: ranks [" in ranks
+
+
+PLANS = ["per-matrix", "one-launch", "measured at load"]
+
+
+@pytest.mark.slow
+def test_small_cpu_runs_of_the_device_benchmarks(tmp_path: Path) -> None:
+    """A held-out conv layer tuned and timed beside onnxruntime, and attention's batched
+    products both ways, as the GPU calls run them (benchmarks/results/networks.md).
+    """
+    out = tmp_path / "conv.json"
+    db = f"sqlite:///{tmp_path / 'conv.db'}"
+    conv = _run(BENCHMARKS / "conv_layers.py", "--nets", "held_out", "--layers", "1",
+                "--seconds", "4", "--db", db, "--out", out)  # fmt: skip
+    assert "| held_out | effnet_b3 dw5x5 s2 | 1 |" in conv
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["kernels"] and row["octune_s"] == min(row["kernels"].values())
+    ab = _run(BENCHMARKS / "batched_matmul_ab.py", "--batches", "1", "--repeat", "1",
+              "--out", tmp_path / "ab.json")  # fmt: skip
+    rows = [line for line in ab.splitlines() if line.startswith("| bert_base_layer |")]
+    assert [row.split("|")[3].strip() for row in rows] == PLANS
+    assert all(row.rstrip().endswith("| True |") for row in rows)  # agrees with onnxruntime
 
 
 @pytest.mark.slow
