@@ -1,10 +1,10 @@
-"""A batched MatMul (attention's scores and context) two ways, side by side in one run: one tuned
-GEMM launch per matrix on sub-buffers (the runtime's plan where the matrices allow) against the
-runtime's own one-launch kernel (one output element per work-item, untuned), and the runtime's
-default, whichever of the two ran faster when the model was loaded, for a network at several
-batches. At batch B a BERT layer's two attention products are B x 12 matrices each, so
-the per-matrix plan pays the driver's per-launch floor (about 5 us on NVIDIA's OpenCL,
-benchmarks/results/gpu_kernels.md) 2 x 12 x B times a pass.
+"""A batched MatMul (attention's scores and context) by each plan the runtime has, side by side
+in one run (``runtime/batched.py``): one tuned GEMM launch per matrix on sub-buffers, one launch
+of the runtime's own kernel (one output element a work-item), the same tiled (64 x 64 tiles
+through local memory), and the runtime's default, whichever of those ran fastest when the model
+was loaded; for a network at several batches. At batch B a BERT layer's two attention products
+are B x 12 matrices each, so the per-matrix plan pays the driver's per-launch floor (about 5 us
+on NVIDIA's OpenCL, benchmarks/results/gpu_kernels.md) 2 x 12 x B times a pass.
 
     .venv/bin/python benchmarks/batched_matmul_ab.py --nets bert_base_layer --batches 1 4 \\
         --out /tmp/ab.json
@@ -30,15 +30,16 @@ from octune.runtime.executor import Runtime
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo, select_device
 
-PLANS = {"per-matrix": True, "one-launch": False, "measured at load": None}
+PLANS = {"per-matrix": "per-matrix", "one launch": "simple", "one launch, tiled": "tiled",
+         "measured at load": None}  # fmt: skip
 
 
-def measure(net: str, batch: int, split: bool | None, args: argparse.Namespace) -> dict[str, Any]:
+def measure(net: str, batch: int, plan: str | None, args: argparse.Namespace) -> dict[str, Any]:
     device = select_device(args.device)
     model = load_model(net, batch)
     source = StoreConfigs(Store(args.db), DeviceInfo.from_cl(device)) if args.db else None
     runtime = Runtime(model, device, source, "tuned" if args.db else "default",
-                      split_batches=split)  # fmt: skip
+                      batched=plan)  # fmt: skip
     outputs = check(runtime, random_inputs(runtime, args.seed))
     timing = runtime.time(args.repeat)
     batched = [i for i, p in enumerate(runtime.plan) if getattr(p.step, "layer", None)
@@ -69,11 +70,11 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for net in args.nets:
         for batch in args.batches:
-            for plan, split in PLANS.items():
-                row = {"net": net, "batch": batch, "plan": plan, **measure(net, batch, split, args)}
+            for name, plan in PLANS.items():
+                row = {"net": net, "batch": batch, "plan": name, **measure(net, batch, plan, args)}
                 rows.append(row)
                 args.out.write_text(json.dumps(rows, indent=1))
-                print(f"| {net} | {batch} | {plan} | {row['wall_ms']:.3f} | "
+                print(f"| {net} | {batch} | {name} | {row['wall_ms']:.3f} | "
                       f"{row['batched_kernel_ms']:.3f} | {row['other_kernel_ms']:.3f} | "
                       f"{row['launches']} ({row['batched_launches']}) | {row['agrees']} |",
                       flush=True)  # fmt: skip

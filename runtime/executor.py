@@ -19,7 +19,7 @@ import pyopencl as cl
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
-from octune.runtime import layout
+from octune.runtime.batched import BATCHED_PLANS, per_matrix_operands, plan_batched
 from octune.runtime.config_sources import (
     Choice,
     ConfigSource,
@@ -106,15 +106,15 @@ class Runtime:
         cache: ProgramCache | None = None,
         fuse: bool = True,
         dtype: str | None = None,
-        split_batches: bool | None = None,
+        batched: str | None = None,
     ) -> None:
         self.model = model
         self.fuse = fuse
-        #: A batched MatMul whose matrices can be sub-buffers runs as one tuned launch per
-        #: matrix (True), the runtime's one launch for all (False), or (None) whichever ran
-        #: faster here at load: tuned launches on a CPU, one launch on NVIDIA's OpenCL, where
-        #: each launch costs about 5 us (benchmarks/batched_matmul_ab.py).
-        self.split_batches = split_batches
+        if batched not in (None, *BATCHED_PLANS):
+            raise OctuneError(f"batched is one of {', '.join(BATCHED_PLANS)} or None")
+        #: How a batched MatMul runs (``runtime/batched.py``): by this plan where the layer
+        #: takes it, else (and where None) by whichever of its plans ran fastest here at load.
+        self.batched = batched
         self.graph: Graph = load_graph(model)
         #: What every tensor and weight is stored as on the device (``precision.STORAGE``):
         #: ``dtype``, else the model's own (a float16 file runs in float16).
@@ -357,15 +357,25 @@ class Runtime:
         return program
 
     def _ops(
-        self, step: Step, name: str, args: Sequence[object], n: int, **defines: int
+        self,
+        step: Step,
+        name: str,
+        args: Sequence[object],
+        n: int,
+        sizes: tuple[tuple[int, ...], tuple[int, ...]] | None = None,
+        **defines: int,
     ) -> BoundLaunch:
-        """A launch of one of the runtime's own kernels over ``n`` work-items."""
+        """A launch of one of the runtime's own kernels over ``n`` work-items (or ``sizes``,
+        its global and local sizes).
+        """
         options = [f"-D{key}={value}" for key, value in defines.items()]
         if self.dtype != "float32":
             options.append(f"-DOCTUNE_{self.dtype.upper()}=1")
         program = self._build(step, f"the runtime's {name}", ops_source(), options)
         kernel = cl.Kernel(program, name)
         kernel.set_args(*args)
+        if sizes is not None:
+            return BoundLaunch(kernel, *sizes)
         return BoundLaunch(kernel, (_round_up(max(n, 1), LOCAL),), (LOCAL,))
 
     def _rows(
@@ -376,11 +386,7 @@ class Runtime:
 
     def _plan(self, step: Step) -> Planned:
         if isinstance(step, Tuned):
-            planned = self._tuned(step)
-            split = planned.kernel != "batched_matmul" and step.layer.count > 1
-            if split and self.split_batches is None:
-                planned = self._faster(step, (planned, self._batched_matmul(step)))
-            return planned
+            return self._tuned(step) if step.layer.count == 1 else plan_batched(self, step)
         if isinstance(step, Alias):
             return Planned(step, "-", "-", {}, ())
         if isinstance(step, Elementwise):
@@ -547,13 +553,9 @@ class Runtime:
         choice = self.choices[step.name]
         spec, config = choice.kernel, choice.config
         workload = step.layer.workload(self._dtype(step))
-        if step.layer.count > 1 and not (
-            self.split_batches is not False and self._splits(step, workload.extents)
-        ):
-            return self._batched_matmul(step)
         entry = spec.space.entry
         buffers = tuple(self.buffers[name] for name in (*step.inputs, step.output))
-        operands = self._batches(step, buffers, workload.extents)
+        operands = per_matrix_operands(self, step, buffers, workload.extents)
         # In the kernel's stores where its template fuses it and the output is one launch's
         # (a batched layer's launches each see a sub-buffer: their element numbers restart).
         fused = self.fuse and not step.epilogue.empty and spec.fuses_epilogue and len(operands) == 1
@@ -592,63 +594,6 @@ class Runtime:
         if not step.epilogue.empty and not fused:
             launches.append(self._epilogue(step, step.output))
         return Planned(step, spec.name, choice.match, config, tuple(launches))
-
-    def _faster(self, step: Tuned, plans: Sequence[Planned]) -> Planned:
-        """The plan whose launches ran fastest here, on its operands filled with ones where
-        they are not weights.
-        """
-        for name in step.inputs:
-            if name not in self.graph.constants:
-                buffer = self.buffers[name]
-                cl.enqueue_fill_buffer(self.queue, buffer, np.ones(1, self.storage), 0, buffer.size)
-        streams = [Stream([(step.name, launch) for launch in plan.launches]) for plan in plans]
-        return min(plans, key=lambda plan: streams[plans.index(plan)].seconds(self.queue))
-
-    def _splits(self, step: Tuned, sizes: tuple[int, ...]) -> bool:
-        """Whether a batched layer's matrices can be sub-buffers: one batch shape for both
-        operands and sizes the device's base address alignment allows.
-        """
-        batch_a, batch_b = (self.graph.shapes[name][:-2] for name in step.inputs)
-        align = self.device.mem_base_addr_align // 8
-        item = self.storage.itemsize
-        return batch_a == batch_b and not any(item * size % align for size in sizes)
-
-    def _batches(
-        self, step: Tuned, buffers: tuple[cl.Buffer, ...], sizes: tuple[int, ...]
-    ) -> list[tuple[tuple[cl.Buffer, ...], cl.Buffer]]:
-        """A layer's operands, one launch per matrix of a batched layer (a batched MatMul):
-        sub-buffers of each operand, ``sizes`` elements apart.
-        """
-        if step.layer.count == 1:
-            return [(buffers[:-1], buffers[-1])]
-        operands, item = [], self.storage.itemsize
-        for i in range(step.layer.count):
-            a_i, b_i, y_i = (
-                self._hold(buffer.get_sub_region(item * i * size, item * size))
-                for buffer, size in zip(buffers, sizes, strict=True)
-            )
-            operands.append(((a_i, b_i), y_i))
-        return operands
-
-    def _batched_matmul(self, step: Tuned) -> Planned:
-        """A batched MatMul whose matrices cannot be sub-buffers (broadcast batches, sizes off
-        the alignment): the runtime's own kernel, one launch.
-        """
-        a_shape, b_shape = (self.graph.shapes[name] for name in step.inputs)
-        out = self.graph.shapes[step.output]
-        if len(a_shape) < 2 or len(b_shape) < 2 or len(out) - 2 > layout.RANK:
-            raise OctuneError(f"layer '{step.name}': octune run multiplies matrices, not vectors")
-        (m, k), n = a_shape[-2:], b_shape[-1]
-        batch = out[:-2]
-        meta = self._meta(layout.padded(batch, 1),
-                          layout.broadcast_strides(a_shape[:-2], batch),
-                          layout.broadcast_strides(b_shape[:-2], batch))  # fmt: skip
-        a, b, y = (self.buffers[name] for name in (*step.inputs, step.output))
-        args = (a, b, y, meta, *map(np.int32, (math.prod(out), m, n, k)), np.float32(step.alpha))
-        launches = [self._ops(step, "batched_matmul", args, math.prod(out), BATCHED=1)]
-        if not step.epilogue.empty:
-            launches.append(self._epilogue(step, step.output))
-        return Planned(step, "batched_matmul", "-", {}, tuple(launches))
 
     # --- running --------------------------------------------------------------------------
 

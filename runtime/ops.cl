@@ -451,4 +451,64 @@ __kernel void batched_matmul(const __global STORED* a, const __global STORED* b,
     for (int k = 0; k < K; ++k) acc += LOAD(ra, k) * LOAD(cb, (size_t)k * N);
     STORE(y, i, alpha * acc);
 }
+
+// The same product tiled, for a GPU: a work-group of 16 x 16 work-items computes a 64 x 64 tile
+// of one matrix of y, each work-item 4 x 4 outputs 16 apart (so neighbours store neighbouring
+// columns), K in steps of 16 through local memory; matrix `batch` is the third dimension. Edges
+// read zeros and store nothing. Untuned: for products too small to pay a tuned launch each
+// (attention's scores and context, B x heads of them), which one output a work-item leaves
+// bound by loads.
+#define BT 64
+#define BK 16
+#define TPW 4
+__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+void batched_matmul_tiled(const __global STORED* a, const __global STORED* b,
+                          __global STORED* y, const __global int* meta, const int M,
+                          const int N, const int K, const float alpha) {
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 16 + tx;
+    const int col0 = get_group_id(0) * BT, row0 = get_group_id(1) * BT, batch = get_global_id(2);
+    const __global STORED* ab = a + offset_of(batch, meta, meta + RANK) * M * K;
+    const __global STORED* bb = b + offset_of(batch, meta, meta + 2 * RANK) * K * N;
+    __global STORED* yb = y + (size_t)batch * M * N;
+    __local float as[BK][BT + 1];  // as[k][row]: padded, so writing along k spreads over banks
+    __local float bs[BK][BT];      // bs[k][col]
+    float acc[TPW][TPW];
+    for (int i = 0; i < TPW; ++i) {
+        for (int j = 0; j < TPW; ++j) acc[i][j] = 0.0f;
+    }
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        for (int e = lid; e < BT * BK; e += 256) {  // neighbours read along a row of a
+            const int r = e / BK, k = e % BK;
+            const bool inside = row0 + r < M && k0 + k < K;
+            as[k][r] = inside ? LOAD(ab, (size_t)(row0 + r) * K + k0 + k) : 0.0f;
+        }
+        for (int e = lid; e < BK * BT; e += 256) {  // and along a row of b
+            const int k = e / BT, c = e % BT;
+            const bool inside = k0 + k < K && col0 + c < N;
+            bs[k][c] = inside ? LOAD(bb, (size_t)(k0 + k) * N + col0 + c) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            float ar[TPW], br[TPW];
+#pragma unroll
+            for (int i = 0; i < TPW; ++i) ar[i] = as[k][ty + 16 * i];
+#pragma unroll
+            for (int j = 0; j < TPW; ++j) br[j] = bs[k][tx + 16 * j];
+#pragma unroll
+            for (int i = 0; i < TPW; ++i) {
+#pragma unroll
+                for (int j = 0; j < TPW; ++j) acc[i][j] += ar[i] * br[j];
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = 0; i < TPW; ++i) {
+        const int row = row0 + ty + 16 * i;
+        for (int j = 0; j < TPW; ++j) {
+            const int col = col0 + tx + 16 * j;
+            if (row < M && col < N) STORE(yb, (size_t)row * N + col, alpha * acc[i][j]);
+        }
+    }
+}
 #endif

@@ -83,7 +83,7 @@ def test_small_cpu_runs_of_the_benchmarks_that_need_no_gpu(tmp_path: Path) -> No
     assert "resnet50 batch 16: ranks [" in ranks
 
 
-PLANS = ["per-matrix", "one-launch", "measured at load"]
+PLANS = ["per-matrix", "one launch", "one launch, tiled", "measured at load"]
 
 
 @pytest.mark.slow

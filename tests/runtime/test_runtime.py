@@ -27,6 +27,7 @@ from octune.kernels.gemm import gemm_workload
 from octune.lookup.data import Answer
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
+from octune.runtime.batched import BATCHED_PLANS
 from octune.runtime.config_sources import (
     BundleConfigs,
     Choice,
@@ -239,22 +240,45 @@ def test_a_bert_layer_agrees_with_onnxruntime(cl_device) -> None:
     assert {"MatMul+Div", "MatMul+Add+Div+Erf+Add+Mul+Mul", "LayerNormalization"} <= ops
 
 
-@pytest.mark.parametrize("split", [True, False, None])
-def test_batched_matmuls_per_matrix_in_one_launch_or_as_measured(cl_device, split) -> None:
-    """Attention's batched products as one tuned launch per matrix, as the runtime's one launch,
-    or whichever of the two ran faster at load: the same answers every way.
+@pytest.mark.parametrize("plan", [*BATCHED_PLANS, None])
+def test_batched_matmuls_by_every_plan_agree(cl_device, plan) -> None:
+    """Attention's batched products as one tuned launch per matrix, as one launch of the
+    runtime's kernel (simple or tiled), or by whichever of those ran fastest at load: the same
+    answers every way.
     """
     model = load_model("bert_base_layer", batch=2, dims={"sequence": 8})
-    runtime = Runtime(model, cl_device, split_batches=split)
+    runtime = Runtime(model, cl_device, batched=plan)
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1
     batched = [p for p in runtime.plan if isinstance(p.step, Tuned) and p.step.layer.count > 1]
     assert [p.step.layer.count for p in batched] == [24, 24]  # 2 images x 12 heads, twice
+    kernels = {"simple": "batched_matmul", "tiled": "batched_matmul_tiled"}
     for planned in batched:
-        one_launch = planned.kernel == "batched_matmul"
-        assert split is None or one_launch == (not split)
+        one_launch = planned.kernel.startswith("batched_matmul")
+        assert plan is None or one_launch == (plan != "per-matrix")
+        assert plan not in kernels or planned.kernel == kernels[plan]
         # One launch (and an epilogue's), or a kernel's launches for each of the 24 matrices.
         assert len(planned.launches) <= 2 if one_launch else len(planned.launches) >= 24
+
+
+def test_a_batched_matmul_with_odd_broadcast_matrices_by_either_kernel(cl_device) -> None:
+    """Matrices no 64 x 64 tile divides, one operand broadcast over the batch: only the
+    runtime's kernels take it (no sub-buffers), and both agree with onnxruntime.
+    """
+    g = GraphBuilder("odd_batched", seed=5)
+    a, b = g.input("a", [3, 2, 67, 45]), g.parameter("b", [1, 2, 45, 70], std=1.0)
+    model = g.model(g.node("MatMul", [a, b], "product"), [3, 2, 67, 70])
+    for plan in ("simple", "tiled"):
+        runtime = Runtime(model, cl_device, batched=plan)
+        (found,) = check(runtime, random_inputs(runtime))
+        assert found.ratio < 1 and found.magnitude > 0
+        (planned,) = [p for p in runtime.plan if isinstance(p.step, Tuned)]
+        assert planned.kernel == ("batched_matmul" if plan == "simple" else "batched_matmul_tiled")
+
+
+def test_a_batched_plan_the_runtime_lacks_is_one_line(cl_device) -> None:
+    with pytest.raises(OctuneError, match="batched is one of per-matrix, simple, tiled or None"):
+        Runtime(load_model("bert_base_layer", dims={"sequence": 8}), cl_device, batched="fast")
 
 
 # --- a built-in network with tuned configs: database, bundle, server ----------------------------
