@@ -9,7 +9,7 @@ enqueues launches, back to back.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -19,7 +19,15 @@ import pyopencl as cl
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
-from octune.runtime.batched import BATCHED_PLANS, per_matrix_operands, plan_batched
+from octune.runtime import layout
+from octune.runtime.batched import (
+    BATCHED_PLANS,
+    TILE,
+    TILE_GROUP,
+    per_matrix_operands,
+    pick_plan,
+    splits,
+)
 from octune.runtime.config_sources import (
     Choice,
     ConfigSource,
@@ -31,14 +39,20 @@ from octune.runtime.config_sources import (
 from octune.runtime.fold import Folder, gap_offsets, live
 from octune.runtime.onnx_loader import load_graph
 from octune.runtime.operators import RESIZE_COORDINATES, RESIZE_NEAREST
-from octune.runtime.ops_cl import ACTIVATIONS, FUNCTIONS, MODES, REDUCTIONS, divisor, ops_source
+from octune.runtime.ops_cl import (
+    FUNCTIONS,
+    MODES,
+    REDUCTIONS,
+    epilogue_arguments,
+    epilogue_defines,
+    ops_source,
+)
 from octune.runtime.steps import (
     Alias,
     Broadcast,
     Concat,
     ConvTranspose,
     Elementwise,
-    Epilogue,
     Graph,
     IndexMap,
     LayerNorm,
@@ -386,7 +400,7 @@ class Runtime:
 
     def _plan(self, step: Step) -> Planned:
         if isinstance(step, Tuned):
-            return self._tuned(step) if step.layer.count == 1 else plan_batched(self, step)
+            return self._tuned(step) if step.layer.count == 1 else self._batched(step)
         if isinstance(step, Alias):
             return Planned(step, "-", "-", {}, ())
         if isinstance(step, Elementwise):
@@ -505,8 +519,8 @@ class Runtime:
         args = (x, y, meta, table, np.int32(step.table_axis), np.int32(n), np.float32(step.value))
         defines = dict(MODE=MODES[step.mode], TABLE=int(bool(step.table)))
         if self._fuses(step):
-            args += self._epilogue_arguments(step)
-            defines.update(self._epilogue_defines(step))
+            args += epilogue_arguments(step.epilogue, self.buffers)
+            defines.update(self._defines(step))
         return self._ops(step, "index_map", args, n, **defines)
 
     def _conv_transpose(
@@ -523,31 +537,18 @@ class Runtime:
                        HAS_BIAS=int(bias is not None))  # fmt: skip
         return self._ops(step, "conv_transpose", args, n, **defines)
 
+    def _defines(self, step: Step) -> dict[str, int]:
+        return epilogue_defines(step.epilogue, math.prod(self.graph.shapes[step.output]))
+
     def _epilogue(self, step: Step, source: str) -> BoundLaunch:
         """The step's epilogue as a launch of its own, over ``source`` into the step's output."""
         n = math.prod(self.graph.shapes[step.output])
         args = (self.buffers[source], self.buffers[step.output], np.int32(n),
-                *self._epilogue_arguments(step))  # fmt: skip
+                *epilogue_arguments(step.epilogue, self.buffers))  # fmt: skip
         # A quantized model's uint8 tensors: what a DequantizeLinear reads or a Quantize writes.
         ends = {f"{end}_BYTES": int(self._type(name) == np.uint8)
                 for end, name in (("X", source), ("Y", step.output))}  # fmt: skip
-        return self._ops(step, "epilogue", args, n, **self._epilogue_defines(step), **ends)
-
-    def _epilogue_arguments(self, step: Step) -> tuple[object, ...]:
-        """kernels/epilogue.clh's EPILOGUE_ARGUMENTS for the step's epilogue."""
-        e: Epilogue = step.epilogue
-        buffers = (self.buffers[name] if name else None for name in (e.scale, e.bias, e.other))
-        divisors = (e.inner, e.channels, e.other_inner, e.other_size)
-        return (*buffers, *(v for d in divisors for v in divisor(d)), np.float32(e.low),
-                np.float32(e.high))  # fmt: skip
-
-    def _epilogue_defines(self, step: Step) -> dict[str, int]:
-        e: Epilogue = step.epilogue
-        n = math.prod(self.graph.shapes[step.output])
-        return dict(EPILOGUE=1, HAS_SCALE=int(bool(e.scale)), HAS_BIAS=int(bool(e.bias)),
-                    OTHER=0 if not e.other else 2 if e.multiply else 1,
-                    ACT=ACTIVATIONS[e.activation], ONE_IMAGE=int(e.inner * e.channels >= n),
-                    SAME_OTHER=int(e.other_inner == 1 and e.other_size >= n))  # fmt: skip
+        return self._ops(step, "epilogue", args, n, **self._defines(step), **ends)
 
     def _tuned(self, step: Tuned) -> Planned:
         choice = self.choices[step.name]
@@ -555,15 +556,16 @@ class Runtime:
         workload = step.layer.workload(self._dtype(step))
         entry = spec.space.entry
         buffers = tuple(self.buffers[name] for name in (*step.inputs, step.output))
-        operands = per_matrix_operands(self, step, buffers, workload.extents)
+        operands = per_matrix_operands(buffers, step.layer.count, workload.extents,
+                                       self.storage.itemsize, self._hold)  # fmt: skip
         # In the kernel's stores where its template fuses it and the output is one launch's
         # (a batched layer's launches each see a sub-buffer: their element numbers restart).
         fused = self.fuse and not step.epilogue.empty and spec.fuses_epilogue and len(operands) == 1
         options = spec.build_options(config, workload)
         if fused:
-            options += [f"-D{key}={value}" for key, value in self._epilogue_defines(step).items()]
+            options += [f"-D{key}={value}" for key, value in self._defines(step).items()]
         program = self._build(step, f"{spec.name} {config}", spec.source, options)
-        epilogue = self._epilogue_arguments(step) if fused else ()
+        epilogue = epilogue_arguments(step.epilogue, self.buffers) if fused else ()
         shape, limits = workload.shape_vars(), self.info.limits
         sizes = spec.space.launches(config, shape, limits)
         elements = spec.space.workspace_elements(config, shape, limits)
@@ -594,6 +596,58 @@ class Runtime:
         if not step.epilogue.empty and not fused:
             launches.append(self._epilogue(step, step.output))
         return Planned(step, spec.name, choice.match, config, tuple(launches))
+
+    def _batched(self, step: Tuned) -> Planned:
+        """A batched MatMul by the plan ``batched`` names where the layer takes it, else by
+        the fastest here of those it takes (``runtime/batched.py``), timed on its operands
+        filled with ones where they are not weights (every pass writes them anew).
+        """
+        makers: dict[str, Callable[[], Planned | None]] = {
+            "simple": lambda: self._one_launch(step, tiled=False),
+            "tiled": lambda: self._one_launch(step, tiled=True),
+        }
+        a_shape, b_shape = (self.graph.shapes[name] for name in step.inputs)
+        extents = step.layer.workload(self._dtype(step)).extents
+        align, item = self.device.mem_base_addr_align // 8, self.storage.itemsize
+        if splits(a_shape, b_shape, extents, align, item):
+            makers = {"per-matrix": lambda: self._tuned(step), **makers}
+        for name in step.inputs:
+            if name not in self.graph.constants:
+                buffer = self.buffers[name]
+                cl.enqueue_fill_buffer(self.queue, buffer, np.ones(1, self.storage), 0, buffer.size)
+
+        def seconds(plan: Planned) -> float:
+            return Stream([(step.name, launch) for launch in plan.launches]).seconds(self.queue)
+
+        return pick_plan(makers, self.batched, seconds)
+
+    def _one_launch(self, step: Tuned, tiled: bool) -> Planned | None:
+        """A batched MatMul (broadcast batches too) as one launch of the runtime's kernel,
+        simple or tiled; None for the tiled one where the device cannot run its work-groups.
+        """
+        a_shape, b_shape = (self.graph.shapes[name] for name in step.inputs)
+        out = self.graph.shapes[step.output]
+        if len(a_shape) < 2 or len(b_shape) < 2 or len(out) - 2 > layout.RANK:
+            raise OctuneError(f"layer '{step.name}': octune run multiplies matrices, not vectors")
+        (m, k), n, batch = a_shape[-2:], b_shape[-1], out[:-2]
+        meta = self._meta(layout.padded(batch, 1),
+                          layout.broadcast_strides(a_shape[:-2], batch),
+                          layout.broadcast_strides(b_shape[:-2], batch))  # fmt: skip
+        a, b, y = (self.buffers[name] for name in (*step.inputs, step.output))
+        alpha, name = np.float32(step.alpha), "batched_matmul_tiled" if tiled else "batched_matmul"
+        if tiled:
+            groups = (-(-n // TILE), -(-m // TILE), math.prod(batch))
+            sizes = (tuple(g * w for g, w in zip(groups, TILE_GROUP, strict=True)), TILE_GROUP)
+            args = (a, b, y, meta, *map(np.int32, (m, n, k)), alpha)
+            launch = self._ops(step, name, args, 0, sizes, BATCHED=1)
+            info = cl.kernel_work_group_info.WORK_GROUP_SIZE
+            if launch.kernel.get_work_group_info(info, self.device) < math.prod(TILE_GROUP):
+                return None
+        else:
+            args = (a, b, y, meta, *map(np.int32, (math.prod(out), m, n, k)), alpha)
+            launch = self._ops(step, name, args, math.prod(out), BATCHED=1)
+        epilogue = () if step.epilogue.empty else (self._epilogue(step, step.output),)
+        return Planned(step, name, "-", {}, (launch, *epilogue))
 
     # --- running --------------------------------------------------------------------------
 

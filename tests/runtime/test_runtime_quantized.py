@@ -21,7 +21,7 @@ from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
 from octune.networks.qoperator import qdq_form
 from octune.networks.workloads import network_layers
-from octune.runtime import executor
+from octune.runtime import ops_cl
 from octune.runtime.executor import Runtime
 from octune.runtime.steps import Tuned
 from octune.runtime.verify import DivergenceError, check, quanta, random_inputs
@@ -141,7 +141,7 @@ def test_run_and_tune_read_a_quantized_file(quantized: Path) -> None:
 def test_a_wrong_quantization_is_named(quantized: Path, cl_device, monkeypatch) -> None:
     """The per-step check is live: QuantizeLinear's epilogue built as another activation
     (negation, where rounding and saturation belong) diverges at the first quantizing layer."""
-    monkeypatch.setitem(executor.ACTIVATIONS, "quantize", executor.ACTIVATIONS["neg"])
+    monkeypatch.setitem(ops_cl.ACTIVATIONS, "quantize", ops_cl.ACTIVATIONS["neg"])
     runtime = Runtime(load_model(quantized), cl_device)
     with pytest.raises(DivergenceError, match=r"QuantizeLinear.*of quantization"):
         check(runtime, random_inputs(runtime))
