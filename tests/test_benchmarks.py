@@ -59,11 +59,39 @@ def _run(*args: str | Path, timeout: float = 600) -> str:
     return ran.stdout
 
 
+# Each script's `--help`, all in one process (one import of numpy, pyopencl and octune for
+# all of them, where a process each took a minute): its printed usage, or its error's last line.
+_HELP_ALL = """
+import contextlib, io, json, os, runpy, sys
+found = {}
+sys.path.insert(0, os.path.dirname(sys.argv[1]))  # the scripts' own folder, as python SCRIPT has
+for path in sys.argv[1:]:
+    sys.argv, out = [path, "--help"], io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(path, run_name="__main__")
+    except SystemExit as stop:
+        found[path] = out.getvalue() if stop.code in (0, None) else f"exit {stop.code}"
+    except BaseException as error:
+        found[path] = f"{type(error).__name__}: {error}"
+    else:
+        found[path] = "no exit: " + out.getvalue()[-200:]
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def helps() -> dict[str, str]:
+    scripts = [str(path) for path in _scripts()]
+    lines = _run("-c", _HELP_ALL, *scripts).splitlines()
+    return json.loads(lines[-1])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("script", _scripts(), ids=lambda path: path.name)
-def test_every_benchmark_starts(script: Path) -> None:
+def test_every_benchmark_starts(helps: dict[str, str], script: Path) -> None:
     """Its imports and options still stand (a renamed module or option breaks it here)."""
-    assert "usage:" in _run(script, "--help")
+    assert "usage:" in helps[str(script)], helps[str(script)]
 
 
 def test_the_list_of_benchmarks_is_most_of_them() -> None:
