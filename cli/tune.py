@@ -140,7 +140,7 @@ def tune(
     db: DbOption = None,
 ) -> None:
     """Tune kernels on one device; every candidate is verified and stored as it is measured."""
-    from octune.tuner.campaign import DEFAULT_CANDIDATES, extension_notes, for_device
+    from octune.tuner.campaign import extension_notes, for_device
     from octune.tuner.device import DeviceInfo, require_compiling, select_device
     from octune.tuner.energy import sensor_for
     from octune.tuner.session import Budget, Settings, check_seed, parse_duration
@@ -204,15 +204,28 @@ def tune(
             )
     for note in extension_notes(tasks, f"{info.name} ({info.platform_name})", info.limits):
         console.print(note, markup=False)
+    total = _announce(tasks, total, info.name, strategy, settings, store.url)
+    rows, interrupted = _run(tasks, total, store, info, settings, strategy, seed, upload, token)
+    _close(tasks, rows, interrupted, store, info, objective, summary)
+
+
+def _announce(
+    tasks: list[Task], total: Budget, device: str, strategy: str, settings: Settings, url: str
+) -> Budget:
+    """The run's budget (the default where none was given), said before it starts, with a
+    warning where it leaves the workloads only seconds each.
+    """
+    from octune.tuner.campaign import DEFAULT_CANDIDATES
+
     default = total.candidates is None and total.seconds is None
     if default:
         total = replace(total, candidates=DEFAULT_CANDIDATES * len(tasks))
     builds = f"{settings.jobs} build processes" if settings.jobs else "builds inline"
     console.print(
-        f"Tuning {len(tasks)} workload(s) on [bold]{info.name}[/] with {strategy}; budget "
+        f"Tuning {len(tasks)} workload(s) on [bold]{device}[/] with {strategy}; budget "
         f"{total.describe()}"
         + (" (the default: --budget or --time sets it)" if default else "")
-        + f"; {builds}; database {store.url}"
+        + f"; {builds}; database {url}"
     )
     if total.seconds is not None and total.seconds / len(tasks) < THIN_SECONDS:
         console.print(
@@ -220,8 +233,7 @@ def tune(
             f"{total.seconds / len(tasks):.1f} s each: the smallest may get no candidate "
             f"measured[/] (give --time {THIN_SECONDS * len(tasks) / 60:.0f}m or more)"
         )
-    rows, interrupted = _run(tasks, total, store, info, settings, strategy, seed, upload, token)
-    _close(tasks, rows, interrupted, store, info, objective, summary)
+    return total
 
 
 def _run(
