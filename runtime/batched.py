@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+import numpy as np
 import pyopencl as cl
 
 #: The plans a batched MatMul can run by (``Runtime(batched=)``; None: the fastest here).
@@ -36,6 +37,14 @@ def pick_plan(
         return plans[0]
     times = [seconds(plan) for plan in plans]
     return plans[times.index(min(times))]
+
+
+def fill_with_ones(queue: cl.CommandQueue, buffer: cl.Buffer, dtype: np.dtype) -> None:
+    """Ones over ``buffer``, as many whole elements as it holds: operands to time the plans
+    on (never all zero, never a NaN or a denormal left in a fresh buffer).
+    """
+    one = np.ones(1, dtype)
+    cl.enqueue_fill_buffer(queue, buffer, one, 0, buffer.size // one.itemsize * one.itemsize)
 
 
 def splits(

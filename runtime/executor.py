@@ -24,6 +24,7 @@ from octune.runtime.batched import (
     BATCHED_PLANS,
     TILE,
     TILE_GROUP,
+    fill_with_ones,
     per_matrix_operands,
     pick_plan,
     splits,
@@ -600,7 +601,7 @@ class Runtime:
     def _batched(self, step: Tuned) -> Planned:
         """A batched MatMul by the plan ``batched`` names where the layer takes it, else by
         the fastest here of those it takes (``runtime/batched.py``), timed on its operands
-        filled with ones where they are not weights (every pass writes them anew).
+        filled with ones.
         """
         makers: dict[str, Callable[[], Planned | None]] = {
             "simple": lambda: self._one_launch(step, tiled=False),
@@ -611,10 +612,10 @@ class Runtime:
         align, item = self.device.mem_base_addr_align // 8, self.storage.itemsize
         if splits(a_shape, b_shape, extents, align, item):
             makers = {"per-matrix": lambda: self._tuned(step), **makers}
-        for name in step.inputs:
-            if name not in self.graph.constants:
-                buffer = self.buffers[name]
-                cl.enqueue_fill_buffer(self.queue, buffer, np.ones(1, self.storage), 0, buffer.size)
+        weights = {id(self.buffers[name]) for name in self.graph.constants if name in self.buffers}
+        for name in step.inputs:  # not a weight's buffer (an alias's too): a pass writes them
+            if id(self.buffers[name]) not in weights:
+                fill_with_ones(self.queue, self.buffers[name], self._type(name))
 
         def seconds(plan: Planned) -> float:
             return Stream([(step.name, launch) for launch in plan.launches]).seconds(self.queue)

@@ -276,6 +276,20 @@ def test_a_batched_matmul_with_odd_broadcast_matrices_by_either_kernel(cl_device
         assert planned.kernel == ("batched_matmul" if plan == "simple" else "batched_matmul_tiled")
 
 
+def test_timing_the_plans_leaves_the_weights_as_they_are(cl_device, tmp_path: Path) -> None:
+    """The plans are timed at load on operands filled with ones, never on a weight's buffer,
+    also where the weight reaches the product through a Reshape (the same buffer).
+    """
+    g = GraphBuilder("weights_kept", seed=6)
+    a, w = g.input("a", [2, 3, 16, 32]), g.parameter("w", [6, 32, 16], std=1.0)
+    shape = g.constant("shape", np.array([2, 3, 32, 16], np.int64))
+    product = g.node("MatMul", [a, g.node("Reshape", [w, shape], "w4")], "product")
+    onnx.save(g.model(product, [2, 3, 16, 16]), tmp_path / "model.onnx")
+    runtime = Runtime(load_model(tmp_path / "model.onnx"), cl_device)  # every plan is timed
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+
+
 def test_a_batched_plan_the_runtime_lacks_is_one_line(cl_device) -> None:
     with pytest.raises(OctuneError, match="batched is one of per-matrix, simple, tiled or None"):
         Runtime(load_model("bert_base_layer", dims={"sequence": 8}), cl_device, batched="fast")
