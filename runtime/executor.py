@@ -521,7 +521,7 @@ class Runtime:
         defines = dict(MODE=MODES[step.mode], TABLE=int(bool(step.table)))
         if self._fuses(step):
             args += epilogue_arguments(step.epilogue, self.buffers)
-            defines.update(self._defines(step))
+            defines.update(self._epilogue_defines(step))
         return self._ops(step, "index_map", args, n, **defines)
 
     def _conv_transpose(
@@ -538,7 +538,7 @@ class Runtime:
                        HAS_BIAS=int(bias is not None))  # fmt: skip
         return self._ops(step, "conv_transpose", args, n, **defines)
 
-    def _defines(self, step: Step) -> dict[str, int]:
+    def _epilogue_defines(self, step: Step) -> dict[str, int]:
         return epilogue_defines(step.epilogue, math.prod(self.graph.shapes[step.output]))
 
     def _epilogue(self, step: Step, source: str) -> BoundLaunch:
@@ -549,7 +549,7 @@ class Runtime:
         # A quantized model's uint8 tensors: what a DequantizeLinear reads or a Quantize writes.
         ends = {f"{end}_BYTES": int(self._type(name) == np.uint8)
                 for end, name in (("X", source), ("Y", step.output))}  # fmt: skip
-        return self._ops(step, "epilogue", args, n, **self._defines(step), **ends)
+        return self._ops(step, "epilogue", args, n, **self._epilogue_defines(step), **ends)
 
     def _tuned(self, step: Tuned) -> Planned:
         choice = self.choices[step.name]
@@ -564,7 +564,7 @@ class Runtime:
         fused = self.fuse and not step.epilogue.empty and spec.fuses_epilogue and len(operands) == 1
         options = spec.build_options(config, workload)
         if fused:
-            options += [f"-D{key}={value}" for key, value in self._defines(step).items()]
+            options += [f"-D{key}={value}" for key, value in self._epilogue_defines(step).items()]
         program = self._build(step, f"{spec.name} {config}", spec.source, options)
         epilogue = epilogue_arguments(step.epilogue, self.buffers) if fused else ()
         shape, limits = workload.shape_vars(), self.info.limits
