@@ -28,6 +28,8 @@ CUDA graph of 20 back-to-back passes (``lib.cuda.cuda_graph_seconds``):
 
 ``--batch N`` runs, tunes and times the files exported with a dynamic batch at N (throughput
 batches; ``zoo_export.py`` writes ``NAME.dynamic.onnx`` for the static ResNet-50 and ViT-B/16).
+``--profile`` adds where the time goes: octune's profiled kernel time per operator and its
+costliest layers, and with ``--torch`` PyTorch's CUDA kernels by name (``torch.profiler``, eager).
 """
 
 from __future__ import annotations
@@ -85,15 +87,15 @@ def coverage(zoo: Path, entry: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _runtime_row(model: onnx.ModelProto, device: Any, source: Any, policy: str,
-                 repeat: int, fuse: bool = True) -> dict[str, Any]:  # fmt: skip
+def _runtime_row(model: onnx.ModelProto, device: Any, source: Any, policy: str, repeat: int,
+                 fuse: bool = True, profile: bool = False) -> dict[str, Any]:  # fmt: skip
     from octune.runtime.executor import Runtime
     from octune.runtime.verify import check, random_inputs
 
     runtime = Runtime(model, device, source, policy, fuse=fuse)  # type: ignore[arg-type]
     outputs = check(runtime, random_inputs(runtime))
     timing = runtime.time(repeat)
-    return {
+    row = {
         "ms": timing.wall_s * 1e3,
         "kernel_ms": timing.total_kernel_s * 1e3,
         "launches": runtime.launches,
@@ -101,6 +103,27 @@ def _runtime_row(model: onnx.ModelProto, device: Any, source: Any, policy: str,
         "max_ratio": max(c.ratio for c in outputs),
         "output_depends_on_input": all(c.depends_on_input for c in outputs),
     }
+    if profile:
+        row["profile"] = _octune_profile(runtime.plan, timing.kernel_s)
+    return row
+
+
+def _octune_profile(plan: Any, kernel_s: tuple[float, ...], top: int = 25) -> dict[str, Any]:
+    """Profiled kernel ms per operator (with its launches), and the costliest steps."""
+    by_op: dict[str, list[float]] = {}
+    steps = []
+    for planned, seconds in zip(plan, kernel_s, strict=True):
+        if planned.launches:
+            total = by_op.setdefault(planned.step.op, [0.0, 0])
+            total[0] += seconds * 1e3
+            total[1] += len(planned.launches)
+            steps.append({"step": planned.step.name, "op": planned.step.op,
+                          "kernel": planned.kernel, "match": planned.match,
+                          "us": round(seconds * 1e6, 2)})  # fmt: skip
+    steps.sort(key=lambda s: -s["us"])
+    ops = sorted(by_op.items(), key=lambda kv: -kv[1][0])
+    return {"ops": {op: {"ms": round(ms, 4), "launches": n} for op, (ms, n) in ops},
+            "steps": steps[:top]}  # fmt: skip
 
 
 def tune(zoo: Path, entry: dict[str, Any], minutes: float, db: str, device: str | None,
@@ -139,6 +162,34 @@ def torch_ms(entry: dict[str, Any], batch: int = 1) -> float:
         return cuda_graph_seconds(lambda: net(x)) * 1e3
 
 
+def torch_profile(entry: dict[str, Any], batch: int = 1, passes: int = 5) -> list[dict[str, Any]]:
+    """PyTorch's CUDA kernels of a forward pass, eager (a graph hides them from the profiler):
+    per kernel name the GPU ms and calls a pass, costliest first.
+    """
+    import torch
+    from lib.zoo_models import MODELS, build
+    from torch.profiler import ProfilerActivity, profile
+
+    spec = next(m for m in MODELS if m.name == entry["model"])
+    net = build(spec).eval().cuda()
+    x = torch.randn(batch, *spec.input_shape[1:], device="cuda")
+    with torch.no_grad():
+        for _ in range(3):
+            net(x)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(passes):
+                net(x)
+            torch.cuda.synchronize()
+    rows = []
+    for event in prof.key_averages():
+        us = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
+        if us:
+            rows.append({"kernel": event.key[:160], "ms": round(us / passes / 1e3, 4),
+                         "calls": event.count / passes})  # fmt: skip
+    return sorted(rows, key=lambda r: -r["ms"])
+
+
 def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     from octune.db.store import Store
     from octune.runtime.config_sources import StoreConfigs
@@ -165,7 +216,9 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
                 )
             source = StoreConfigs(Store(args.db), info)
             for policy in [p for p in args.policies if p != "default"]:
-                row[policy] = _runtime_row(model, device, source, policy, args.repeat)
+                row[policy] = _runtime_row(
+                    model, device, source, policy, args.repeat, profile=args.profile
+                )
                 if args.unfused:
                     row[f"{policy}_unfused"] = _runtime_row(
                         model, device, source, policy, args.repeat, fuse=False
@@ -175,6 +228,11 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
         return row
     if args.torch:
         row["reference"], row["reference_ms"] = "PyTorch CUDA graph", torch_ms(entry, args.batch)
+        if args.profile:
+            try:  # the timings above stay recorded when the profiler fails
+                row["reference_profile"] = torch_profile(entry, args.batch)
+            except Exception as error:
+                row["reference_profile"] = f"failed: {error!r}"[:300]
     else:
         from octune.runtime.executor import Runtime
 
@@ -231,6 +289,9 @@ def main() -> None:
         "--unfused", action="store_true", help="also each policy with every epilogue unfused"
     )
     parser.add_argument("--torch", action="store_true", help="PyTorch on CUDA as the reference")
+    parser.add_argument(
+        "--profile", action="store_true", help="also the time per operator and kernel"
+    )
     parser.add_argument("--out", required=True, help="JSON results")
     args = parser.parse_args()
     entries = manifest(args.zoo, args.models)
