@@ -67,6 +67,13 @@ class Layer:
     count: int
     dtype: str = "float32"
 
+    @property
+    def batched(self) -> bool:
+        """A batched MatMul's matrices: more launches of its shape than it has nodes, which
+        the runtime may run as one launch a node (``runtime/batched.py``).
+        """
+        return self.count > len(self.nodes)
+
     def workload(self, dtype: str | None = None) -> Workload:
         """The layer's workload in its own dtype, or in ``dtype`` (a run that stores another)."""
         return family(self.family).workload(self.shape, dtype or self.dtype)

@@ -97,7 +97,7 @@ def network_tasks(layers: Sequence[Layer], dtype: str | None = None) -> list[Tas
     in its own dtype (its model's), or in ``dtype``.
     """
     return [
-        replace(task, nodes=layer.nodes, launches=layer.count)
+        replace(task, nodes=layer.nodes, launches=layer.count, batched=layer.batched)
         for layer, weight in zip(layers, time_shares(layers), strict=True)
         for task in tasks_for(layer.family, layer.shape, dtype or layer.dtype, weight=weight)
     ]
@@ -121,15 +121,18 @@ def workloads_yaml(label: str, layers: Sequence[Layer], untuned: Sequence[str]) 
     lines = [
         f"# {describe(label, layers, untuned)}",
         "# weight: the layer's estimated share of the network's time, in percent; launches: per",
-        "# forward pass (a second round weighs each layer by its measured time times these)",
+        "# forward pass (a second round weighs each layer by its measured time times these);",
+        "# batched: a batched MatMul's matrices, which keep their estimate (the runtime may run",
+        "# them in one launch of its own kernel)",
         "workloads:",
     ]
     for layer, weight in zip(layers, time_shares(layers), strict=True):
         more = len(layer.nodes) - 3
         nodes = ", ".join(layer.nodes[:3]) + (f" and {more} more" if more > 0 else "")
         dtype = {} if layer.dtype == "float32" else {"dtype": layer.dtype}
+        batched = {"batched": True} if layer.batched else {}
         entry = {"kernel": layer.family, **layer.shape, **dtype, "weight": weight,
-                 "launches": layer.count}  # fmt: skip
+                 "launches": layer.count, **batched}  # fmt: skip
         flow = yaml.safe_dump(entry, default_flow_style=True, sort_keys=False, width=1 << 16)
         lines += [f"  # {nodes}", f"  - {flow.strip()}"]
     return "\n".join(lines) + "\n"

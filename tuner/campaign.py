@@ -81,6 +81,7 @@ class _WorkloadEntry(BaseModel):
     dtype: str = "float32"
     weight: FiniteFloat = Field(default=1.0, gt=0)
     launches: StrictInt | None = Field(default=None, ge=1)
+    batched: StrictBool = False
 
 
 class _WorkloadFile(BaseModel):
@@ -96,6 +97,7 @@ class Task:
     weight: float = 1.0  # its share of the budget, relative to the other tasks'
     nodes: tuple[str, ...] = ()  # the network's nodes of this shape, if it comes from one
     launches: int | None = None  # launches of this shape per forward pass, if from a network
+    batched: bool = False  # the launches are a batched MatMul's matrices (measured_weights)
     from_family: bool = False  # one of a family's kernels, not a kernel named on its own
 
     @property
@@ -146,7 +148,9 @@ def tasks_from(data: object, source: str) -> list[Task]:
     for index, entry in enumerate(parsed.workloads):
         try:
             found = tasks_for(entry.kernel, entry.model_extra or {}, entry.dtype, entry.weight)
-            tasks += [replace(task, launches=entry.launches) for task in found]
+            tasks += [
+                replace(task, launches=entry.launches, batched=entry.batched) for task in found
+            ]
         except OctuneError as error:
             raise OctuneError(f"{source}: workloads.{index}: {error}") from None
     keys = [(task.kernel.name, task.workload.key) for task in tasks]
@@ -279,13 +283,16 @@ def measured_weights(tasks: Sequence[Task], turns: Sequence[Turn]) -> list[float
     """Each task's weight by its layer's measured share of the network's time: its launches
     per pass times the fastest verified time any of its kernels reached in ``turns``, split
     evenly among its kernels. A layer nothing verified yet keeps its estimate, scaled as the
-    measured layers' estimates compare with their times. The tasks' own weights unless every
-    task is a network layer (``launches``) and one was measured.
+    measured layers' estimates compare with their times; so does a batched MatMul's: its
+    matrices' launches are what the tuned config would run, not what runs where the runtime's
+    one launch for them all is faster (on NVIDIA's OpenCL 6-14 x at BERT's attention), and
+    counted as launches they took 37-43 % of a ViT's or BERT layer's minutes. The tasks' own
+    weights unless every task is a network layer (``launches``) and one was measured.
     """
     fastest: dict[str, float] = {}
     for turn in turns:
         best = turn.report.progress.best
-        if best is not None and best.median_s:
+        if best is not None and best.median_s and not turn.task.batched:
             key = turn.task.workload.key
             fastest[key] = min(fastest.get(key, math.inf), best.median_s)
     if not fastest or any(task.launches is None for task in tasks):

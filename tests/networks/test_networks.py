@@ -380,6 +380,14 @@ def test_from_onnx_writes_what_tune_workloads_reads(tmp_path: Path) -> None:
         "weight": pytest.approx(33, abs=1),
         "launches": 4,  # the query, key, value and output projections
     }
+    # Attention's products, 2 x 12 matrices each, say so: their weight stays their estimate.
+    attention = [e for e in entries if e.get("batched")]
+    assert [e["launches"] for e in attention] == [24, 24]
+    assert all("batched" not in e for e in entries if e not in attention)
+    out.write_text(printed.stdout)
+    tasks = load_tasks(out)  # a task for each of an entry's kernels
+    assert {t.batched for t in tasks} == {True, False}
+    assert all(t.batched == (t.launches == 24) for t in tasks)
 
 
 @pytest.mark.parametrize(

@@ -114,6 +114,20 @@ def test_network_layers_get_the_second_round_by_measured_time() -> None:
     assert weights == pytest.approx([40e-6, 8.0 * scale, 200 * 10e-6])
 
 
+def test_a_batched_matmul_keeps_its_estimate() -> None:
+    """Attention's 192 matrices measured one launch each would weigh 192 launches; the runtime
+    runs them in one launch of its own where that is faster, so the layer keeps its estimate,
+    scaled as the measured layer's compares, and the measured layer gets the rest.
+    """
+    large, attention = (
+        replace(tasks_for("gemm_panel", {"m": size, "n": size, "k": size}, weight=weight)[0],
+                launches=launches, batched=batched)
+        for size, weight, launches, batched in ((64, 64.0, 1, False), (16, 1.0, 192, True))
+    )  # fmt: skip
+    weights = measured_weights([large, attention], [_turn(large, 40e-6), _turn(attention, 10e-6)])
+    assert weights == pytest.approx([40e-6, 1.0 * 40e-6 / 64.0])
+
+
 def test_a_family_layer_splits_its_measured_time_among_its_kernels() -> None:
     """The layer's time is its fastest kernel's; each of its kernels gets an even part."""
     tasks = [replace(task, launches=3) for task in tasks_for("gemm", GEMM, weight=5.0)]
