@@ -26,7 +26,7 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -54,8 +54,11 @@ class KernelSpec:
     source: str
     space: SearchSpace
 
-    @property
+    @cached_property
     def sha256(self) -> str:
+        """Computed once: a network run asks it of every kernel a turn (8 of a 90 s run's
+        seconds on the H200's host, its builder threads beside it).
+        """
         return kernel_version_sha256(self.source, self.space.source_text)
 
     @property

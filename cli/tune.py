@@ -5,6 +5,7 @@ best stored config, write a network's workloads file.
 from __future__ import annotations
 
 import json
+import secrets
 from collections import Counter
 from contextlib import closing
 from dataclasses import replace
@@ -143,7 +144,7 @@ def tune(
     from octune.tuner.campaign import extension_notes, for_device
     from octune.tuner.device import DeviceInfo, require_compiling, select_device
     from octune.tuner.energy import sensor_for
-    from octune.tuner.session import Budget, Settings, check_seed, parse_duration
+    from octune.tuner.session import MAX_SEED, Budget, Settings, check_seed, parse_duration
     from octune.tuner.strategies.base import get_strategy
     from octune.tuner.workers import default_jobs
 
@@ -205,6 +206,10 @@ def tune(
     for note in extension_notes(tasks, f"{info.name} ({info.platform_name})", info.limits):
         console.print(note, markup=False)
     total = _announce(tasks, total, info.name, strategy, settings, store.url)
+    # One seed for the run's sessions (each records it): a workload's kernels then bind the
+    # same inputs, which the measuring process keeps (``OperandMemo``) instead of drawing them
+    # and their reference again for every kernel.
+    seed = secrets.randbelow(MAX_SEED) if seed is None else seed
     rows, interrupted = _run(tasks, total, store, info, settings, strategy, seed, upload, token)
     _close(tasks, rows, interrupted, store, info, objective, summary)
 

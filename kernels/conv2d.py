@@ -33,6 +33,7 @@ from octune.catalogue.family import (
     Family,
     OnnxNode,
     OnnxReading,
+    Recall,
     ShapeParam,
     Workload,
 )
@@ -56,6 +57,7 @@ _SMALL = 1 << 10  # filter sizes, strides, padding and dilation beyond this are 
 
 class Conv2d(Family):
     name = "conv2d"
+    recalls_operands = True  # int8 binds draw quantization outside it: they ignore it
     params = (
         ShapeParam("n", "batch size"),
         ShapeParam("c", "input channels"),
@@ -104,6 +106,7 @@ class Conv2d(Family):
         context: cl.Context,
         queue: cl.CommandQueue,
         rng: np.random.Generator,
+        recall: Recall | None = None,
     ) -> Bound:
         from octune.catalogue.registry import load_kernel
 
@@ -129,7 +132,7 @@ class Conv2d(Family):
             return expected, tolerance(terms, magnitude, dtype)
 
         arguments = conv2d_arguments(workload, load_kernel(kernel).space.entry)
-        return Bound(context, queue, inputs, reference, arguments, FLOAT_TYPES[dtype])
+        return Bound(context, queue, inputs, reference, arguments, FLOAT_TYPES[dtype], recall)
 
     def _bind_int8(
         self,

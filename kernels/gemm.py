@@ -20,6 +20,7 @@ from octune.catalogue.family import (
     Family,
     OnnxNode,
     OnnxReading,
+    Recall,
     ShapeParam,
     Workload,
 )
@@ -85,6 +86,7 @@ def operands(a: np.ndarray, b: np.ndarray, shape: Mapping[str, int]) -> tuple[np
 
 class Gemm(Family):
     name = "gemm"
+    recalls_operands = True  # int8 binds draw quantization outside it: they ignore it
     params = (
         ShapeParam("m", "rows of op(A) and C"),
         ShapeParam("n", "columns of op(B) and C"),
@@ -132,6 +134,7 @@ class Gemm(Family):
         context: cl.Context,
         queue: cl.CommandQueue,
         rng: np.random.Generator,
+        recall: Recall | None = None,
     ) -> Bound:
         if workload.dtype == "int8":
             return self._bind_int8(workload, context, queue, rng)
@@ -148,7 +151,7 @@ class Gemm(Family):
             return ALPHA * (op_a @ op_b), tolerance(k, magnitude, dtype)
 
         arguments = gemm_arguments(m, n, k, shape_a[1], shape_b[1])
-        return Bound(context, queue, inputs, reference, arguments, FLOAT_TYPES[dtype])
+        return Bound(context, queue, inputs, reference, arguments, FLOAT_TYPES[dtype], recall)
 
     def _bind_int8(
         self,

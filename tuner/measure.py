@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import secrets
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +18,7 @@ from typing import Protocol
 import numpy as np
 import pyopencl as cl
 
-from octune.catalogue.family import Workload
+from octune.catalogue.family import OperandMemo, Workload
 from octune.catalogue.registry import KernelSpec
 from octune.catalogue.space import LaunchSizes
 from octune.core.errors import SpaceError
@@ -76,6 +77,8 @@ class DeviceRunner:
         cache: ProgramCache | None = None,
         energy: EnergySensor | None = None,
         back_to_back: int = 0,
+        memo: OperandMemo | None = None,
+        context: cl.Context | None = None,
     ) -> None:
         self.device = device
         self.info = DeviceInfo.from_cl(device)
@@ -84,20 +87,27 @@ class DeviceRunner:
         self.repeats = repeats
         self.min_repeats = min_repeats
         self.max_seconds = max_seconds
-        self.seed = seed
+        # With a memo, one seed for the runner's life: a re-open after a failed launch binds
+        # the same inputs again, from the memo.
+        self.seed = seed if seed is not None or memo is None else secrets.randbits(63)
         self.cache = cache or ProgramCache()
         self.energy = energy
         self.back_to_back = back_to_back
-        self._open()
+        self._memo = memo
+        self._open(context)
 
-    def _open(self) -> None:
-        """A fresh context: after a failed launch some drivers refuse all further work in it."""
-        self.context = cl.Context([self.device])
+    def _open(self, context: cl.Context | None = None) -> None:
+        """``context`` (a healthy one another runner used: creating one costs a GPU's driver
+        a tenth of a second and more), else a fresh one: after a failed launch some drivers
+        refuse all further work in it. Host operands from ``memo`` where it has them.
+        """
+        self.context = context or cl.Context([self.device])
         self.queue = cl.CommandQueue(
             self.context, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
+        recall = None if self._memo is None else self._memo.recall((self.workload.key, self.seed))
         self.data = self.workload.bind(
-            self.kernel.name, self.context, self.queue, np.random.default_rng(self.seed)
+            self.kernel.name, self.context, self.queue, np.random.default_rng(self.seed), recall
         )
         self.unprofiled_queue = cl.CommandQueue(self.context) if self.back_to_back else None
         self._programs: dict[tuple[str, ...], cl.Program] = {}

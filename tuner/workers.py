@@ -25,7 +25,7 @@ from typing import Self
 
 import pyopencl as cl
 
-from octune.catalogue.family import Workload
+from octune.catalogue.family import OperandMemo, Workload
 from octune.catalogue.registry import KernelSpec
 from octune.core.errors import DeviceError
 from octune.core.results import Config, Measurement, Status
@@ -153,8 +153,16 @@ class BuildPool:
 # ---- the measurer ---------------------------------------------------------------------
 
 
-def _runner(context: MeasuringContext) -> DeviceRunner:
-    device = find_device(context.device_fingerprint)
+def _runner(
+    context: MeasuringContext, memo: OperandMemo, previous: DeviceRunner | None = None
+) -> DeviceRunner:
+    """A runner for ``context``, with host operands from ``memo``; on the ``previous`` runner's
+    device it reuses its OpenCL context, which that runner replaced after any failed launch.
+    """
+    if previous is not None and previous.info.fingerprint == context.device_fingerprint:
+        device, cl_context = previous.device, previous.context
+    else:
+        device, cl_context = find_device(context.device_fingerprint), None
     return DeviceRunner(
         device,
         context.kernel,
@@ -165,15 +173,19 @@ def _runner(context: MeasuringContext) -> DeviceRunner:
         max_seconds=context.max_seconds,
         cache=context.cache,
         energy=sensor_for(device) if context.energy else None,
+        memo=memo,
+        context=cl_context,
     )
 
 
 def _measurer_main(connection: Connection, context: MeasuringContext) -> None:
     """Measure configs as they arrive; a new context arriving instead switches the kernel and
-    the workload.
+    the workload (keeping the OpenCL context and the last workloads' host operands: a switch
+    took 1.3 s on the H200's host at batch 16, 67 of a 90 s ResNet-50 run's seconds).
     """
     _detach()
-    runner = _runner(context)
+    memo = OperandMemo()
+    runner = _runner(context, memo)
     connection.send("ready")
     while True:
         try:
@@ -183,7 +195,7 @@ def _measurer_main(connection: Connection, context: MeasuringContext) -> None:
         if message is None:
             return
         if isinstance(message, MeasuringContext):
-            runner = _runner(message)
+            runner = _runner(message, memo, runner)
             connection.send("ready")
         else:
             connection.send(runner.measure(message))

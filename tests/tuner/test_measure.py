@@ -8,6 +8,7 @@ import math
 import pyopencl as cl
 import pytest
 
+from octune.catalogue.family import OperandMemo
 from octune.catalogue.registry import KernelSpec, load_kernel
 from octune.catalogue.space import ConfigTable
 from octune.core.results import Status
@@ -162,3 +163,43 @@ def test_kernel_that_leaves_its_counters_dirty_is_rejected(cl_device: cl.Device)
     result = DeviceRunner(cl_device, forgetful, workload, seed=4).measure(config)
     assert result.status is Status.WRONG_RESULT
     assert "zeroed workspace elements non-zero" in result.message
+
+
+def test_a_memo_binds_a_workloads_inputs_once_for_its_kernels(
+    cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    """Kernels of one workload on one seed share the host operands and reference (and the
+    OpenCL context handed on); another seed draws its own; each runner still checks and
+    rejects what is wrong.
+    """
+    memo = OperandMemo(size=2)
+    first = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=5, memo=memo)
+    wrong = variant(gemm_kernel, "const int k_left = K - k0;", "const int k_left = K - k0 - 1;")
+    second = DeviceRunner(cl_device, wrong, WORKLOAD, seed=5, memo=memo, context=first.context)
+    assert second.data.expected is first.data.expected  # type: ignore[attr-defined]
+    assert second.context is first.context
+    config = small_config(gemm_table, MWG=16, NWG=16, SA=0, SB=0)
+    assert first.measure(config).status is Status.OK
+    assert second.measure(config).status is Status.WRONG_RESULT
+
+    fresh = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=6, memo=memo)
+    assert fresh.data.expected is not first.data.expected  # type: ignore[attr-defined]
+    assert not (fresh.data.expected == first.data.expected).all()  # type: ignore[attr-defined]
+    assert fresh.measure(config).status is Status.OK
+    other = gemm_workload(33, 17, 9)  # a third key: the memo keeps two, the oldest goes
+    DeviceRunner(cl_device, gemm_kernel, other, seed=5, memo=memo)
+    again = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=5, memo=memo)
+    assert again.data.expected is not first.data.expected  # type: ignore[attr-defined]
+    assert (again.data.expected == first.data.expected).all()  # type: ignore[attr-defined]
+
+
+def test_without_a_seed_a_memo_keeps_one_for_the_runners_life(
+    cl_device: cl.Device, gemm_kernel: KernelSpec
+) -> None:
+    """A re-open after a failed launch binds the same inputs again, from the memo."""
+    runner = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, memo=OperandMemo())
+    assert runner.seed is not None
+    expected = runner.data.expected  # type: ignore[attr-defined]
+    runner._open()
+    assert runner.data.expected is expected  # type: ignore[attr-defined]
+    assert DeviceRunner(cl_device, gemm_kernel, WORKLOAD).seed is None
