@@ -10,7 +10,9 @@ Where every workload is a network's layer (``launches:`` per forward pass), the 
 weighs each by what the first measured instead of the estimate (``measured_weights``): at
 batch 1 launches and small layers weigh more than their flops say, at batch 32 the large
 convolutions take the time. A workload that stops early (patience, an exhausted space) leaves
-its unused part to the ones after it. ``tune_in_turn`` is that loop, and ``tune_one`` one
+its unused part to the ones after it. The first round confirms nothing: a workload's second
+turn re-measures what either turn brought to the top, and one the budget gives no second turn
+keeps its best verified but unconfirmed. ``tune_in_turn`` is that loop, and ``tune_one`` one
 turn's session with its progress shown, for `octune tune` and for a farm agent's job alike.
 """
 
@@ -361,8 +363,16 @@ def tune_in_turn(
                     part = share(total, weights[index:], used_candidates, used_seconds, even=0.0)
                 if part is None:
                     break
-                # A second turn goes on from the first: its part is new candidates.
-                turn_settings = settings if first else replace(settings, resume=False)
+                # A second turn goes on from the first: its part is new candidates. A first
+                # turn of two confirms nothing: the second confirms what either brought to the
+                # top (each confirm binds fresh inputs: a third of ResNet-50's first round at
+                # batch 16 on the H200's host went to switching to them).
+                if not first:
+                    turn_settings = replace(settings, resume=False)
+                elif len(rounds) > 1:
+                    turn_settings = replace(settings, confirm=0)
+                else:
+                    turn_settings = settings
                 failure: SystematicFailure | None = None
                 place = f"{index + 1}/{len(ordered)}" + ("" if first else ", second turn")
                 try:

@@ -90,6 +90,30 @@ def test_a_campaign_measures_every_task_before_any_gets_more(device_info: Device
     assert all(best is not None for best in stored.values())  # each verified and stored
 
 
+def test_a_campaign_confirms_in_the_second_round(device_info: DeviceInfo) -> None:
+    """A first turn confirms nothing; the second confirms what the task brought to the top."""
+    tasks = [
+        task
+        for size in (16, 24)
+        for task in tasks_for("gemm_panel", {"m": size, "n": size, "k": size})
+    ]
+    store = MemoryStore()
+
+    def tune(
+        task: Task, part: Budget, workers: Workers, settings: Settings, place: str
+    ) -> SessionReport:
+        table = task.kernel.space.enumerate(device_info.limits)
+        return run_session(store, device_info, task.kernel, task.workload, table,
+                           strategy="exhaustive", budget=part, settings=settings,
+                           workers=workers)  # fmt: skip
+
+    turns = list(tune_in_turn(tasks, Budget(candidates=6), tune, device=device_info,
+                              settings=Settings(jobs=0, confirm=1)))  # fmt: skip
+    assert len(turns) == 4
+    assert [turn.report.confirm_session_id is None for turn in turns] == [True] * 2 + [False] * 2
+    assert all(len(turn.report.confirmed) == 1 for turn in turns[2:])
+
+
 def _turn(task: Task, seconds: float | None) -> Turn:
     """A first-round turn whose session's best verified time was ``seconds`` (None: none)."""
     progress = Progress(space_size=10, already_measured=0)
