@@ -32,7 +32,8 @@ def pick_plan(
     """
     if named in makers and (plan := makers[named]()) is not None:
         return plan
-    plans = [plan for make in makers.values() if (plan := make()) is not None]
+    others = (make for name, make in makers.items() if name != named)  # None: asked already
+    plans = [plan for make in others if (plan := make()) is not None]
     if len(plans) == 1:
         return plans[0]
     times = [seconds(plan) for plan in plans]

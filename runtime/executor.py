@@ -599,9 +599,8 @@ class Runtime:
         return Planned(step, spec.name, choice.match, config, tuple(launches))
 
     def _batched(self, step: Tuned) -> Planned:
-        """A batched MatMul by the plan ``batched`` names where the layer takes it, else by
-        the fastest here of those it takes (``runtime/batched.py``), timed on its operands
-        filled with ones.
+        """A batched MatMul by the plan ``batched`` names where the layer takes it, else by the
+        fastest here of those it takes (``runtime/batched.py``), timed on operands of ones.
         """
         makers: dict[str, Callable[[], Planned | None]] = {
             "simple": lambda: self._one_launch(step, tiled=False),
@@ -613,11 +612,12 @@ class Runtime:
         if splits(a_shape, b_shape, extents, align, item):
             makers = {"per-matrix": lambda: self._tuned(step), **makers}
         weights = {id(self.buffers[name]) for name in self.graph.constants if name in self.buffers}
-        for name in step.inputs:  # not a weight's buffer (an alias's too): a pass writes them
-            if id(self.buffers[name]) not in weights:
-                fill_with_ones(self.queue, self.buffers[name], self._type(name))
+        fill = [name for name in step.inputs if id(self.buffers[name]) not in weights]
 
         def seconds(plan: Planned) -> float:
+            while fill:  # before the first timing only; never a weight's buffer (or an alias's)
+                name = fill.pop()
+                fill_with_ones(self.queue, self.buffers[name], self._type(name))
             return Stream([(step.name, launch) for launch in plan.launches]).seconds(self.queue)
 
         return pick_plan(makers, self.batched, seconds)
