@@ -146,10 +146,11 @@ def tune(zoo: Path, entry: dict[str, Any], minutes: float, db: str, device: str 
     return time.perf_counter() - started
 
 
-def torch_ms(entry: dict[str, Any], batch: int = 1) -> float:
-    """The model in PyTorch on CUDA as a CUDA graph of back-to-back passes."""
+def torch_model(entry: dict[str, Any], batch: int = 1) -> tuple[Any, Any]:
+    """The model in PyTorch on CUDA (eval, float32, TF32 off, cuDNN benchmark mode) and an
+    input batch for it.
+    """
     import torch
-    from lib.cuda import cuda_graph_seconds
     from lib.zoo_models import MODELS, build
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -157,22 +158,25 @@ def torch_ms(entry: dict[str, Any], batch: int = 1) -> float:
     torch.backends.cudnn.benchmark = True
     spec = next(m for m in MODELS if m.name == entry["model"])
     net = build(spec).eval().cuda()
-    x = torch.randn(batch, *spec.input_shape[1:], device="cuda")
+    return net, torch.randn(batch, *spec.input_shape[1:], device="cuda")
+
+
+def torch_ms(net: Any, x: Any) -> float:
+    """``torch_model``'s model as a CUDA graph of back-to-back passes."""
+    import torch
+    from lib.cuda import cuda_graph_seconds
+
     with torch.no_grad():
         return cuda_graph_seconds(lambda: net(x)) * 1e3
 
 
-def torch_profile(entry: dict[str, Any], batch: int = 1, passes: int = 5) -> list[dict[str, Any]]:
+def torch_profile(net: Any, x: Any, passes: int = 5) -> list[dict[str, Any]]:
     """PyTorch's CUDA kernels of a forward pass, eager (a graph hides them from the profiler):
     per kernel name the GPU ms and calls a pass, costliest first.
     """
     import torch
-    from lib.zoo_models import MODELS, build
     from torch.profiler import ProfilerActivity, profile
 
-    spec = next(m for m in MODELS if m.name == entry["model"])
-    net = build(spec).eval().cuda()
-    x = torch.randn(batch, *spec.input_shape[1:], device="cuda")
     with torch.no_grad():
         for _ in range(3):
             net(x)
@@ -227,10 +231,11 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
         row["refused"] = str(error)
         return row
     if args.torch:
-        row["reference"], row["reference_ms"] = "PyTorch CUDA graph", torch_ms(entry, args.batch)
+        net, x = torch_model(entry, args.batch)
+        row["reference"], row["reference_ms"] = "PyTorch CUDA graph", torch_ms(net, x)
         if args.profile:
             try:  # the timings above stay recorded when the profiler fails
-                row["reference_profile"] = torch_profile(entry, args.batch)
+                row["reference_profile"] = torch_profile(net, x)
             except Exception as error:
                 row["reference_profile"] = f"failed: {error!r}"[:300]
     else:

@@ -87,9 +87,9 @@ class DeviceRunner:
         self.repeats = repeats
         self.min_repeats = min_repeats
         self.max_seconds = max_seconds
-        # With a memo, one seed for the runner's life: a re-open after a failed launch binds
-        # the same inputs again, from the memo.
-        self.seed = seed if seed is not None or memo is None else secrets.randbits(63)
+        if seed is None and memo is not None:  # one for the runner's life: a re-open after a
+            seed = secrets.randbits(63)  # failed launch binds the same inputs, from the memo
+        self.seed = seed
         self.cache = cache or ProgramCache()
         self.energy = energy
         self.back_to_back = back_to_back
