@@ -30,6 +30,8 @@ CUDA graph of 20 back-to-back passes (``lib.cuda.cuda_graph_seconds``):
 batches; ``zoo_export.py`` writes ``NAME.dynamic.onnx`` for the static ResNet-50 and ViT-B/16).
 ``--profile`` adds where the time goes: octune's profiled kernel time per operator and its
 costliest layers, and with ``--torch`` PyTorch's CUDA kernels by name (``torch.profiler``, eager).
+``--before`` also times each policy before tuning: what the database's answers for shapes it
+was never tuned on (another batch) are worth against the tuned ones.
 """
 
 from __future__ import annotations
@@ -213,6 +215,11 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
         if "default" in args.policies or not args.db:
             row["default"] = _runtime_row(model, device, None, "default", args.repeat)
         if args.db:
+            if args.tune_minutes and args.before:  # the database's answers before tuning
+                source = StoreConfigs(Store(args.db), info)
+                for policy in [p for p in args.policies if p != "default"]:
+                    row[f"{policy}_before"] = _runtime_row(model, device, source, policy,
+                                                           args.repeat)  # fmt: skip
             if args.tune_minutes:
                 log = Path(args.out).with_suffix(".tune.log")
                 row["tune_s"] = tune(
@@ -296,6 +303,11 @@ def main() -> None:
     parser.add_argument("--torch", action="store_true", help="PyTorch on CUDA as the reference")
     parser.add_argument(
         "--profile", action="store_true", help="also the time per operator and kernel"
+    )
+    parser.add_argument(
+        "--before",
+        action="store_true",
+        help="with --tune-minutes, also each policy before tuning (as POLICY_before)",
     )
     parser.add_argument("--out", required=True, help="JSON results")
     args = parser.parse_args()

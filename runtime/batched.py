@@ -1,7 +1,8 @@
 """How the runtime runs a batched MatMul (attention's scores and context: batch x heads
 matrices): one tuned GEMM launch per matrix on sub-buffers of its tensors, or one launch of the
-runtime's own kernel for all of them (``runtime/ops.cl``: one output a work-item, or 64 x 64
-tiles through local memory). Which is faster depends on the device: a CPU runs the tuned
+runtime's own kernel for all of them (``runtime/ops.cl``: one output a work-item, or 64 x 64 or
+32 x 32 tiles through local memory), which also reads and writes through views
+(``runtime/views.py``). Which is faster depends on the device: a CPU runs the tuned
 launches fastest, while on NVIDIA's OpenCL each launch costs about 5 us and a BERT layer's
 24 x B launches cost more than the products (benchmarks/batched_matmul_ab.py). So by default
 the runtime times the plans a layer can take when it loads the model and keeps the fastest.
@@ -15,9 +16,14 @@ from typing import TypeVar
 import numpy as np
 import pyopencl as cl
 
+from octune.runtime import layout
+from octune.runtime.steps import Tuned, View
+
 #: The plans a batched MatMul can run by (``Runtime(batched=)``; None: the fastest here).
-BATCHED_PLANS = ("per-matrix", "simple", "tiled")
-TILE, TILE_GROUP = 64, (16, 16, 1)  # ops.cl's batched_matmul_tiled: outputs and work-items
+BATCHED_PLANS = ("per-matrix", "simple", "tiled", "tiled-32")
+#: ops.cl's batched_matmul_tiled by plan: the outputs a work-group computes along each side
+#: (``BT``), a work-item 4 x 4 of them.
+TILES = {"tiled": 64, "tiled-32": 32}
 
 Plan = TypeVar("Plan")
 
@@ -38,6 +44,37 @@ def pick_plan(
         return plans[0]
     times = [seconds(plan) for plan in plans]
     return plans[times.index(min(times))]
+
+
+def shapes_of(step: Tuned, shapes: Mapping[str, tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """A batched product's A, B and y shapes as it computes them (a view's, else its
+    tensor's).
+    """
+    names = (*step.inputs[:2], step.output)
+    pairs = zip(names, step.views, strict=True)
+    return [view.shape if view else shapes[name] for name, view in pairs]
+
+
+def product_meta(
+    shapes: Sequence[tuple[int, ...]], views: Sequence[View | None]
+) -> list[tuple[int, ...]]:
+    """``ops.cl``'s batched_matmul axes: the output's batch dims; A's, B's and y's element
+    strides along them (0 where one broadcasts); then each one's offset, row stride and
+    column stride.
+    """
+    batch = shapes[-1][:-2]
+    rows, corners = [layout.padded(batch, 1)], []
+    for shape, view in zip(shapes, views, strict=True):
+        if view is None:
+            matrix = shape[-2] * shape[-1]
+            along = layout.broadcast_strides(shape[:-2], batch)
+            rows.append(tuple(stride * matrix for stride in along))
+            corners += [0, shape[-1], 1]
+        else:
+            pairs = zip(shape[:-2], view.strides[:-2], strict=True)
+            rows.append(layout.padded([0 if size == 1 else s for size, s in pairs], 0))
+            corners += [view.offset, *view.strides[-2:]]
+    return [*rows, tuple(corners)]
 
 
 def fill_with_ones(queue: cl.CommandQueue, buffer: cl.Buffer, dtype: np.dtype) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import onnx
@@ -19,16 +20,8 @@ import pyopencl as cl
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
+from octune.runtime import batched as bmm
 from octune.runtime import layout
-from octune.runtime.batched import (
-    BATCHED_PLANS,
-    TILE,
-    TILE_GROUP,
-    fill_with_ones,
-    per_matrix_operands,
-    pick_plan,
-    splits,
-)
 from octune.runtime.config_sources import (
     Choice,
     ConfigSource,
@@ -65,6 +58,7 @@ from octune.runtime.steps import (
     Tuned,
 )
 from octune.runtime.stream import BoundLaunch, Stream
+from octune.runtime.views import Viewer
 from octune.tuner.device import DeviceInfo
 from octune.tuner.programs import ProgramCache
 
@@ -125,8 +119,8 @@ class Runtime:
     ) -> None:
         self.model = model
         self.fuse = fuse
-        if batched not in (None, *BATCHED_PLANS):
-            raise OctuneError(f"batched is one of {', '.join(BATCHED_PLANS)} or None")
+        if batched not in (None, *bmm.BATCHED_PLANS):
+            raise OctuneError(f"batched is one of {', '.join(bmm.BATCHED_PLANS)} or None")
         #: How a batched MatMul runs (``runtime/batched.py``): by this plan where the layer
         #: takes it, else (and where None) by whichever of its plans ran fastest here at load.
         self.batched = batched
@@ -210,6 +204,8 @@ class Runtime:
             self.buffers[name] = self._tensor_buffer(name)
         self._place_concat_inputs()
         self.steps = self._fold()
+        if self.batched != "per-matrix":  # whose sub-buffers need each matrix where it lies
+            self.steps = Viewer(self.graph, self._gapped).views(self.steps)
         for step in self.steps:
             if isinstance(step, Alias):
                 self.buffers[step.output] = self.buffers[step.inputs[0]]
@@ -557,7 +553,7 @@ class Runtime:
         workload = step.layer.workload(self._dtype(step))
         entry = spec.space.entry
         buffers = tuple(self.buffers[name] for name in (*step.inputs, step.output))
-        operands = per_matrix_operands(buffers, step.layer.count, workload.extents,
+        operands = bmm.per_matrix_operands(buffers, step.layer.count, workload.extents,
                                        self.storage.itemsize, self._hold)  # fmt: skip
         # In the kernel's stores where its template fuses it and the output is one launch's
         # (a batched layer's launches each see a sub-buffer: their element numbers restart).
@@ -603,13 +599,13 @@ class Runtime:
         fastest here of those it takes (``runtime/batched.py``), timed on operands of ones.
         """
         makers: dict[str, Callable[[], Planned | None]] = {
-            "simple": lambda: self._one_launch(step, tiled=False),
-            "tiled": lambda: self._one_launch(step, tiled=True),
+            "simple": lambda: self._one_launch(step, None),
+            **{plan: partial(self._one_launch, step, plan) for plan in bmm.TILES},
         }
-        a_shape, b_shape = (self.graph.shapes[name] for name in step.inputs)
+        a_shape, b_shape, _ = bmm.shapes_of(step, self.graph.shapes)
         extents = step.layer.workload(self._dtype(step)).extents
         align, item = self.device.mem_base_addr_align // 8, self.storage.itemsize
-        if splits(a_shape, b_shape, extents, align, item):
+        if step.views == (None, None, None) and bmm.splits(a_shape, b_shape, extents, align, item):
             makers = {"per-matrix": lambda: self._tuned(step), **makers}
         weights = {id(self.buffers[name]) for name in self.graph.constants if name in self.buffers}
         fill = [name for name in step.inputs if id(self.buffers[name]) not in weights]
@@ -617,32 +613,33 @@ class Runtime:
         def seconds(plan: Planned) -> float:
             while fill:  # before the first timing only; never a weight's buffer (or an alias's)
                 name = fill.pop()
-                fill_with_ones(self.queue, self.buffers[name], self._type(name))
+                bmm.fill_with_ones(self.queue, self.buffers[name], self._type(name))
             return Stream([(step.name, launch) for launch in plan.launches]).seconds(self.queue)
 
-        return pick_plan(makers, self.batched, seconds)
+        return bmm.pick_plan(makers, self.batched, seconds)
 
-    def _one_launch(self, step: Tuned, tiled: bool) -> Planned | None:
-        """A batched MatMul (broadcast batches too) as one launch of the runtime's kernel,
-        simple or tiled; None for the tiled one where the device cannot run its work-groups.
+    def _one_launch(self, step: Tuned, tiled: str | None) -> Planned | None:
+        """A batched MatMul (broadcast batches and views too) as one launch of the runtime's
+        kernel, simple or by a ``TILES`` plan; None for a tiled one where the device cannot
+        run its work-groups.
         """
-        a_shape, b_shape = (self.graph.shapes[name] for name in step.inputs)
-        out = self.graph.shapes[step.output]
-        if len(a_shape) < 2 or len(b_shape) < 2 or len(out) - 2 > layout.RANK:
+        shapes = bmm.shapes_of(step, self.graph.shapes)
+        (a_shape, b_shape, out), batch = shapes, shapes[-1][:-2]
+        if len(a_shape) < 2 or len(b_shape) < 2 or len(batch) > layout.RANK:
             raise OctuneError(f"layer '{step.name}': octune run multiplies matrices, not vectors")
-        (m, k), n, batch = a_shape[-2:], b_shape[-1], out[:-2]
-        meta = self._meta(layout.padded(batch, 1),
-                          layout.broadcast_strides(a_shape[:-2], batch),
-                          layout.broadcast_strides(b_shape[:-2], batch))  # fmt: skip
+        (m, k), n = a_shape[-2:], b_shape[-1]
+        meta = self._meta(*bmm.product_meta(shapes, step.views))
         a, b, y = (self.buffers[name] for name in (*step.inputs, step.output))
         alpha, name = np.float32(step.alpha), "batched_matmul_tiled" if tiled else "batched_matmul"
         if tiled:
-            groups = (-(-n // TILE), -(-m // TILE), math.prod(batch))
-            sizes = (tuple(g * w for g, w in zip(groups, TILE_GROUP, strict=True)), TILE_GROUP)
+            side = bmm.TILES[tiled]
+            group = (side // 4, side // 4, 1)
+            groups = (-(-n // side), -(-m // side), math.prod(batch))
+            sizes = (tuple(g * w for g, w in zip(groups, group, strict=True)), group)
             args = (a, b, y, meta, *map(np.int32, (m, n, k)), alpha)
-            launch = self._ops(step, name, args, 0, sizes, BATCHED=1)
+            launch = self._ops(step, name, args, 0, sizes, BATCHED=1, BT=side)
             info = cl.kernel_work_group_info.WORK_GROUP_SIZE
-            if launch.kernel.get_work_group_info(info, self.device) < math.prod(TILE_GROUP):
+            if launch.kernel.get_work_group_info(info, self.device) < math.prod(group):
                 return None
         else:
             args = (a, b, y, meta, *map(np.int32, (math.prod(out), m, n, k)), alpha)

@@ -436,65 +436,81 @@ __kernel void conv_transpose(const __global STORED* x, const __global STORED* we
 #endif
 
 // y[batch] = alpha * a[batch] @ b[batch] for batches whose matrices cannot be sub-buffers of
-// their tensors (broadcast batch axes, sizes off the device's alignment): one output element
-// per work-item. meta: the output's batch dims, then each operand's matrix strides along them.
+// their tensors (broadcast batch axes, sizes off the device's alignment, operands read where a
+// transpose or slice left them: runtime/views.py): one output element per work-item. meta: the
+// output's batch dims; a's, b's and y's element strides along them; then (offset, row stride,
+// column stride) of a, b and y.
 #ifdef BATCHED
+inline size_t matrix_at(const int batch, const __global int* meta, const int operand) {
+    return offset_of(batch, meta, meta + (1 + operand) * RANK) + meta[4 * RANK + 3 * operand];
+}
+
 __kernel void batched_matmul(const __global STORED* a, const __global STORED* b,
                              __global STORED* y, const __global int* meta, const int n,
                              const int M, const int N, const int K, const float alpha) {
     const int i = get_global_id(0);
     if (i >= n) return;
+    const __global int* at = meta + 4 * RANK;
     const int col = i % N, row = (i / N) % M, batch = i / (M * N);
-    const __global STORED* ra = a + offset_of(batch, meta, meta + RANK) * M * K + (size_t)row * K;
-    const __global STORED* cb = b + offset_of(batch, meta, meta + 2 * RANK) * K * N + col;
+    const __global STORED* ra = a + matrix_at(batch, meta, 0) + (size_t)row * at[1];
+    const __global STORED* cb = b + matrix_at(batch, meta, 1) + (size_t)col * at[5];
     float acc = 0.0f;
-    for (int k = 0; k < K; ++k) acc += LOAD(ra, k) * LOAD(cb, (size_t)k * N);
-    STORE(y, i, alpha * acc);
+    for (int k = 0; k < K; ++k) acc += LOAD(ra, (size_t)k * at[2]) * LOAD(cb, (size_t)k * at[4]);
+    STORE(y, matrix_at(batch, meta, 2) + (size_t)row * at[7] + (size_t)col * at[8], alpha * acc);
 }
 
-// The same product tiled, for a GPU: a work-group of 16 x 16 work-items computes a 64 x 64 tile
-// of one matrix of y, each work-item 4 x 4 outputs 16 apart (so neighbours store neighbouring
-// columns), K in steps of 16 through local memory; matrix `batch` is the third dimension. Edges
-// read zeros and store nothing. Untuned: for products too small to pay a tuned launch each
-// (attention's scores and context, B x heads of them), which one output a work-item leaves
-// bound by loads.
+// The same product tiled, for a GPU: a work-group of G x G work-items (G = BT / 4) computes a
+// BT x BT tile of one matrix of y, each work-item 4 x 4 outputs G apart (so neighbours store
+// neighbouring columns), K in steps of 16 through local memory; matrix `batch` is the third
+// dimension. Tiles are loaded with neighbouring work-items on neighbouring addresses whichever
+// way an operand lies (a transposed one along its rows). Edges read zeros and store nothing.
+// Untuned: for products too small to pay a tuned launch each (attention's scores and
+// context, B x heads of them), which one output a work-item leaves bound by loads; BT 32 for
+// matrices a 64-wide tile covers badly (ViT's 197 rows: 256 computed).
+#ifndef BT
 #define BT 64
+#endif
 #define BK 16
 #define TPW 4
-__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+#define G (BT / TPW)
+__kernel __attribute__((reqd_work_group_size(G, G, 1)))
 void batched_matmul_tiled(const __global STORED* a, const __global STORED* b,
                           __global STORED* y, const __global int* meta, const int M,
                           const int N, const int K, const float alpha) {
-    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 16 + tx;
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * G + tx;
     const int col0 = get_group_id(0) * BT, row0 = get_group_id(1) * BT, batch = get_global_id(2);
-    const __global STORED* ab = a + offset_of(batch, meta, meta + RANK) * M * K;
-    const __global STORED* bb = b + offset_of(batch, meta, meta + 2 * RANK) * K * N;
-    __global STORED* yb = y + (size_t)batch * M * N;
-    __local float as[BK][BT + 1];  // as[k][row]: padded, so writing along k spreads over banks
-    __local float bs[BK][BT];      // bs[k][col]
+    const __global int* at = meta + 4 * RANK;
+    const int ars = at[1], acs = at[2], brs = at[4], bcs = at[5];
+    const __global STORED* ab = a + matrix_at(batch, meta, 0);
+    const __global STORED* bb = b + matrix_at(batch, meta, 1);
+    __global STORED* yb = y + matrix_at(batch, meta, 2);
+    const bool a_down = ars == 1 && acs != 1;  // a's tile is contiguous along its rows
+    const bool b_down = brs == 1 && bcs != 1;  // b's along k
+    __local float as[BK][BT + 1];  // as[k][row], bs[k][col]: padded, so that writing along k
+    __local float bs[BK][BT + 1];  // spreads over the banks
     float acc[TPW][TPW];
     for (int i = 0; i < TPW; ++i) {
         for (int j = 0; j < TPW; ++j) acc[i][j] = 0.0f;
     }
     for (int k0 = 0; k0 < K; k0 += BK) {
-        for (int e = lid; e < BT * BK; e += 256) {  // neighbours read along a row of a
-            const int r = e / BK, k = e % BK;
+        for (int e = lid; e < BT * BK; e += G * G) {
+            const int r = a_down ? e % BT : e / BK, k = a_down ? e / BT : e % BK;
             const bool inside = row0 + r < M && k0 + k < K;
-            as[k][r] = inside ? LOAD(ab, (size_t)(row0 + r) * K + k0 + k) : 0.0f;
+            as[k][r] = inside ? LOAD(ab, (size_t)(row0 + r) * ars + (size_t)(k0 + k) * acs) : 0.0f;
         }
-        for (int e = lid; e < BK * BT; e += 256) {  // and along a row of b
-            const int k = e / BT, c = e % BT;
+        for (int e = lid; e < BK * BT; e += G * G) {
+            const int k = b_down ? e % BK : e / BT, c = b_down ? e / BK : e % BT;
             const bool inside = k0 + k < K && col0 + c < N;
-            bs[k][c] = inside ? LOAD(bb, (size_t)(k0 + k) * N + col0 + c) : 0.0f;
+            bs[k][c] = inside ? LOAD(bb, (size_t)(k0 + k) * brs + (size_t)(col0 + c) * bcs) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             float ar[TPW], br[TPW];
 #pragma unroll
-            for (int i = 0; i < TPW; ++i) ar[i] = as[k][ty + 16 * i];
+            for (int i = 0; i < TPW; ++i) ar[i] = as[k][ty + G * i];
 #pragma unroll
-            for (int j = 0; j < TPW; ++j) br[j] = bs[k][tx + 16 * j];
+            for (int j = 0; j < TPW; ++j) br[j] = bs[k][tx + G * j];
 #pragma unroll
             for (int i = 0; i < TPW; ++i) {
 #pragma unroll
@@ -504,10 +520,12 @@ void batched_matmul_tiled(const __global STORED* a, const __global STORED* b,
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     for (int i = 0; i < TPW; ++i) {
-        const int row = row0 + ty + 16 * i;
+        const int row = row0 + ty + G * i;
         for (int j = 0; j < TPW; ++j) {
-            const int col = col0 + tx + 16 * j;
-            if (row < M && col < N) STORE(yb, (size_t)row * N + col, alpha * acc[i][j]);
+            const int col = col0 + tx + G * j;
+            if (row < M && col < N) {
+                STORE(yb, (size_t)row * at[7] + (size_t)col * at[8], alpha * acc[i][j]);
+            }
         }
     }
 }

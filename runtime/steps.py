@@ -58,16 +58,30 @@ class Step:
         return "+".join(self.ops)
 
 
+@dataclass(frozen=True)
+class View:
+    """A batched product's operand (or output) where a Transpose, Slice or Gather left it
+    (``runtime/views.py``): ``shape`` as the product sees it, element (i0, i1, ...) at
+    ``offset + sum(i_k * strides[k])`` of the tensor the step names.
+    """
+
+    shape: tuple[int, ...]
+    offset: int
+    strides: tuple[int, ...]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Tuned(Step):
     """A Conv (x, weight) or Gemm / MatMul (A, B) through octune's tuned kernels; an int8
     layer (``layer.dtype``, ``octune.networks.quantized``) reads (x, weight, scale, bias) and
-    the zero points of its uint8 input and output.
+    the zero points of its uint8 input and output. A batched MatMul may read and write
+    through ``views`` (A, B, y; None: the tensor as it lies).
     """
 
     layer: Layer
     alpha: float = 1.0
     zeros: tuple[int, int] = (0, 0)
+    views: tuple[View | None, View | None, View | None] = (None, None, None)
 
 
 @dataclass(frozen=True, kw_only=True)

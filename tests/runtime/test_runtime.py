@@ -242,9 +242,10 @@ def test_a_bert_layer_agrees_with_onnxruntime(cl_device) -> None:
 
 @pytest.mark.parametrize("plan", [*BATCHED_PLANS, None])
 def test_batched_matmuls_by_every_plan_agree(cl_device, plan) -> None:
-    """Attention's batched products as one tuned launch per matrix, as one launch of the
-    runtime's kernel (simple or tiled), or by whichever of those ran fastest at load: the same
-    answers every way.
+    """Attention's batched products as one tuned launch per matrix (after the transposes), as
+    one launch of the runtime's kernel (simple or tiled, reading and writing where the
+    transposes would have), or by whichever of those ran fastest at load: the same answers
+    every way.
     """
     model = load_model("bert_base_layer", batch=2, dims={"sequence": 8})
     runtime = Runtime(model, cl_device, batched=plan)
@@ -253,12 +254,15 @@ def test_batched_matmuls_by_every_plan_agree(cl_device, plan) -> None:
     batched = [p for p in runtime.plan if isinstance(p.step, Tuned) and p.step.layer.count > 1]
     assert [p.step.layer.count for p in batched] == [24, 24]  # 2 images x 12 heads, twice
     kernels = {"simple": "batched_matmul", "tiled": "batched_matmul_tiled"}
+    transposes = [p for p in runtime.plan if "Transpose" in p.step.ops and len(p.step.ops) == 1]
     for planned in batched:
         one_launch = planned.kernel.startswith("batched_matmul")
         assert plan is None or one_launch == (plan != "per-matrix")
         assert plan not in kernels or planned.kernel == kernels[plan]
-        # One launch (and an epilogue's), or a kernel's launches for each of the 24 matrices.
-        assert len(planned.launches) <= 2 if one_launch else len(planned.launches) >= 24
+        # One launch, or a kernel's launches for each of the 24 matrices (and the scale's).
+        assert len(planned.launches) == 1 if one_launch else len(planned.launches) >= 24
+    # Q, K and V's transposes, and the context's: read and written in place by one launch.
+    assert len(transposes) == (4 if plan == "per-matrix" else 0)
 
 
 def test_a_batched_matmul_with_odd_broadcast_matrices_by_either_kernel(cl_device) -> None:
@@ -291,7 +295,8 @@ def test_timing_the_plans_leaves_the_weights_as_they_are(cl_device, tmp_path: Pa
 
 
 def test_a_batched_plan_the_runtime_lacks_is_one_line(cl_device) -> None:
-    with pytest.raises(OctuneError, match="batched is one of per-matrix, simple, tiled or None"):
+    plans = "per-matrix, simple, tiled, tiled-32"
+    with pytest.raises(OctuneError, match=f"batched is one of {plans} or None"):
         Runtime(load_model("bert_base_layer", dims={"sequence": 8}), cl_device, batched="fast")
 
 

@@ -1,0 +1,101 @@
+"""Batched products reading and writing through views: attention's head moves cost no launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from octune.networks.graph import GraphBuilder
+from octune.networks.layers import load_model
+from octune.runtime.executor import Runtime
+from octune.runtime.steps import IndexMap, Tuned
+from octune.runtime.verify import check, random_inputs
+from octune.runtime.views import affine
+
+
+def test_affine_finds_the_strides_of_a_transposed_slice_and_nothing_else() -> None:
+    x = np.arange(2 * 5 * 3 * 4).reshape(2, 5, 3, 4)
+    moved = x.transpose(2, 0, 3, 1)[1:, :, ::2]  # a Transpose, a Slice and a step
+    assert affine(moved) == (moved.flat[0], tuple(s // x.itemsize for s in moved.strides))
+    gathered = x[:, [0, 1, 3]]  # indices no stride gives
+    assert affine(gathered) is None
+
+
+def _attention(g: GraphBuilder, batch: int, seq: int, heads: int, head: int) -> str:
+    """PyTorch's MultiheadAttention as its TorchScript exporter writes it: one packed QKV tensor
+    (S, B, 3 * E) split by Transpose and Gathers into heads, Q and K scaled on the way, the
+    context transposed back.
+    """
+    width = heads * head
+    qkv = g.input("qkv", [seq, batch, 3 * width])
+    split = g.node("Reshape", [qkv, g.constant("split", np.array([seq, batch, 3, width]))], "r")
+    moved = g.node("Transpose", [split], "t", perm=[2, 0, 1, 3])  # (3, S, B, E)
+    root = g.constant("root", np.array(head**-0.25, dtype=np.float32))
+    parts = {}
+    for index, part in enumerate("qkv"):
+        picked = g.node("Gather", [moved, g.constant(f"i{part}", np.array(index))], f"g{part}")
+        shape = g.constant(f"s{part}", np.array([seq, batch, heads, head]))
+        heads_first = g.node("Reshape", [picked, shape], f"h{part}")
+        perm = [1, 2, 3, 0] if part == "k" else [1, 2, 0, 3]  # (B, H, S, D), K (B, H, D, S)
+        parts[part] = g.node("Transpose", [heads_first], f"p{part}", perm=perm)
+        if part != "v":
+            parts[part] = g.node("Mul", [parts[part], root], f"m{part}")
+    scores = g.node("MatMul", [parts["q"], parts["k"]], "scores")
+    probs = g.node("Softmax", [scores], "probs", axis=-1)
+    context = g.node("MatMul", [probs, parts["v"]], "context")  # (B, H, S, D)
+    back = g.node("Transpose", [context], "back", perm=[2, 0, 1, 3])
+    return g.node("Reshape", [back, g.constant("merged", np.array([seq, batch, width]))], "out")
+
+
+def _saved(model: onnx.ModelProto, folder: Path) -> onnx.ModelProto:
+    """The model as ``octune run`` loads it (shapes inferred)."""
+    onnx.save(model, folder / "model.onnx")
+    return load_model(folder / "model.onnx")
+
+
+@pytest.mark.parametrize("plan", ["simple", "tiled", "tiled-32", None])
+def test_multihead_attention_as_exported_runs_without_moving_its_heads(
+    cl_device, plan, tmp_path: Path
+) -> None:
+    g = GraphBuilder("mha", seed=11)
+    model = _saved(g.model(_attention(g, batch=2, seq=13, heads=3, head=8), [13, 2, 24]), tmp_path)
+    runtime = Runtime(model, cl_device, batched=plan)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+    products = [p for p in runtime.plan if isinstance(p.step, Tuned)]
+    assert [p.step.ops for p in products] == [("MatMul",), ("MatMul", "Transpose")]
+    assert all(len(p.launches) == 1 for p in products)  # the scales: in the product's alpha
+    assert not [p for p in runtime.plan if isinstance(p.step, IndexMap)]
+    assert products[0].step.views[2] is None and products[1].step.views[2] is not None
+
+
+def test_per_matrix_products_keep_the_moves(cl_device, tmp_path: Path) -> None:
+    """Sub-buffers need each matrix where it lies: that plan runs the transposes."""
+    g = GraphBuilder("mha", seed=11)
+    model = _saved(g.model(_attention(g, batch=2, seq=16, heads=2, head=8), [16, 2, 16]), tmp_path)
+    runtime = Runtime(model, cl_device, batched="per-matrix")
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1
+    assert all(
+        p.step.views == (None, None, None) for p in runtime.plan if isinstance(p.step, Tuned)
+    )
+    assert any(isinstance(p.step, IndexMap) for p in runtime.plan)
+
+
+def test_a_moved_tensor_another_layer_reads_is_still_written(cl_device, tmp_path: Path) -> None:
+    """The product reads Q in place; the model's second output reads the moved Q itself."""
+    g = GraphBuilder("shared", seed=5)
+    x = g.input("x", [2, 6, 3, 4])  # (B, S, H, D)
+    q = g.node("Transpose", [x], "q", perm=[0, 2, 1, 3])  # (B, H, S, D)
+    k = g.node("Transpose", [x], "k", perm=[0, 2, 3, 1])  # (B, H, D, S)
+    scores = g.node("MatMul", [q, k], "scores")
+    both = g.node("Concat", [g.node("Relu", [q], "moved"), scores], "both", axis=-1)
+    model = _saved(g.model(both, [2, 3, 6, 10]), tmp_path)
+    runtime = Runtime(model, cl_device, batched="tiled")
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1
+    (product,) = [p.step for p in runtime.plan if isinstance(p.step, Tuned)]
+    assert product.inputs == ("x", "x") and None not in product.views[:2]
