@@ -22,6 +22,7 @@ from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
 from octune.runtime import batched as bmm
 from octune.runtime import layout
+from octune.runtime.commute import Commuter
 from octune.runtime.config_sources import (
     Choice,
     ConfigSource,
@@ -125,6 +126,8 @@ class Runtime:
         #: takes it, else (and where None) by whichever of its plans ran fastest here at load.
         self.batched = batched
         self.graph: Graph = load_graph(model)
+        if batched != "per-matrix":  # row moves where the products' views take them
+            self.graph.steps = Commuter(self.graph).commute()
         #: What every tensor and weight is stored as on the device (``precision.STORAGE``):
         #: ``dtype``, else the model's own (a float16 file runs in float16).
         self.dtype = check_dtype(dtype or self.graph.dtype)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,8 @@ import pytest
 
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
+from octune.runtime import layout
+from octune.runtime.commute import row_permutation
 from octune.runtime.executor import Runtime
 from octune.runtime.steps import IndexMap, Tuned
 from octune.runtime.verify import check, random_inputs
@@ -24,13 +27,12 @@ def test_affine_finds_the_strides_of_a_transposed_slice_and_nothing_else() -> No
     assert affine(gathered) is None
 
 
-def _attention(g: GraphBuilder, batch: int, seq: int, heads: int, head: int) -> str:
+def _attention(g: GraphBuilder, qkv: str, batch: int, seq: int, heads: int, head: int) -> str:
     """PyTorch's MultiheadAttention as its TorchScript exporter writes it: one packed QKV tensor
     (S, B, 3 * E) split by Transpose and Gathers into heads, Q and K scaled on the way, the
-    context transposed back.
+    context transposed back to (S, B, E).
     """
     width = heads * head
-    qkv = g.input("qkv", [seq, batch, 3 * width])
     split = g.node("Reshape", [qkv, g.constant("split", np.array([seq, batch, 3, width]))], "r")
     moved = g.node("Transpose", [split], "t", perm=[2, 0, 1, 3])  # (3, S, B, E)
     root = g.constant("root", np.array(head**-0.25, dtype=np.float32))
@@ -61,7 +63,10 @@ def test_multihead_attention_as_exported_runs_without_moving_its_heads(
     cl_device, plan, tmp_path: Path
 ) -> None:
     g = GraphBuilder("mha", seed=11)
-    model = _saved(g.model(_attention(g, batch=2, seq=13, heads=3, head=8), [13, 2, 24]), tmp_path)
+    qkv = g.input("qkv", [13, 2, 72])
+    model = _saved(
+        g.model(_attention(g, qkv, batch=2, seq=13, heads=3, head=8), [13, 2, 24]), tmp_path
+    )
     runtime = Runtime(model, cl_device, batched=plan)
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1 and found.magnitude > 0
@@ -75,7 +80,10 @@ def test_multihead_attention_as_exported_runs_without_moving_its_heads(
 def test_per_matrix_products_keep_the_moves(cl_device, tmp_path: Path) -> None:
     """Sub-buffers need each matrix where it lies: that plan runs the transposes."""
     g = GraphBuilder("mha", seed=11)
-    model = _saved(g.model(_attention(g, batch=2, seq=16, heads=2, head=8), [16, 2, 16]), tmp_path)
+    qkv = g.input("qkv", [16, 2, 48])
+    model = _saved(
+        g.model(_attention(g, qkv, batch=2, seq=16, heads=2, head=8), [16, 2, 16]), tmp_path
+    )
     runtime = Runtime(model, cl_device, batched="per-matrix")
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1
@@ -99,3 +107,69 @@ def test_a_moved_tensor_another_layer_reads_is_still_written(cl_device, tmp_path
     assert found.ratio < 1
     (product,) = [p.step for p in runtime.plan if isinstance(p.step, Tuned)]
     assert product.inputs == ("x", "x") and None not in product.views[:2]
+
+
+def _block(g: GraphBuilder, batch: int, seq: int, heads: int, head: int) -> str:
+    """``nn.MultiheadAttention(batch_first=True)`` and its residual as ViT's export has them:
+    the input moved to (S, B, E) for the QKV projection, the output projection's result moved
+    back and added to the input.
+    """
+    width = heads * head
+    x = g.input("x", [batch, seq, width])
+    rows = g.node("Transpose", [x], "to_sequence_first", perm=[1, 0, 2])
+    flat = g.node(
+        "Reshape", [rows, g.constant("flat_shape", np.array([seq * batch, width]))], "flat"
+    )
+    qkv = g.linear(flat, "in_proj", width, 3 * width)
+    qkv = g.node(
+        "Reshape", [qkv, g.constant("packed_shape", np.array([seq, batch, 3 * width]))], "qkv"
+    )
+    context = _attention(g, qkv, batch, seq, heads, head)
+    flat = g.node(
+        "Reshape", [context, g.constant("rows_shape", np.array([seq * batch, width]))], "c2"
+    )
+    out = g.linear(flat, "out_proj", width, width)
+    out = g.node("Reshape", [out, g.constant("back_shape", np.array([seq, batch, width]))], "o3")
+    moved = g.node("Transpose", [out], "to_batch_first", perm=[1, 0, 2])
+    return g.node("Add", [moved, x], "residual")
+
+
+def test_row_permutation_is_a_transpose_that_keeps_rows_whole() -> None:
+    shapes = {"x": (2, 3, 4), "y": (3, 2, 4), "z": (2, 4, 3)}
+    rows = IndexMap(name="t", nodes=("t",), ops=("Transpose",), inputs=("x",), output="y",
+                    axes=layout.index_axes(layout.transpose((2, 3, 4), (1, 0, 2))))  # fmt: skip
+    columns = replace(
+        rows, output="z", axes=layout.index_axes(layout.transpose((2, 3, 4), (0, 2, 1)))
+    )
+    assert row_permutation(rows, shapes) == (1, 0, 2)
+    assert row_permutation(columns, shapes) is None
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_batch_first_attention_block_runs_without_any_move(
+    cl_device, batch, tmp_path: Path
+) -> None:
+    """The row moves around the projections cross them (the residual Add joins the output
+    projection), the heads' moves fold into the products: no launch moves data.
+    """
+    g = GraphBuilder("block", seed=7)
+    model = _saved(g.model(_block(g, batch, seq=11, heads=2, head=8), [batch, 11, 16]), tmp_path)
+    runtime = Runtime(model, cl_device, batched="tiled")
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+    assert not [p for p in runtime.plan if isinstance(p.step, IndexMap)]
+    ops = [p.step.ops for p in runtime.plan if isinstance(p.step, Tuned)]
+    assert ops[-1] == ("Gemm", "Add") and len(runtime.plan) == 5  # QKV, 2 products, softmax, out
+
+
+def test_a_row_move_stays_where_a_gemm_result_has_other_readers(cl_device, tmp_path: Path) -> None:
+    """A projection whose result a Softmax reads too: the move into it cannot cross."""
+    g = GraphBuilder("shared", seed=3)
+    x = g.input("x", [2, 5, 8])
+    rows = g.node("Transpose", [x], "moved", perm=[1, 0, 2])
+    y = g.node("MatMul", [rows, g.parameter("w", [8, 8], std=0.3)], "projected")
+    both = g.node("Add", [g.node("Softmax", [y], "soft", axis=-1), y], "both")
+    runtime = Runtime(_saved(g.model(both, [5, 2, 8]), tmp_path), cl_device)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1
+    assert next(p.step.ops for p in runtime.plan) == ("Transpose",)
