@@ -47,12 +47,14 @@ def pick_plan(
 
 
 def shapes_of(step: Tuned, shapes: Mapping[str, tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """A batched product's A, B and y shapes as it computes them (a view's, else its
-    tensor's).
+    """A batched product's A, B and y shapes as it computes them: a view's, else its
+    operand's, and y's from A's and B's (its tensor may be a Reshape the epilogue took in:
+    Swin's scores, (B * windows, heads, 49, 49) stored as (B, windows, heads, 49, 49)).
     """
-    names = (*step.inputs[:2], step.output)
-    pairs = zip(names, step.views, strict=True)
-    return [view.shape if view else shapes[name] for name, view in pairs]
+    pairs = zip(step.inputs[:2], step.views[:2], strict=True)
+    a, b = (view.shape if view else shapes[name] for name, view in pairs)
+    y = (*np.broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])
+    return [a, b, step.views[2].shape if step.views[2] else y]
 
 
 def product_meta(

@@ -272,12 +272,34 @@ def test_a_batched_matmul_with_odd_broadcast_matrices_by_either_kernel(cl_device
     g = GraphBuilder("odd_batched", seed=5)
     a, b = g.input("a", [3, 2, 67, 45]), g.parameter("b", [1, 2, 45, 70], std=1.0)
     model = g.model(g.node("MatMul", [a, b], "product"), [3, 2, 67, 70])
-    for plan in ("simple", "tiled"):
+    for plan in ("simple", "tiled", "tiled-32"):
         runtime = Runtime(model, cl_device, batched=plan)
         (found,) = check(runtime, random_inputs(runtime))
         assert found.ratio < 1 and found.magnitude > 0
         (planned,) = [p for p in runtime.plan if isinstance(p.step, Tuned)]
         assert planned.kernel == ("batched_matmul" if plan == "simple" else "batched_matmul_tiled")
+
+
+@pytest.mark.parametrize("plan", BATCHED_PLANS)
+def test_a_batched_matmul_whose_epilogue_took_a_reshape_in(cl_device, plan, tmp_path: Path) -> None:
+    """Swin's shifted windows at batch 2: the scores (B * windows, heads, N, N) plus their
+    position bias, reshaped to (B, windows, heads, N, N) for the mask: the product's matrices
+    are its operands', not its stored tensor's (that diverged before this test).
+    """
+    g = GraphBuilder("windows", seed=9)
+    a, b = g.input("a", [4, 3, 5, 6]), g.input("b", [4, 3, 6, 5])
+    scores = g.node(
+        "Add",
+        [g.node("MatMul", [a, b], "scores"), g.parameter("bias", [3, 5, 5], std=1.0)],
+        "biased",
+    )
+    split = g.node("Reshape", [scores, g.constant("windows", np.array([2, 2, 3, 5, 5]))], "split")
+    masked = g.node("Add", [split, g.input("mask", [1, 2, 1, 5, 5])], "masked")
+    onnx.save(g.model(masked, [2, 2, 3, 5, 5]), tmp_path / "model.onnx")
+    runtime = Runtime(load_model(tmp_path / "model.onnx"), cl_device, batched=plan)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+    assert next(p.step.op for p in runtime.plan) == "MatMul+Add+Reshape"
 
 
 def test_timing_the_plans_leaves_the_weights_as_they_are(cl_device, tmp_path: Path) -> None:
