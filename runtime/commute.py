@@ -76,7 +76,9 @@ class Commuter:
     def commute(self) -> list[Step]:
         typed = self.graph.typed.keys()  # a quantized model's bytes: moved as they are
         for gemm in [s for s in self.steps if isinstance(s, Tuned)]:
-            if gemm.layer.count == 1 and not typed & {*gemm.inputs, gemm.output}:
+            layer = gemm.layer  # a GEMM whose A's rows are y's (a conv's are not rows at all)
+            rows = layer.family == "gemm" and not layer.shape.get("transa", 0)
+            if rows and layer.count == 1 and not typed & {*gemm.inputs, gemm.output}:
                 gemm = self._before(gemm)
                 self._after(gemm)
         return self.steps

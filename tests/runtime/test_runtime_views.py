@@ -173,3 +173,13 @@ def test_a_row_move_stays_where_a_gemm_result_has_other_readers(cl_device, tmp_p
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1
     assert next(p.step.ops for p in runtime.plan) == ("Transpose",)
+
+
+def test_a_move_into_a_conv_stays(cl_device, tmp_path: Path) -> None:
+    """A conv's input keeps its last axis through this Transpose too, but has no rows to move."""
+    g = GraphBuilder("conv", seed=4)
+    x = g.node("Transpose", [g.input("x", [3, 2, 8, 8])], "images_first", perm=[1, 0, 2, 3])
+    y = g.node("Transpose", [g.conv(x, "conv", 3, 4, 3)], "channels_last", perm=[0, 2, 3, 1])
+    runtime = Runtime(_saved(g.model(y, [2, 8, 8, 4]), tmp_path), cl_device)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
