@@ -1,7 +1,7 @@
 """How the runtime runs a batched MatMul (attention's scores and context: batch x heads
 matrices): one tuned GEMM launch per matrix on sub-buffers of its tensors, or one launch of the
-runtime's own kernel for all of them (``runtime/ops.cl``: one output a work-item, or 64 x 64 or
-32 x 32 tiles through local memory), which also reads and writes through views
+runtime's own kernel for all of them (``runtime/ops.cl``: one output a work-item, or square
+tiles 32, 64 or 128 wide through local memory), which also reads and writes through views
 (``runtime/views.py``). Which is faster depends on the device: a CPU runs the tuned
 launches fastest, while on NVIDIA's OpenCL each launch costs about 5 us and a BERT layer's
 24 x B launches cost more than the products (benchmarks/batched_matmul_ab.py). So by default
@@ -19,11 +19,11 @@ import pyopencl as cl
 from octune.runtime import layout
 from octune.runtime.steps import Tuned, View
 
-#: The plans a batched MatMul can run by (``Runtime(batched=)``; None: the fastest here).
-BATCHED_PLANS = ("per-matrix", "simple", "tiled", "tiled-32")
 #: ops.cl's batched_matmul_tiled by plan: the outputs a work-group computes along each side
-#: (``BT``), a work-item 4 x 4 of them.
-TILES = {"tiled": 64, "tiled-32": 32}
+#: (``BT``) and those a work-item computes along each (``TPW``).
+TILES = {"tiled": (64, 4), "tiled-32": (32, 4), "tiled-128": (128, 8)}
+#: The plans a batched MatMul can run by (``Runtime(batched=)``; None: the fastest here).
+BATCHED_PLANS = ("per-matrix", "simple", *TILES)
 
 Plan = TypeVar("Plan")
 

@@ -635,12 +635,12 @@ class Runtime:
         a, b, y = (self.buffers[name] for name in (*step.inputs, step.output))
         alpha, name = np.float32(step.alpha), "batched_matmul_tiled" if tiled else "batched_matmul"
         if tiled:
-            side = bmm.TILES[tiled]
-            group = (side // 4, side // 4, 1)
+            side, each = bmm.TILES[tiled]
+            group = (side // each, side // each, 1)
             groups = (-(-n // side), -(-m // side), math.prod(batch))
             sizes = (tuple(g * w for g, w in zip(groups, group, strict=True)), group)
             args = (a, b, y, meta, *map(np.int32, (m, n, k)), alpha)
-            launch = self._ops(step, name, args, 0, sizes, BATCHED=1, BT=side)
+            launch = self._ops(step, name, args, 0, sizes, BATCHED=1, BT=side, TPW=each)
             info = cl.kernel_work_group_info.WORK_GROUP_SIZE
             if launch.kernel.get_work_group_info(info, self.device) < math.prod(group):
                 return None

@@ -459,19 +459,22 @@ __kernel void batched_matmul(const __global STORED* a, const __global STORED* b,
     STORE(y, matrix_at(batch, meta, 2) + (size_t)row * at[7] + (size_t)col * at[8], alpha * acc);
 }
 
-// The same product tiled, for a GPU: a work-group of G x G work-items (G = BT / 4) computes a
-// BT x BT tile of one matrix of y, each work-item 4 x 4 outputs G apart (so neighbours store
-// neighbouring columns), K in steps of 16 through local memory; matrix `batch` is the third
-// dimension. Tiles are loaded with neighbouring work-items on neighbouring addresses whichever
-// way an operand lies (a transposed one along its rows). Edges read zeros and store nothing.
-// Untuned: for products too small to pay a tuned launch each (attention's scores and
-// context, B x heads of them), which one output a work-item leaves bound by loads; BT 32 for
-// matrices a 64-wide tile covers badly (ViT's 197 rows: 256 computed).
+// The same product tiled, for a GPU: a work-group of G x G work-items (G = BT / TPW) computes
+// a BT x BT tile of one matrix of y, each work-item TPW x TPW outputs G apart (so neighbours
+// store neighbouring columns), K in steps of 16 through local memory; matrix `batch` is the
+// third dimension. Tiles are loaded with neighbouring work-items on neighbouring addresses
+// whichever way an operand lies (a transposed one along its rows). Edges read zeros and store
+// nothing. Untuned: for products too small to pay a tuned launch each (attention's scores and
+// context, B x heads of them), which one output a work-item leaves bound by loads. The plans
+// (runtime/batched.py's TILES) differ in tile: 32 for matrices a 64-wide tile covers badly
+// (ViT's 197 rows: 256 computed), 128 with 8 x 8 a work-item for long sequences.
 #ifndef BT
 #define BT 64
 #endif
-#define BK 16
+#ifndef TPW
 #define TPW 4
+#endif
+#define BK 16
 #define G (BT / TPW)
 __kernel __attribute__((reqd_work_group_size(G, G, 1)))
 void batched_matmul_tiled(const __global STORED* a, const __global STORED* b,

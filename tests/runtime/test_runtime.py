@@ -27,7 +27,7 @@ from octune.kernels.gemm import gemm_workload
 from octune.lookup.data import Answer
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
-from octune.runtime.batched import BATCHED_PLANS
+from octune.runtime.batched import BATCHED_PLANS, TILES
 from octune.runtime.config_sources import (
     BundleConfigs,
     Choice,
@@ -272,7 +272,7 @@ def test_a_batched_matmul_with_odd_broadcast_matrices_by_either_kernel(cl_device
     g = GraphBuilder("odd_batched", seed=5)
     a, b = g.input("a", [3, 2, 67, 45]), g.parameter("b", [1, 2, 45, 70], std=1.0)
     model = g.model(g.node("MatMul", [a, b], "product"), [3, 2, 67, 70])
-    for plan in ("simple", "tiled", "tiled-32"):
+    for plan in ("simple", *TILES):
         runtime = Runtime(model, cl_device, batched=plan)
         (found,) = check(runtime, random_inputs(runtime))
         assert found.ratio < 1 and found.magnitude > 0
@@ -317,7 +317,7 @@ def test_timing_the_plans_leaves_the_weights_as_they_are(cl_device, tmp_path: Pa
 
 
 def test_a_batched_plan_the_runtime_lacks_is_one_line(cl_device) -> None:
-    plans = "per-matrix, simple, tiled, tiled-32"
+    plans = ", ".join(BATCHED_PLANS)
     with pytest.raises(OctuneError, match=f"batched is one of {plans} or None"):
         Runtime(load_model("bert_base_layer", dims={"sequence": 8}), cl_device, batched="fast")
 

@@ -12,6 +12,7 @@ import pytest
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
 from octune.runtime import layout
+from octune.runtime.batched import TILES
 from octune.runtime.commute import row_permutation
 from octune.runtime.executor import Runtime
 from octune.runtime.steps import IndexMap, Tuned
@@ -58,7 +59,7 @@ def _saved(model: onnx.ModelProto, folder: Path) -> onnx.ModelProto:
     return load_model(folder / "model.onnx")
 
 
-@pytest.mark.parametrize("plan", ["simple", "tiled", "tiled-32", None])
+@pytest.mark.parametrize("plan", ["simple", *TILES, None])
 def test_multihead_attention_as_exported_runs_without_moving_its_heads(
     cl_device, plan, tmp_path: Path
 ) -> None:
