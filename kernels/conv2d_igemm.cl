@@ -5,12 +5,14 @@
 // r*DILATION, ow*STRIDE - PAD + s*DILATION] (zero outside the input), g = k / Kg, as PyTorch's
 // conv2d without bias, with Cg = C/GROUPS and Kg = K/GROUPS. NCHW (NHWC = 0): x is N x C x H x W,
 // w is K x Cg x R x S, y is N x K x OH x OW; NHWC: x is N x H x W x C, w is K x R x S x Cg, y is
-// N x OH x OW x K. Per image n and group g (launch dimension 2) this is the GEMM
-//   Y_g[Kg x OH*OW] = W_g[Kg x Cg*R*S] . col_g[Cg*R*S x OH*OW]
+// N x OH x OW x K. Per group g (launch dimension 2) this is the GEMM
+//   Y_g[Kg x N*OH*OW] = W_g[Kg x Cg*R*S] . col_g[Cg*R*S x N*OH*OW]
 // where W_g is the filter as it lies (rows over (c, r, s) in NCHW, (r, s, c) in NHWC) and col_g
 // the im2col matrix of the input, which is never built: the B tile is gathered straight from x
 // (zero-filled outside the image) and Y_g lands in y as it lies (transposed in NHWC: pixels of K
-// channels). No copies, no workspace; any shape, edges of every tile included.
+// channels). No copies, no workspace; any shape, edges of every tile included. A tile's pixels
+// run on from one image into the next: at batch 16, ResNet-50's 7 x 7 layers fill 64-pixel
+// tiles (784 pixels in 13 tiles) where one image's 49 would leave 15 of 64 idle.
 //
 // The reduction runs over tiles of KWG channels x one filter tap (r, s): within a tile the tap
 // is fixed, so a work-item finds its input pixels' rows and bounds once per tile and column, and
@@ -89,12 +91,13 @@ inline void load_run(float* dst, const __global STORED* src, const bool inside, 
 
 // Reads this work-item's vectors of reduction tile t (channels c0..c0+KWG, tap rs) into
 // registers. wg points at W_g; a_row[l] is the clamped row offset of A vector l (rows past Kg
-// repeat row Kg-1: their results are never stored). xg points at image n's group g; ih0/iw0 are
-// the top-left input pixel of each gathered column (clamped the same way past OH*OW).
+// repeat row Kg-1: their results are never stored). xg points at group g of the first image;
+// image[j] is where each gathered column's image starts, ih0/iw0 its top-left input pixel
+// (clamped the same way past N*OH*OW).
 inline void load_tiles(float* ra, float* rb, const int t, const __global STORED* wg,
-                       const int* a_row, const __global STORED* xg, const int* ih0,
-                       const int* iw0, const int Cg, const int C, const int H, const int W,
-                       const int tid) {
+                       const int* a_row, const __global STORED* xg, const int* image,
+                       const int* ih0, const int* iw0, const int Cg, const int C, const int H,
+                       const int W, const int tid) {
 #if NHWC
     const int blocks = (Cg + KWG - 1) / KWG;  // channel blocks per tap
     const int c0 = (t % blocks) * KWG;
@@ -127,9 +130,9 @@ inline void load_tiles(float* ra, float* rb, const int t, const __global STORED*
         const int ih = ih0[j] + dh;
         const int iw = iw0[j] + dw;
 #if NHWC
-        offset[j] = (ih * W + iw) * C + c0;
+        offset[j] = image[j] + (ih * W + iw) * C + c0;
 #else
-        offset[j] = c0 * (H * W) + ih * W + iw;
+        offset[j] = image[j] + c0 * (H * W) + ih * W + iw;
 #endif
         inside[j] = PAD == 0 || ((uint)ih < (uint)H && (uint)iw < (uint)W);
     }
@@ -173,35 +176,38 @@ void conv2d_igemm(const __global STORED* restrict x, const __global STORED* rest
     const int tn = get_local_id(0);
     const int tm = get_local_id(1);
     const int tid = tm * NDIMC + tn;
-    const int n0 = get_group_id(0) * NWG;  // first output pixel of the tile
+    const int n0 = get_group_id(0) * NWG;  // first output pixel of the tile, over all images
     const int m0 = get_group_id(1) * MWG;  // first output channel of the tile, within the group
-    const int image = get_global_id(2) / GROUPS;
-    const int g = get_global_id(2) % GROUPS;
+    const int g = get_global_id(2);
     const int Cg = C / GROUPS;
     const int Kg = K / GROUPS;
-    const int P = OH * OW;
+    const int P = OH * OW;  // an image's output pixels
+    const int PN = P * N;   // every image's
     const int ld = Cg * RS;  // row length of W_g
 
     const __global STORED* wg = w + g * Kg * ld;
 #if NHWC
-    const __global STORED* xg = x + image * (H * W * C) + g * Cg;
-    __global STORED* yg = y + image * (P * K) + g * Kg;
+    const __global STORED* xg = x + g * Cg;
+    __global STORED* yg = y + g * Kg;
 #else
-    const __global STORED* xg = x + (image * C + g * Cg) * (H * W);
-    __global STORED* yg = y + (image * K + g * Kg) * P;
+    const __global STORED* xg = x + g * Cg * (H * W);
+    __global STORED* yg = y + g * Kg * P;
 #endif
 
     // Per work-item, once: the filter rows it loads and the output pixels it gathers for.
     int a_row[A_VECS];
 #pragma unroll
     for (int l = 0; l < A_VECS; ++l) a_row[l] = min(m0 + (tid + l * WGS) % MWG, Kg - 1) * ld;
+    int image[B_COLS];
     int ih0[B_COLS];
     int iw0[B_COLS];
 #pragma unroll
     for (int j = 0; j < B_COLS; ++j) {
-        const int p = min(n0 + tid % NWG + j * WGS, P - 1);
-        ih0[j] = (p / OW) * STRIDE - PAD;
-        iw0[j] = (p % OW) * STRIDE - PAD;
+        const int p = min(n0 + tid % NWG + j * WGS, PN - 1);
+        const int q = p % P;
+        image[j] = p / P * (C * H * W);
+        ih0[j] = (q / OW) * STRIDE - PAD;
+        iw0[j] = (q % OW) * STRIDE - PAD;
     }
 
     __local float Als[NBUF * KWG * MWG] __attribute__((aligned(32)));  // [buffer][k][m]
@@ -225,7 +231,7 @@ void conv2d_igemm(const __global STORED* restrict x, const __global STORED* rest
 
     const int tiles = (Cg + KWG - 1) / KWG * RS;
 #if PF
-    load_tiles(ra, rb, 0, wg, a_row, xg, ih0, iw0, Cg, C, H, W, tid);
+    load_tiles(ra, rb, 0, wg, a_row, xg, image, ih0, iw0, Cg, C, H, W, tid);
     store_tiles(Als, Bls, ra, rb, tid);
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
@@ -234,9 +240,9 @@ void conv2d_igemm(const __global STORED* restrict x, const __global STORED* rest
 #if PF
         // Issue the next tile's global loads now; they complete while this tile is computed.
         const bool more = t + 1 < tiles;
-        if (more) load_tiles(ra, rb, t + 1, wg, a_row, xg, ih0, iw0, Cg, C, H, W, tid);
+        if (more) load_tiles(ra, rb, t + 1, wg, a_row, xg, image, ih0, iw0, Cg, C, H, W, tid);
 #else
-        load_tiles(ra, rb, t, wg, a_row, xg, ih0, iw0, Cg, C, H, W, tid);
+        load_tiles(ra, rb, t, wg, a_row, xg, image, ih0, iw0, Cg, C, H, W, tid);
         store_tiles(Als, Bls, ra, rb, tid);
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
@@ -273,9 +279,9 @@ void conv2d_igemm(const __global STORED* restrict x, const __global STORED* rest
 
     // Interior tiles with aligned rows store whole vectors; edge tiles store element by element.
     const int m_left = Kg - m0;
-    const int n_left = P - n0;
+    const int n_left = PN - n0;
 #if NHWC
-    // Y_g lies transposed (pixels of K channels): vectors of VWM channels.
+    // Y_g lies transposed (pixels of K channels, image after image): vectors of VWM channels.
     const bool fast_store = m_left >= MWG && n_left >= NWG && Kg % VWM == 0;
 #pragma unroll
     for (int j = 0; j < NWI; ++j) {
@@ -298,21 +304,26 @@ void conv2d_igemm(const __global STORED* restrict x, const __global STORED* rest
         }
     }
 #else
+    // Pixel p of row m lies in image p / P: a vector of VWN pixels never straddles two when P
+    // is a multiple of VWN (vectors start at multiples of VWN).
     const bool fast_store = m_left >= MWG && n_left >= NWG && P % VWN == 0;
 #pragma unroll
     for (int i = 0; i < MWI; ++i) {
-        const int m = m_of[i];
-        __global STORED* y_row = yg + (m0 + m) * P + n0;
+        const int m = m0 + m_of[i];
         if (fast_store) {
 #pragma unroll
             for (int j = 0; j < NWI; j += VWN) {
-                EPILOGUE_RUN(acc[i] + j, VWN, y_row + n_of[j] - y);
-                store_vec(VWN, acc[i] + j, y_row + n_of[j]);
+                const int p = n0 + n_of[j];
+                __global STORED* at = yg + (p / P * K + m) * P + p % P;
+                EPILOGUE_RUN(acc[i] + j, VWN, at - y);
+                store_vec(VWN, acc[i] + j, at);
             }
-        } else if (m < m_left) {
+        } else if (m_of[i] < m_left) {
 #pragma unroll
             for (int j = 0; j < NWI; ++j) {
-                if (n_of[j] < n_left) STORE(y_row, n_of[j], EPILOGUE(acc[i][j], y_row + n_of[j] - y));
+                const int p = n0 + n_of[j];
+                const int at = (p / P * K + m) * P + p % P;
+                if (n_of[j] < n_left) STORE(yg, at, EPILOGUE(acc[i][j], yg + at - y));
             }
         }
     }

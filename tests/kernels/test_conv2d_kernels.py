@@ -133,6 +133,25 @@ def test_nhwc_channel_vectors_whole_and_partial(
     check_configs(cl_device, kernel, layer_workload(layer, "NHWC"), configs)
 
 
+@pytest.mark.parametrize("kernel_name", ["conv2d_igemm", "conv2d_igemm_nhwc"])
+def test_igemm_tiles_run_from_one_image_into_the_next(
+    cl_device: cl.Device, device_info: DeviceInfo, kernel_name: str
+) -> None:
+    """Pixel tiles wider than an image's 24 pixels, stored as whole vectors (24 is a multiple
+    of every vector width, 64 channels fill every channel tile up to 64) and element by
+    element at the last tile's edge.
+    """
+    kernel = load_kernel(kernel_name)
+    table = kernel.space.enumerate(device_info.limits)
+    store = "VWN" if kernel_name == "conv2d_igemm" else "VWM"
+    columns = table.column("NWG") >= 32, table.column("MWG") <= 64, table.column(store) >= 2
+    wide = np.flatnonzero(np.logical_and.reduce(columns))
+    rows = np.random.default_rng(7).choice(wide, 4, replace=False)
+    layer = dict(n=3, c=8, h=4, w=6, k=64, r=3, s=3, pad=1)
+    workload = FAMILY.workload({**layer, "nhwc": int(kernel_name.endswith("_nhwc"))})
+    check_configs(cl_device, kernel, workload, [table.config(int(row)) for row in rows])
+
+
 def test_reference_matches_a_direct_sum() -> None:
     """The float64 reference itself, against the definition written out as loops."""
     rng = np.random.default_rng(0)
