@@ -99,13 +99,39 @@ __kernel void pool(const __global STORED* x, __global STORED* y, const int plane
 GROUP_REDUCE(group_sum, SUM)
 GROUP_REDUCE(group_max, MAXIMUM)
 
-// Softmax over `length` elements `inner` apart, for rows = outer x inner rows.
+// Softmax over `length` elements `inner` apart, for rows = outer x inner rows. A row of up to
+// GROUP * KEPT elements (attention's 128-512 keys) is read once, each lane keeping its
+// elements and their exponentials in registers; a longer one is read three times.
+#define KEPT 8
 __kernel void softmax(const __global STORED* x, __global STORED* y, const int length,
                       const int inner) {
     __local float scratch[GROUP];
     const int r = get_group_id(0), lane = get_local_id(0);
     const size_t base = (size_t)(r / inner) * length * inner + r % inner;
     float top = -INFINITY;
+    if (length <= GROUP * KEPT) {
+        float kept[KEPT];
+#pragma unroll
+        for (int c = 0; c < KEPT; ++c) {
+            const int j = lane + c * GROUP;
+            kept[c] = j < length ? LOAD(x, base + (size_t)j * inner) : -INFINITY;
+            top = fmax(top, kept[c]);
+        }
+        top = group_max(top, scratch);
+        float sum = 0.0f;
+#pragma unroll
+        for (int c = 0; c < KEPT; ++c) {
+            kept[c] = exp(kept[c] - top);  // 0 past the row's end
+            sum += kept[c];
+        }
+        const float scale = 1.0f / group_sum(sum, scratch);
+#pragma unroll
+        for (int c = 0; c < KEPT; ++c) {
+            const int j = lane + c * GROUP;
+            if (j < length) STORE(y, base + (size_t)j * inner, kept[c] * scale);
+        }
+        return;
+    }
     for (int j = lane; j < length; j += GROUP) top = fmax(top, LOAD(x, base + (size_t)j * inner));
     top = group_max(top, scratch);
     float sum = 0.0f;

@@ -130,16 +130,19 @@ def reductions(g: GraphBuilder) -> tuple[str, list[int | str]]:
 
 def row_kernels(g: GraphBuilder) -> tuple[str, list[int | str]]:
     """Softmax across channels (rows strided), a layer norm and a global max pool, each row
-    longer than a work-group, so every lane takes several elements.
+    longer than a work-group, so every lane takes several elements; and a softmax over rows
+    longer than its lanes keep in registers (945 elements).
     """
     x = g.input("input", [1, 70, 9, 9])
     pooled = g.node("GlobalMaxPool", [g.node("Softmax", [x], "probs", axis=1)], "peak")
     rows = g.node("Reshape", [x, _ints(g, "rows.shape", [70, 81])], "rows")
     gamma, beta = g.parameter("gamma", (81,), 1.0), g.parameter("beta", (81,), 0.5)
     norm = g.node("LayerNormalization", [rows, gamma, beta], "norm", axis=-1)
+    long = g.node("Reshape", [x, _ints(g, "long.shape", [6, 945])], "long")
+    spread = g.node("Softmax", [long], "spread", axis=-1)
     flat = [g.node("Reshape", [t, _ints(g, f"{t}.flat", [1, -1])], f"{t}.row")
-            for t in (pooled, norm)]  # fmt: skip
-    return g.node("Concat", flat, "out", axis=1), [1, 70 + 70 * 81]
+            for t in (pooled, norm, spread)]  # fmt: skip
+    return g.node("Concat", flat, "out", axis=1), [1, 70 + 2 * 70 * 81]
 
 
 def decoder(g: GraphBuilder) -> tuple[str, list[int | str]]:
