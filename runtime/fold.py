@@ -52,20 +52,27 @@ class Factored(NamedTuple):
     table_axis: int
 
 
+def separable(grid: np.ndarray) -> tuple[int, list[np.ndarray]] | None:
+    """``(base, parts)`` with ``grid[i] == base + sum(parts[k][i_k])`` for every index i (each
+    axis adds its own offsets), or None where the grid is no such sum.
+    """
+    base, rank = int(grid.flat[0]), grid.ndim
+    parts = [grid[(0,) * k + (slice(None),) + (0,) * (rank - k - 1)] - base for k in range(rank)]
+    total = base + sum(
+        part.reshape([size if j == k else 1 for j, size in enumerate(grid.shape)])
+        for k, part in enumerate(parts)
+    )
+    return (base, parts) if np.array_equal(grid, total) else None
+
+
 def factor(found: np.ndarray, dims: Sequence[int]) -> Factored | None:
     """``index_map``'s axes (and table) that read ``found`` (flat source indices of an output
     of ``dims``, RANK of them), or None where that takes more than one table.
     """
-    grid = found.reshape(dims)
-    base = int(grid.flat[0])
-    rank = len(dims)
-    parts = [grid[(0,) * k + (slice(None),) + (0,) * (rank - k - 1)] - base for k in range(rank)]
-    total = base + sum(
-        part.reshape([size if j == k else 1 for j, size in enumerate(dims)])
-        for k, part in enumerate(parts)
-    )
-    if not np.array_equal(grid, total):
+    summed = separable(found.reshape(dims))
+    if summed is None:
         return None
+    base, parts = summed
     irregular = [k for k, part in enumerate(parts) if len(part) > 2 and len(set(np.diff(part))) > 1]
     if len(irregular) > 1:
         return None

@@ -19,25 +19,25 @@ from dataclasses import replace
 
 import numpy as np
 
-from octune.runtime.fold import LIMIT, live, sources
+from octune.runtime.fold import LIMIT, live, separable, sources
 from octune.runtime.steps import Alias, Epilogue, Graph, IndexMap, Step, Tuned, View
 
 
 def affine(grid: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
     """``(offset, strides)`` with ``grid[i] == offset + sum(i_k * strides[k])`` for every
-    index i, or None where no such strides exist.
+    index i, or None where no such strides exist: a ``separable`` grid whose every axis
+    steps evenly.
     """
-    offset = int(grid.flat[0])
-    strides = tuple(
-        int(grid[tuple(int(a == k) for a in range(grid.ndim))]) - offset if size > 1 else 0
-        for k, size in enumerate(grid.shape)
+    summed = separable(grid)
+    if summed is None:
+        return None
+    offset, parts = summed
+    strides = tuple(int(part[1]) if len(part) > 1 else 0 for part in parts)
+    even = all(
+        np.array_equal(part, np.arange(len(part)) * stride)
+        for part, stride in zip(parts, strides, strict=True)
     )
-    expected = np.full((1,) * grid.ndim, offset, dtype=np.int64)
-    for k, (size, stride) in enumerate(zip(grid.shape, strides, strict=True)):
-        shape = [1] * grid.ndim
-        shape[k] = size
-        expected = expected + (np.arange(size, dtype=np.int64) * stride).reshape(shape)
-    return (offset, strides) if np.array_equal(grid, expected) else None
+    return (offset, strides) if even else None
 
 
 def scalar(epilogue: Epilogue, constants: Mapping[str, np.ndarray]) -> float | None:
