@@ -9,9 +9,8 @@ enqueues launches, back to back.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from functools import partial
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -20,8 +19,8 @@ import pyopencl as cl
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
+from octune.runtime import attention as att
 from octune.runtime import batched as bmm
-from octune.runtime import layout
 from octune.runtime.commute import Commuter
 from octune.runtime.config_sources import (
     Choice,
@@ -42,8 +41,10 @@ from octune.runtime.ops_cl import (
     epilogue_defines,
     ops_source,
 )
+from octune.runtime.products import Products
 from octune.runtime.steps import (
     Alias,
+    Attention,
     Broadcast,
     Concat,
     ConvTranspose,
@@ -58,7 +59,7 @@ from octune.runtime.steps import (
     Step,
     Tuned,
 )
-from octune.runtime.stream import BoundLaunch, Stream
+from octune.runtime.stream import BoundLaunch, Planned, Stream, Timing
 from octune.runtime.views import Viewer
 from octune.tuner.device import DeviceInfo
 from octune.tuner.programs import ProgramCache
@@ -67,37 +68,11 @@ from octune.tuner.programs import ProgramCache
 LOCAL = 64
 
 
-@dataclass(frozen=True)
-class Planned:
-    """A step ready to enqueue: its launches, and what the per-layer table says of it."""
-
-    step: Step
-    kernel: str  # octune's kernel, or the runtime's own (ops.cl) for untuned steps
-    match: str  # the lookup's match (or "device"); "-" for the runtime's own kernels
-    config: dict[str, int]
-    launches: tuple[BoundLaunch, ...]
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Per planned step, the median over repeats of its launches' profiled kernel time summed;
-    and the best wall time of a whole forward pass enqueued back to back with one finish.
-    """
-
-    kernel_s: tuple[float, ...]
-    wall_s: float
-    repeats: int
-
-    @property
-    def total_kernel_s(self) -> float:
-        return sum(self.kernel_s)
-
-
 def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-class Runtime:
+class Runtime(Products):
     """A model loaded onto a device with configs from ``configs`` under ``policy``; without a
     source (or with policy ``default``), octune's default configs. With ``fuse``, a layer's
     epilogue runs in its kernel's stores where the kernel's template allows it; without, in a
@@ -117,6 +92,7 @@ class Runtime:
         fuse: bool = True,
         dtype: str | None = None,
         batched: str | None = None,
+        attention: str | None = None,
     ) -> None:
         self.model = model
         self.fuse = fuse
@@ -125,6 +101,11 @@ class Runtime:
         #: How a batched MatMul runs (``runtime/batched.py``): by this plan where the layer
         #: takes it, else (and where None) by whichever of its plans ran fastest here at load.
         self.batched = batched
+        if attention not in (None, *att.ATTENTION_PLANS):
+            raise OctuneError(f"attention is one of {', '.join(att.ATTENTION_PLANS)} or None")
+        #: How attention's products and softmax run (``runtime/attention.py``): likewise; a
+        #: batched plan named alone leaves them three steps, the products run by that plan.
+        self.attention = attention
         self.graph: Graph = load_graph(model)
         if batched != "per-matrix":  # row moves where the products' views take them
             self.graph.steps = Commuter(self.graph).commute()
@@ -209,6 +190,8 @@ class Runtime:
         self.steps = self._fold()
         if self.batched != "per-matrix":  # whose sub-buffers need each matrix where it lies
             self.steps = Viewer(self.graph, self._gapped).views(self.steps)
+        if self.attention is not None or self.batched is None:
+            self.steps = att.fuse(self.graph, self.steps)
         for step in self.steps:
             if isinstance(step, Alias):
                 self.buffers[step.output] = self.buffers[step.inputs[0]]
@@ -401,6 +384,8 @@ class Runtime:
     def _plan(self, step: Step) -> Planned:
         if isinstance(step, Tuned):
             return self._tuned(step) if step.layer.count == 1 else self._batched(step)
+        if isinstance(step, Attention):
+            return self._attention(step)
         if isinstance(step, Alias):
             return Planned(step, "-", "-", {}, ())
         if isinstance(step, Elementwise):
@@ -596,59 +581,6 @@ class Runtime:
         if not step.epilogue.empty and not fused:
             launches.append(self._epilogue(step, step.output))
         return Planned(step, spec.name, choice.match, config, tuple(launches))
-
-    def _batched(self, step: Tuned) -> Planned:
-        """A batched MatMul by the plan ``batched`` names where the layer takes it, else by the
-        fastest here of those it takes (``runtime/batched.py``), timed on operands of ones.
-        """
-        makers: dict[str, Callable[[], Planned | None]] = {
-            "simple": lambda: self._one_launch(step, None),
-            **{plan: partial(self._one_launch, step, plan) for plan in bmm.TILES},
-        }
-        a_shape, b_shape, _ = bmm.shapes_of(step, self.graph.shapes)
-        extents = step.layer.workload(self._dtype(step)).extents
-        align, item = self.device.mem_base_addr_align // 8, self.storage.itemsize
-        if step.views == (None, None, None) and bmm.splits(a_shape, b_shape, extents, align, item):
-            makers = {"per-matrix": lambda: self._tuned(step), **makers}
-        weights = {id(self.buffers[name]) for name in self.graph.constants if name in self.buffers}
-        fill = [name for name in step.inputs if id(self.buffers[name]) not in weights]
-
-        def seconds(plan: Planned) -> float:
-            while fill:  # before the first timing only; never a weight's buffer (or an alias's)
-                name = fill.pop()
-                bmm.fill_with_ones(self.queue, self.buffers[name], self._type(name))
-            return Stream([(step.name, launch) for launch in plan.launches]).seconds(self.queue)
-
-        return bmm.pick_plan(makers, self.batched, seconds)
-
-    def _one_launch(self, step: Tuned, tiled: str | None) -> Planned | None:
-        """A batched MatMul (broadcast batches and views too) as one launch of the runtime's
-        kernel, simple or by a ``TILES`` plan; None for a tiled one where the device cannot
-        run its work-groups.
-        """
-        shapes = bmm.shapes_of(step, self.graph.shapes)
-        (a_shape, b_shape, out), batch = shapes, shapes[-1][:-2]
-        if len(a_shape) < 2 or len(b_shape) < 2 or len(batch) > layout.RANK:
-            raise OctuneError(f"layer '{step.name}': octune run multiplies matrices, not vectors")
-        (m, k), n = a_shape[-2:], b_shape[-1]
-        meta = self._meta(*bmm.product_meta(shapes, step.views))
-        a, b, y = (self.buffers[name] for name in (*step.inputs, step.output))
-        alpha, name = np.float32(step.alpha), "batched_matmul_tiled" if tiled else "batched_matmul"
-        if tiled:
-            side, each = bmm.TILES[tiled]
-            group = (side // each, side // each, 1)
-            groups = (-(-n // side), -(-m // side), math.prod(batch))
-            sizes = (tuple(g * w for g, w in zip(groups, group, strict=True)), group)
-            args = (a, b, y, meta, *map(np.int32, (m, n, k)), alpha)
-            launch = self._ops(step, name, args, 0, sizes, BATCHED=1, BT=side, TPW=each)
-            info = cl.kernel_work_group_info.WORK_GROUP_SIZE
-            if launch.kernel.get_work_group_info(info, self.device) < math.prod(group):
-                return None
-        else:
-            args = (a, b, y, meta, *map(np.int32, (math.prod(out), m, n, k)), alpha)
-            launch = self._ops(step, name, args, math.prod(out), BATCHED=1)
-        epilogue = () if step.epilogue.empty else (self._epilogue(step, step.output),)
-        return Planned(step, name, "-", {}, (launch, *epilogue))
 
     # --- running --------------------------------------------------------------------------
 

@@ -116,6 +116,19 @@ class Softmax(Step):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Attention(Step):
+    """softmax(alpha * q k) v as one launch (``runtime/attention.py``): inputs (q, k, v) as the
+    scores' A and B and the context's B read them, ``views`` those of q, k, v and the output;
+    the epilogue is the context's. ``parts``: the scores' product, the softmax and the
+    context's product it stands for, which a plan may run instead.
+    """
+
+    alpha: float
+    views: tuple[View | None, View | None, View | None, View | None]
+    parts: tuple[Tuned, Softmax, Tuned]
+
+
+@dataclass(frozen=True, kw_only=True)
 class LayerNorm(Step):
     """Over the last axis; inputs (x, gamma, beta)."""
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pyopencl as cl
 
 from octune.core.errors import OctuneError
+from octune.runtime.steps import Step
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,32 @@ class BoundLaunch:
     kernel: cl.Kernel  # its arguments set
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A step ready to enqueue: its launches, and what the per-layer table says of it."""
+
+    step: Step
+    kernel: str  # octune's kernel, or the runtime's own (ops.cl) for untuned steps
+    match: str  # the lookup's match (or "device"); "-" for the runtime's own kernels
+    config: dict[str, int]
+    launches: tuple[BoundLaunch, ...]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per planned step, the median over repeats of its launches' profiled kernel time summed;
+    and the best wall time of a whole forward pass enqueued back to back with one finish.
+    """
+
+    kernel_s: tuple[float, ...]
+    wall_s: float
+    repeats: int
+
+    @property
+    def total_kernel_s(self) -> float:
+        return sum(self.kernel_s)
 
 
 @cache

@@ -205,7 +205,9 @@ def tf_moments(g: GraphBuilder) -> tuple[str, list[int | str]]:
 
 
 def einsum_attention(g: GraphBuilder) -> tuple[str, list[int | str]]:
-    """MaxViT's attention: scores and context as Einsums, which load as MatMuls."""
+    """MaxViT's attention: scores and context as Einsums, which load as MatMuls (and run as
+    attention, with the softmax between them).
+    """
     x = g.input("input", [1, 2, 6, 4])
     keys = g.node("Mul", [x, g.parameter("key_scale", (4,), 1.0)], "keys")
     scores = g.node("Einsum", [x, keys], "scores", equation="b h i d, b h j d -> b h i j")
@@ -259,7 +261,7 @@ def scaled_heads(g: GraphBuilder) -> tuple[str, list[int | str]]:
         (decoder, None),
         (functions, None),
         (tf_moments, None),
-        (einsum_attention, "MatMul"),
+        (einsum_attention, "MatMul+Softmax+MatMul"),  # one step: runtime/attention.py
         (gelu_written_out, "Gemm+Reshape+Mul+Erf+Add+Mul+Mul"),
         (scaled_heads, "Transpose+Mul+Add+Relu"),
     ],

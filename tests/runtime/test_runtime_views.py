@@ -6,11 +6,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
+from helpers.transformer_testing import attention_block, multihead_attention, saved
 
 from octune.networks.graph import GraphBuilder
-from octune.networks.layers import load_model
 from octune.runtime import layout
 from octune.runtime.batched import TILES
 from octune.runtime.commute import row_permutation
@@ -28,45 +27,15 @@ def test_affine_finds_the_strides_of_a_transposed_slice_and_nothing_else() -> No
     assert affine(gathered) is None
 
 
-def _attention(g: GraphBuilder, qkv: str, batch: int, seq: int, heads: int, head: int) -> str:
-    """PyTorch's MultiheadAttention as its TorchScript exporter writes it: one packed QKV tensor
-    (S, B, 3 * E) split by Transpose and Gathers into heads, Q and K scaled on the way, the
-    context transposed back to (S, B, E).
-    """
-    width = heads * head
-    split = g.node("Reshape", [qkv, g.constant("split", np.array([seq, batch, 3, width]))], "r")
-    moved = g.node("Transpose", [split], "t", perm=[2, 0, 1, 3])  # (3, S, B, E)
-    root = g.constant("root", np.array(head**-0.25, dtype=np.float32))
-    parts = {}
-    for index, part in enumerate("qkv"):
-        picked = g.node("Gather", [moved, g.constant(f"i{part}", np.array(index))], f"g{part}")
-        shape = g.constant(f"s{part}", np.array([seq, batch, heads, head]))
-        heads_first = g.node("Reshape", [picked, shape], f"h{part}")
-        perm = [1, 2, 3, 0] if part == "k" else [1, 2, 0, 3]  # (B, H, S, D), K (B, H, D, S)
-        parts[part] = g.node("Transpose", [heads_first], f"p{part}", perm=perm)
-        if part != "v":
-            parts[part] = g.node("Mul", [parts[part], root], f"m{part}")
-    scores = g.node("MatMul", [parts["q"], parts["k"]], "scores")
-    probs = g.node("Softmax", [scores], "probs", axis=-1)
-    context = g.node("MatMul", [probs, parts["v"]], "context")  # (B, H, S, D)
-    back = g.node("Transpose", [context], "back", perm=[2, 0, 1, 3])
-    return g.node("Reshape", [back, g.constant("merged", np.array([seq, batch, width]))], "out")
-
-
-def _saved(model: onnx.ModelProto, folder: Path) -> onnx.ModelProto:
-    """The model as ``octune run`` loads it (shapes inferred)."""
-    onnx.save(model, folder / "model.onnx")
-    return load_model(folder / "model.onnx")
-
-
-@pytest.mark.parametrize("plan", ["simple", *TILES, None])
+@pytest.mark.parametrize("plan", ["simple", *TILES])
 def test_multihead_attention_as_exported_runs_without_moving_its_heads(
     cl_device, plan, tmp_path: Path
 ) -> None:
     g = GraphBuilder("mha", seed=11)
     qkv = g.input("qkv", [13, 2, 72])
-    model = _saved(
-        g.model(_attention(g, qkv, batch=2, seq=13, heads=3, head=8), [13, 2, 24]), tmp_path
+    model = saved(
+        g.model(multihead_attention(g, qkv, batch=2, seq=13, heads=3, head=8), [13, 2, 24]),
+        tmp_path,
     )
     runtime = Runtime(model, cl_device, batched=plan)
     (found,) = check(runtime, random_inputs(runtime))
@@ -82,8 +51,9 @@ def test_per_matrix_products_keep_the_moves(cl_device, tmp_path: Path) -> None:
     """Sub-buffers need each matrix where it lies: that plan runs the transposes."""
     g = GraphBuilder("mha", seed=11)
     qkv = g.input("qkv", [16, 2, 48])
-    model = _saved(
-        g.model(_attention(g, qkv, batch=2, seq=16, heads=2, head=8), [16, 2, 16]), tmp_path
+    model = saved(
+        g.model(multihead_attention(g, qkv, batch=2, seq=16, heads=2, head=8), [16, 2, 16]),
+        tmp_path,
     )
     runtime = Runtime(model, cl_device, batched="per-matrix")
     (found,) = check(runtime, random_inputs(runtime))
@@ -102,37 +72,12 @@ def test_a_moved_tensor_another_layer_reads_is_still_written(cl_device, tmp_path
     k = g.node("Transpose", [x], "k", perm=[0, 2, 3, 1])  # (B, H, D, S)
     scores = g.node("MatMul", [q, k], "scores")
     both = g.node("Concat", [g.node("Relu", [q], "moved"), scores], "both", axis=-1)
-    model = _saved(g.model(both, [2, 3, 6, 10]), tmp_path)
+    model = saved(g.model(both, [2, 3, 6, 10]), tmp_path)
     runtime = Runtime(model, cl_device, batched="tiled")
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1
     (product,) = [p.step for p in runtime.plan if isinstance(p.step, Tuned)]
     assert product.inputs == ("x", "x") and None not in product.views[:2]
-
-
-def _block(g: GraphBuilder, batch: int, seq: int, heads: int, head: int) -> str:
-    """``nn.MultiheadAttention(batch_first=True)`` and its residual as ViT's export has them:
-    the input moved to (S, B, E) for the QKV projection, the output projection's result moved
-    back and added to the input.
-    """
-    width = heads * head
-    x = g.input("x", [batch, seq, width])
-    rows = g.node("Transpose", [x], "to_sequence_first", perm=[1, 0, 2])
-    flat = g.node(
-        "Reshape", [rows, g.constant("flat_shape", np.array([seq * batch, width]))], "flat"
-    )
-    qkv = g.linear(flat, "in_proj", width, 3 * width)
-    qkv = g.node(
-        "Reshape", [qkv, g.constant("packed_shape", np.array([seq, batch, 3 * width]))], "qkv"
-    )
-    context = _attention(g, qkv, batch, seq, heads, head)
-    flat = g.node(
-        "Reshape", [context, g.constant("rows_shape", np.array([seq * batch, width]))], "c2"
-    )
-    out = g.linear(flat, "out_proj", width, width)
-    out = g.node("Reshape", [out, g.constant("back_shape", np.array([seq, batch, width]))], "o3")
-    moved = g.node("Transpose", [out], "to_batch_first", perm=[1, 0, 2])
-    return g.node("Add", [moved, x], "residual")
 
 
 def test_row_permutation_is_a_transpose_that_keeps_rows_whole() -> None:
@@ -154,7 +99,9 @@ def test_a_batch_first_attention_block_runs_without_any_move(
     projection), the heads' moves fold into the products: no launch moves data.
     """
     g = GraphBuilder("block", seed=7)
-    model = _saved(g.model(_block(g, batch, seq=11, heads=2, head=8), [batch, 11, 16]), tmp_path)
+    model = saved(
+        g.model(attention_block(g, batch, seq=11, heads=2, head=8), [batch, 11, 16]), tmp_path
+    )
     runtime = Runtime(model, cl_device, batched="tiled")
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1 and found.magnitude > 0
@@ -170,7 +117,7 @@ def test_a_row_move_stays_where_a_gemm_result_has_other_readers(cl_device, tmp_p
     rows = g.node("Transpose", [x], "moved", perm=[1, 0, 2])
     y = g.node("MatMul", [rows, g.parameter("w", [8, 8], std=0.3)], "projected")
     both = g.node("Add", [g.node("Softmax", [y], "soft", axis=-1), y], "both")
-    runtime = Runtime(_saved(g.model(both, [5, 2, 8]), tmp_path), cl_device)
+    runtime = Runtime(saved(g.model(both, [5, 2, 8]), tmp_path), cl_device)
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1
     assert next(p.step.ops for p in runtime.plan) == ("Transpose",)
@@ -181,6 +128,6 @@ def test_a_move_into_a_conv_stays(cl_device, tmp_path: Path) -> None:
     g = GraphBuilder("conv", seed=4)
     x = g.node("Transpose", [g.input("x", [3, 2, 8, 8])], "images_first", perm=[1, 0, 2, 3])
     y = g.node("Transpose", [g.conv(x, "conv", 3, 4, 3)], "channels_last", perm=[0, 2, 3, 1])
-    runtime = Runtime(_saved(g.model(y, [2, 8, 8, 4]), tmp_path), cl_device)
+    runtime = Runtime(saved(g.model(y, [2, 8, 8, 4]), tmp_path), cl_device)
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1 and found.magnitude > 0

@@ -1,0 +1,136 @@
+"""How the runtime plans the steps that have more than one way to run: a batched MatMul
+(``runtime/batched.py``) and attention (``runtime/attention.py``). Each way is a plan; the
+fastest on the device, timed at load on operands of ones, is kept unless the caller named
+one. A mixin of ``Runtime``, whose buffers, launches and other plans it uses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from functools import partial
+
+import numpy as np
+import pyopencl as cl
+
+from octune.core.errors import OctuneError
+from octune.runtime import attention as att
+from octune.runtime import batched as bmm
+from octune.runtime import layout
+from octune.runtime.steps import Attention, Graph, Step, Tuned
+from octune.runtime.stream import BoundLaunch, Planned, Stream
+
+
+class Products:
+    """``Runtime``'s plans for batched products and attention."""
+
+    graph: Graph
+    buffers: dict[str, cl.Buffer]
+    device: cl.Device
+    queue: cl.CommandQueue
+    storage: np.dtype
+    batched: str | None
+    attention: str | None
+    _ops: Callable[..., BoundLaunch]
+    _meta: Callable[..., cl.Buffer]
+    _tuned: Callable[[Tuned], Planned]
+    _plan: Callable[[Step], Planned]
+    _epilogue: Callable[[Step, str], BoundLaunch]
+    _tensor_buffer: Callable[[str], cl.Buffer]
+    _type: Callable[[str], np.dtype]
+    _dtype: Callable[[Tuned], str]
+
+    def _batched(self, step: Tuned) -> Planned:
+        """A batched MatMul by the plan ``batched`` names where the layer takes it, else by the
+        fastest here of those it takes (``runtime/batched.py``), timed on operands of ones.
+        """
+        makers: dict[str, Callable[[], Planned | None]] = {
+            "simple": lambda: self._one_launch(step, None),
+            **{plan: partial(self._one_launch, step, plan) for plan in bmm.TILES},
+        }
+        a_shape, b_shape, _ = bmm.shapes_of(step, self.graph.shapes)
+        extents = step.layer.workload(self._dtype(step)).extents
+        align, item = self.device.mem_base_addr_align // 8, self.storage.itemsize
+        if step.views == (None, None, None) and bmm.splits(a_shape, b_shape, extents, align, item):
+            makers = {"per-matrix": lambda: self._tuned(step), **makers}
+        return self._fastest(step, makers, self.batched)
+
+    def _fastest(
+        self, step: Step, makers: Mapping[str, Callable[[], Planned | None]], named: str | None
+    ) -> Planned:
+        """``bmm.pick_plan`` of the step's plans, timed on its inputs filled with ones."""
+        weights = {id(self.buffers[name]) for name in self.graph.constants if name in self.buffers}
+        fill = [name for name in step.inputs if id(self.buffers[name]) not in weights]
+
+        def seconds(plan: Planned) -> float:
+            while fill:  # before the first timing only; never a weight's buffer (or an alias's)
+                name = fill.pop()
+                bmm.fill_with_ones(self.queue, self.buffers[name], self._type(name))
+            return Stream([(step.name, launch) for launch in plan.launches]).seconds(self.queue)
+
+        return bmm.pick_plan(makers, named, seconds)
+
+    def _attention(self, step: Attention) -> Planned:
+        """Attention by the plan ``attention`` names, else by the fastest here of one
+        ``attention`` launch a few query rows a work-group and its three steps' own plans.
+        """
+        makers: dict[str, Callable[[], Planned | None]] = {
+            plan: partial(self._fused_attention, step, rows) for plan, rows in att.ROWS.items()
+        }
+        return self._fastest(step, {**makers, "unfused": lambda: self._unfused(step)},
+                             self.attention)  # fmt: skip
+
+    def _unfused(self, step: Attention) -> Planned:
+        scores, softmax, _ = step.parts
+        for name in (scores.output, softmax.output):  # only this plan stores them
+            if name not in self.buffers:
+                self.buffers[name] = self._tensor_buffer(name)
+        launches = tuple(la for part in step.parts for la in self._plan(part).launches)
+        return Planned(step, "attention (unfused)", "-", {}, launches)
+
+    def _fused_attention(self, step: Attention, rows: int) -> Planned | None:
+        """One launch of ops.cl's ``attention``; None where the device cannot run its
+        work-groups.
+        """
+        shapes = att.shapes_of(step, self.graph.shapes)
+        (q, _, v, y), group = shapes, (rows, 1)
+        meta = self._meta(*bmm.product_meta(shapes, step.views))
+        buffers = (self.buffers[name] for name in (*step.inputs, step.output))
+        args = (*buffers, meta, *map(np.int32, (q[-2], v[-2])), np.float32(step.alpha))
+        sizes = ((-(-q[-2] // rows) * rows, math.prod(y[:-2])), group)
+        launch = self._ops(step, "attention", args, 0, sizes, ATTENTION=1, AQ=rows,
+                           AK=att.KEYS, D=q[-1], DV=v[-1])  # fmt: skip
+        info = cl.kernel_work_group_info.WORK_GROUP_SIZE
+        if launch.kernel.get_work_group_info(info, self.device) < rows:
+            return None
+        epilogue = () if step.epilogue.empty else (self._epilogue(step, step.output),)
+        return Planned(step, "attention", "-", {}, (launch, *epilogue))
+
+    def _one_launch(self, step: Tuned, tiled: str | None) -> Planned | None:
+        """A batched MatMul (broadcast batches and views too) as one launch of the runtime's
+        kernel, simple or by a ``TILES`` plan; None for a tiled one where the device cannot
+        run its work-groups.
+        """
+        shapes = bmm.shapes_of(step, self.graph.shapes)
+        (a_shape, b_shape, out), batch = shapes, shapes[-1][:-2]
+        if len(a_shape) < 2 or len(b_shape) < 2 or len(batch) > layout.RANK:
+            raise OctuneError(f"layer '{step.name}': octune run multiplies matrices, not vectors")
+        (m, k), n = a_shape[-2:], b_shape[-1]
+        meta = self._meta(*bmm.product_meta(shapes, step.views))
+        a, b, y = (self.buffers[name] for name in (*step.inputs, step.output))
+        alpha, name = np.float32(step.alpha), "batched_matmul_tiled" if tiled else "batched_matmul"
+        if tiled:
+            side, each = bmm.TILES[tiled]
+            group = (side // each, side // each, 1)
+            groups = (-(-n // side), -(-m // side), math.prod(batch))
+            sizes = (tuple(g * w for g, w in zip(groups, group, strict=True)), group)
+            args = (a, b, y, meta, *map(np.int32, (m, n, k)), alpha)
+            launch = self._ops(step, name, args, 0, sizes, BATCHED=1, BT=side, TPW=each)
+            info = cl.kernel_work_group_info.WORK_GROUP_SIZE
+            if launch.kernel.get_work_group_info(info, self.device) < math.prod(group):
+                return None
+        else:
+            args = (a, b, y, meta, *map(np.int32, (math.prod(out), m, n, k)), alpha)
+            launch = self._ops(step, name, args, math.prod(out), BATCHED=1)
+        epilogue = () if step.epilogue.empty else (self._epilogue(step, step.output),)
+        return Planned(step, name, "-", {}, (launch, *epilogue))

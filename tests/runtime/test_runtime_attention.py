@@ -1,0 +1,84 @@
+"""Attention's products and softmax as one launch (``runtime/attention.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers.transformer_testing import attention_block, saved
+
+from octune.core.errors import OctuneError
+from octune.networks.graph import GraphBuilder
+from octune.networks.layers import load_model
+from octune.runtime.attention import ATTENTION_PLANS, HEAD_LIMIT, KEYS
+from octune.runtime.executor import Runtime
+from octune.runtime.steps import Attention, Softmax
+from octune.runtime.verify import check, random_inputs
+
+
+@pytest.mark.parametrize("plan", [*ATTENTION_PLANS, None])
+def test_an_exported_attention_block_runs_by_every_plan(cl_device, plan, tmp_path: Path) -> None:
+    """ViT's block (heads read in place from the packed QKV tensor, Q and K scaled on the way),
+    with more keys than a step takes and not a whole number of steps of them.
+    """
+    g = GraphBuilder("block", seed=7)
+    seq = KEYS + 5
+    model = saved(g.model(attention_block(g, 2, seq, heads=2, head=8), [2, seq, 16]), tmp_path)
+    runtime = Runtime(model, cl_device, attention=plan)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+    (attention,) = [p for p in runtime.plan if isinstance(p.step, Attention)]
+    assert not [p for p in runtime.plan if isinstance(p.step, Softmax)]
+    if plan == "unfused":
+        assert attention.kernel == "attention (unfused)" and len(attention.launches) == 3
+    elif plan is not None:
+        assert attention.kernel == "attention" and len(attention.launches) == 1
+
+
+@pytest.mark.parametrize("plan", ATTENTION_PLANS)
+def test_heads_laid_out_any_way_and_broadcast_keys(cl_device, plan, tmp_path: Path) -> None:
+    """K^T stored as it is multiplied (keys along its rows), V read transposed, one K and V for
+    every image of the batch: each operand's strides, a zero batch stride among them.
+    """
+    g = GraphBuilder("layouts", seed=2)
+    q = g.input("q", [3, 2, 19, 8])
+    kt = g.input("kt", [1, 2, 8, 40])
+    v = g.node("Transpose", [g.input("vt", [1, 2, 6, 40])], "v", perm=[0, 1, 3, 2])
+    probs = g.node("Softmax", [g.node("MatMul", [q, kt], "scores")], "probs", axis=-1)
+    model = saved(g.model(g.node("MatMul", [probs, v], "context"), [3, 2, 19, 6]), tmp_path)
+    runtime = Runtime(model, cl_device, attention=plan)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+    assert [type(p.step) for p in runtime.plan] == [Attention]
+
+
+@pytest.mark.parametrize("case", ["masked", "wide heads", "scores read twice"])
+def test_what_is_not_plain_attention_stays_three_steps(cl_device, case, tmp_path: Path) -> None:
+    g = GraphBuilder(case.replace(" ", "_"), seed=3)
+    head = HEAD_LIMIT + 8 if case == "wide heads" else 9  # 9: the scores' width too
+    q, k, v = (g.input(name, [2, 9, head]) for name in "qkv")
+    scores = g.node("MatMul", [q, g.node("Transpose", [k], "kt", perm=[0, 2, 1])], "scores")
+    if case == "masked":
+        scores = g.node("Add", [scores, g.parameter("mask", [9, 9], std=1.0)], "masked")
+    context = g.node("MatMul", [g.node("Softmax", [scores], "probs", axis=-1), v], "context")
+    out = g.node("Add", [context, scores], "both") if case == "scores read twice" else context
+    model = saved(g.model(out, [2, 9, head]), tmp_path)
+    runtime = Runtime(model, cl_device, attention="fused-32")
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1
+    assert not [p for p in runtime.plan if isinstance(p.step, Attention)]
+    assert [p for p in runtime.plan if isinstance(p.step, Softmax)]
+
+
+def test_bert_runs_its_attention_fused_and_agrees(cl_device) -> None:
+    """The built-in BERT layer (heads moved by Transposes, 1/sqrt(d) after the scores)."""
+    runtime = Runtime(load_model("bert_base_layer", 2, {"sequence": 24}), cl_device,
+                      attention="fused-64")  # fmt: skip
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+    assert [p.kernel for p in runtime.plan if isinstance(p.step, Attention)] == ["attention"]
+
+
+def test_an_unknown_attention_plan_is_refused(cl_device) -> None:
+    with pytest.raises(OctuneError, match="attention is one of unfused, fused-32, fused-64"):
+        Runtime(load_model("bert_base_layer", dims={"sequence": 8}), cl_device, attention="flash")
