@@ -564,11 +564,15 @@ void batched_matmul_tiled(const __global STORED* a, const __global STORED* b,
 
 // Attention, y = softmax(alpha * q k) v over the last axis (runtime/attention.py), k as the
 // scores' B (D x SK): one query row a work-item, AQ rows of one matrix a work-group (matrix
-// `batch` is the second dimension). Keys and values come AK at a time through local memory,
-// every work-item reading the same element at once (a broadcast); the softmax is online: the
-// row's running maximum and sum, its sum of p v rescaled where the maximum grows. Its scores are
+// `batch` is the second dimension). Keys and values come AK at a time through local memory as
+// vectors of 4 along the head (zero past D or DV), every work-item reading the same vector at
+// once (a broadcast): a key's dot product and a value's update are 4 multiply-adds a local
+// read, the AK dot products of a step independent of each other. The softmax is online: the
+// row's running maximum and sum, its sum of p v rescaled where the maximum grows; the scores are
 // never stored. meta as batched_matmul's, for q, k, v and y (corners after five rows).
 #ifdef ATTENTION
+#define D4 ((D + 3) / 4)
+#define DV4 ((DV + 3) / 4)
 __kernel __attribute__((reqd_work_group_size(AQ, 1, 1)))
 void attention(const __global STORED* q, const __global STORED* k, const __global STORED* v,
                __global STORED* y, const __global int* meta, const int SQ, const int SK,
@@ -579,57 +583,66 @@ void attention(const __global STORED* q, const __global STORED* k, const __globa
     const __global STORED* kb = k + offset_of(batch, meta, meta + 2 * RANK) + at[3];
     const __global STORED* vb = v + offset_of(batch, meta, meta + 3 * RANK) + at[6];
     __global STORED* yb = y + offset_of(batch, meta, meta + 4 * RANK) + at[9];
-    const bool k_down = at[4] == 1;  // k's keys lie along its rows: load along d
+    const bool k_down = at[4] == 1;  // a key's elements lie together: load along d
     const bool v_across = at[8] == 1;
-    __local float ks[AK][D];
-    __local float vs[AK][DV];
-    float qr[D], acc[DV];
+    __local float4 ks[AK][D4];
+    __local float4 vs[AK][DV4];
+    __local float* kf = (__local float*)ks;
+    __local float* vf = (__local float*)vs;
+    float4 qr[D4], acc[DV4];
     const bool inside = row < SQ;
 #pragma unroll
-    for (int d = 0; d < D; ++d) {
-        qr[d] = inside ? alpha * LOAD(qb, (size_t)row * at[1] + (size_t)d * at[2]) : 0.0f;
+    for (int d = 0; d < D4 * 4; ++d) {
+        const bool real = inside && d < D;
+        ((float*)qr)[d] = real ? alpha * LOAD(qb, (size_t)row * at[1] + (size_t)d * at[2]) : 0.0f;
     }
 #pragma unroll
-    for (int d = 0; d < DV; ++d) acc[d] = 0.0f;
+    for (int d = 0; d < DV4; ++d) acc[d] = (float4)(0.0f);
     float top = -INFINITY, sum = 0.0f;
     for (int j0 = 0; j0 < SK; j0 += AK) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int e = lid; e < AK * D; e += AQ) {
-            const int j = k_down ? e / D : e % AK, d = k_down ? e % D : e / AK;
-            ks[j][d] = j0 + j < SK ? LOAD(kb, (size_t)d * at[4] + (size_t)(j0 + j) * at[5]) : 0.0f;
+        for (int e = lid; e < AK * D4 * 4; e += AQ) {
+            const int j = k_down ? e / (D4 * 4) : e % AK, d = k_down ? e % (D4 * 4) : e / AK;
+            const bool real = j0 + j < SK && d < D;
+            kf[j * D4 * 4 + d] = real ? LOAD(kb, (size_t)d * at[4] + (size_t)(j0 + j) * at[5]) : 0.0f;
         }
-        for (int e = lid; e < AK * DV; e += AQ) {
-            const int j = v_across ? e / DV : e % AK, d = v_across ? e % DV : e / AK;
-            vs[j][d] = j0 + j < SK ? LOAD(vb, (size_t)(j0 + j) * at[7] + (size_t)d * at[8]) : 0.0f;
+        for (int e = lid; e < AK * DV4 * 4; e += AQ) {
+            const int j = v_across ? e / (DV4 * 4) : e % AK, d = v_across ? e % (DV4 * 4) : e / AK;
+            const bool real = j0 + j < SK && d < DV;
+            vf[j * DV4 * 4 + d] = real ? LOAD(vb, (size_t)(j0 + j) * at[7] + (size_t)d * at[8]) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         float s[AK];
+#pragma unroll
+        for (int j = 0; j < AK; ++j) s[j] = 0.0f;
+#pragma unroll
+        for (int d = 0; d < D4; ++d) {
+#pragma unroll
+            for (int j = 0; j < AK; ++j) s[j] += dot(qr[d], ks[j][d]);
+        }
         float most = top;
 #pragma unroll
         for (int j = 0; j < AK; ++j) {
-            float dot = 0.0f;
-#pragma unroll
-            for (int d = 0; d < D; ++d) dot += qr[d] * ks[j][d];
-            s[j] = j0 + j < SK ? dot : -INFINITY;
+            s[j] = j0 + j < SK ? s[j] : -INFINITY;
             most = fmax(most, s[j]);
         }
-        const float rescale = exp(top - most);  // 0 on the first block (top is -inf)
+        const float rescale = exp(top - most);  // 0 on the first step (top is -inf)
         sum *= rescale;
 #pragma unroll
-        for (int d = 0; d < DV; ++d) acc[d] *= rescale;
+        for (int d = 0; d < DV4; ++d) acc[d] *= rescale;
 #pragma unroll
         for (int j = 0; j < AK; ++j) {
             const float p = exp(s[j] - most);
             sum += p;
 #pragma unroll
-            for (int d = 0; d < DV; ++d) acc[d] += p * vs[j][d];
+            for (int d = 0; d < DV4; ++d) acc[d] += p * vs[j][d];
         }
         top = most;
     }
     if (inside) {
 #pragma unroll
         for (int d = 0; d < DV; ++d) {
-            STORE(yb, (size_t)row * at[10] + (size_t)d * at[11], acc[d] / sum);
+            STORE(yb, (size_t)row * at[10] + (size_t)d * at[11], ((float*)acc)[d] / sum);
         }
     }
 }
