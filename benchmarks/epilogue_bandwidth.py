@@ -59,7 +59,7 @@ def _time(queue: cl.CommandQueue, launch, repeats: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="NVIDIA")
+    parser.add_argument("--device", default="", help="a platform name's part (default: the first)")
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

@@ -116,8 +116,9 @@ PLANS = ["per-matrix", "one launch", "one launch, tiled", "measured at load"]
 
 @pytest.mark.slow
 def test_small_cpu_runs_of_the_device_benchmarks(tmp_path: Path) -> None:
-    """A held-out conv layer tuned and timed beside onnxruntime, and attention's batched
-    products both ways, as the GPU calls run them (benchmarks/results/networks.md).
+    """A held-out conv layer tuned and timed beside onnxruntime, attention's batched
+    products both ways, and the element-wise launch's bandwidth, as the GPU calls run them
+    (benchmarks/results/networks.md).
     """
     out = tmp_path / "conv.json"
     db = f"sqlite:///{tmp_path / 'conv.db'}"
@@ -132,6 +133,8 @@ def test_small_cpu_runs_of_the_device_benchmarks(tmp_path: Path) -> None:
     rows = [line for line in ab.splitlines() if line.startswith("| bert_base_layer |")]
     assert [row.split("|")[3].strip() for row in rows] == PLANS
     assert all(row.rstrip().endswith("| True |") for row in rows)  # agrees with onnxruntime
+    bandwidth = _run(BENCHMARKS / "epilogue_bandwidth.py", "--repeats", "1")
+    assert bandwidth.count('"runtime": {"us"') == 4  # each case checked against NumPy too
 
 
 @pytest.mark.slow
