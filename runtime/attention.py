@@ -21,11 +21,23 @@ from octune.runtime.steps import Attention, Graph, Softmax, Step, Tuned
 
 #: The largest head size (D and Dv) the kernel keeps a query row and its sum in registers for.
 HEAD_LIMIT = 128
-#: Query rows a work-group computes (one a work-item), by plan; KEYS keys a step.
+#: ops.cl's ``attention``: the query rows a work-group computes (one a work-item), by plan;
+#: KEYS keys a step.
 ROWS = {"fused-32": 32, "fused-64": 64}
 KEYS = 32
+#: ops.cl's ``attention_tiled``: 64 query rows a work-group of 16 x 16, for heads up to
+#: TILED_HEAD wide.
+TILED, TILED_ROWS, TILED_HEAD = "fused-tiled", 64, 64
 #: The plans an attention can run by (``Runtime(attention=)``; None: the fastest here).
-ATTENTION_PLANS = ("unfused", *ROWS)
+ATTENTION_PLANS = ("unfused", *ROWS, TILED)
+
+
+def tiled_bytes(head: int) -> int:
+    """``attention_tiled``'s local memory for q and k heads ``head`` wide: its q, k, v and
+    probability tiles (rows padded to whole vectors and 4 more) and its rows' parts.
+    """
+    padded = -(-head // 4) * 4 + 4
+    return 4 * (TILED_ROWS * padded + KEYS * padded + KEYS * 68 + TILED_ROWS * 36 + 16 * 64)
 
 
 def shapes_of(step: Attention, shapes: Mapping[str, tuple[int, ...]]) -> list[tuple[int, ...]]:

@@ -647,3 +647,123 @@ void attention(const __global STORED* q, const __global STORED* k, const __globa
     }
 }
 #endif
+
+// Attention in tiles (the plan `fused-tiled`): a work-group of 16 x 16 work-items computes the
+// output of TQ = 64 query rows of one matrix, keys TK = 32 a step, as a GEMM kernel computes a
+// tile: q, the step's keys and values, and the step's probabilities go through local memory,
+// and each work-item computes 4 rows x 2 keys of the scores (rows ty + 16 i, keys tx + 16 j)
+// and 4 rows x 4 columns of the output (columns 4 tx ..), every local read a vector of 4 used
+// by 8 or 16 multiply-adds. A row's maximum for the step and its sum at the end are gathered
+// from its 16 work-items through local memory; the softmax is online as in `attention`. For
+// heads up to 64 wide (D, DV); its local memory is 47 KiB.
+#ifdef ATTENTION_TILED
+#define TQ 64
+#define TK 32
+#define DT (((D + 3) / 4) * 4)  // q's and k's head, padded with zeros to whole vectors
+#define DP (DT + 4)  // a row of the q and k tiles: whole vectors, rows 4 banks apart
+#define VP 68  // a row of the value tile: 64 columns and 4
+#define PP (TK + 4)  // a row of the probabilities
+__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+void attention_tiled(const __global STORED* q, const __global STORED* k,
+                     const __global STORED* v, __global STORED* y, const __global int* meta,
+                     const int SQ, const int SK, const float alpha) {
+    const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 16 + tx;
+    const int row0 = get_group_id(0) * TQ, batch = get_group_id(1);
+    const __global int* at = meta + 5 * RANK;  // offset, row and column stride of q, k, v, y
+    const __global STORED* qb = q + offset_of(batch, meta, meta + RANK) + at[0];
+    const __global STORED* kb = k + offset_of(batch, meta, meta + 2 * RANK) + at[3];
+    const __global STORED* vb = v + offset_of(batch, meta, meta + 3 * RANK) + at[6];
+    __global STORED* yb = y + offset_of(batch, meta, meta + 4 * RANK) + at[9];
+    __local float4 q4[TQ * DP / 4], k4[TK * DP / 4], v4[TK * VP / 4], p4[TQ * PP / 4];
+    __local float red[16 * TQ];  // red[t * TQ + r]: row r's part from work-item tx = t
+    __local float *qs = (__local float*)q4, *ks = (__local float*)k4;
+    __local float *vs = (__local float*)v4, *ps = (__local float*)p4;
+    const bool q_across = at[2] == 1, k_down = at[4] == 1, v_across = at[8] == 1;
+    for (int e = lid; e < TQ * DT; e += 256) {
+        const int r = q_across ? e / DT : e % TQ, d = q_across ? e % DT : e / TQ;
+        const bool real = row0 + r < SQ && d < D;
+        qs[r * DP + d] = real ? alpha * LOAD(qb, (size_t)(row0 + r) * at[1] + (size_t)d * at[2]) : 0.0f;
+    }
+    float4 acc[4];
+    float top[4], sum[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        acc[i] = (float4)(0.0f);
+        top[i] = -INFINITY;
+        sum[i] = 0.0f;
+    }
+    for (int j0 = 0; j0 < SK; j0 += TK) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int e = lid; e < TK * DT; e += 256) {
+            const int j = k_down ? e / DT : e % TK, d = k_down ? e % DT : e / TK;
+            const bool real = j0 + j < SK && d < D;
+            ks[j * DP + d] = real ? LOAD(kb, (size_t)d * at[4] + (size_t)(j0 + j) * at[5]) : 0.0f;
+        }
+        for (int e = lid; e < TK * 64; e += 256) {
+            const int j = v_across ? e / 64 : e % TK, d = v_across ? e % 64 : e / TK;
+            const bool real = j0 + j < SK && d < DV;
+            vs[j * VP + d] = real ? LOAD(vb, (size_t)(j0 + j) * at[7] + (size_t)d * at[8]) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        float s[4][2];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = 0.0f;
+#pragma unroll
+        for (int d = 0; d < DT / 4; ++d) {
+            const float4 key0 = k4[tx * (DP / 4) + d], key1 = k4[(tx + 16) * (DP / 4) + d];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float4 query = q4[(ty + 16 * i) * (DP / 4) + d];
+                s[i][0] += dot(query, key0);
+                s[i][1] += dot(query, key1);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            if (j0 + tx >= SK) s[i][0] = -INFINITY;
+            if (j0 + tx + 16 >= SK) s[i][1] = -INFINITY;
+            red[tx * TQ + ty + 16 * i] = fmax(s[i][0], s[i][1]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float most = top[i];
+            for (int t = 0; t < 16; ++t) most = fmax(most, red[t * TQ + ty + 16 * i]);
+            const float rescale = exp(top[i] - most);  // 0 on the first step (top is -inf)
+            const float p0 = exp(s[i][0] - most), p1 = exp(s[i][1] - most);
+            sum[i] = sum[i] * rescale + p0 + p1;
+            acc[i] *= rescale;
+            top[i] = most;
+            ps[(ty + 16 * i) * PP + tx] = p0;
+            ps[(ty + 16 * i) * PP + tx + 16] = p1;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int j = 0; j < TK / 4; ++j) {
+            const float4 v0 = v4[(4 * j) * (VP / 4) + tx], v1 = v4[(4 * j + 1) * (VP / 4) + tx];
+            const float4 v2 = v4[(4 * j + 2) * (VP / 4) + tx], v3 = v4[(4 * j + 3) * (VP / 4) + tx];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const float4 p = p4[(ty + 16 * i) * (PP / 4) + j];
+                acc[i] += p.x * v0 + p.y * v1 + p.z * v2 + p.w * v3;
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) red[tx * TQ + ty + 16 * i] = sum[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        float total = 0.0f;
+        for (int t = 0; t < 16; ++t) total += red[t * TQ + ty + 16 * i];
+        const int row = row0 + ty + 16 * i;
+        const float values[4] = {acc[i].x, acc[i].y, acc[i].z, acc[i].w};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int d = 4 * tx + c;
+            if (row < SQ && d < DV) STORE(yb, (size_t)row * at[10] + (size_t)d * at[11], values[c] / total);
+        }
+    }
+}
+#endif

@@ -75,7 +75,7 @@ class Products:
         ``attention`` launch a few query rows a work-group and its three steps' own plans.
         """
         makers: dict[str, Callable[[], Planned | None]] = {
-            plan: partial(self._fused_attention, step, rows) for plan, rows in att.ROWS.items()
+            plan: partial(self._fused_attention, step, plan) for plan in (*att.ROWS, att.TILED)
         }
         return self._fastest(step, {**makers, "unfused": lambda: self._unfused(step)},
                              self.attention)  # fmt: skip
@@ -88,23 +88,35 @@ class Products:
         launches = tuple(la for part in step.parts for la in self._plan(part).launches)
         return Planned(step, "attention (unfused)", "-", {}, launches)
 
-    def _fused_attention(self, step: Attention, rows: int) -> Planned | None:
-        """One launch of ops.cl's ``attention``; None where the device cannot run its
-        work-groups.
+    def _fused_attention(self, step: Attention, plan: str) -> Planned | None:
+        """One launch of ops.cl's ``attention`` (query rows a work-item) or, for the plan
+        ``att.TILED``, of ``attention_tiled``; None where the device cannot run its work-groups
+        or the tiled kernel does not take the heads.
         """
         shapes = att.shapes_of(step, self.graph.shapes)
-        (q, _, v, y), group = shapes, (rows, 1)
+        q, _, v, y = shapes
+        head = {"D": q[-1], "DV": v[-1]}
+        if plan != att.TILED:
+            rows, group, kernel = att.ROWS[plan], (att.ROWS[plan], 1), "attention"
+            defines = dict(ATTENTION=1, AQ=rows, AK=att.KEYS, **head)
+        elif max(head.values()) > att.TILED_HEAD or (
+            att.tiled_bytes(q[-1]) > self.device.local_mem_size
+        ):
+            return None
+        else:
+            rows, group, kernel = att.TILED_ROWS, (16, 16), "attention_tiled"
+            defines = dict(ATTENTION_TILED=1, **head)
         meta = self._meta(*bmm.product_meta(shapes, step.views))
         buffers = (self.buffers[name] for name in (*step.inputs, step.output))
         args = (*buffers, meta, *map(np.int32, (q[-2], v[-2])), np.float32(step.alpha))
-        sizes = ((-(-q[-2] // rows) * rows, math.prod(y[:-2])), group)
-        launch = self._ops(step, "attention", args, 0, sizes, ATTENTION=1, AQ=rows,
-                           AK=att.KEYS, D=q[-1], DV=v[-1])  # fmt: skip
+        count = (-(-q[-2] // rows), math.prod(y[:-2]))
+        sizes = (tuple(n * g for n, g in zip(count, group, strict=True)), group)
+        launch = self._ops(step, kernel, args, 0, sizes, **defines)
         info = cl.kernel_work_group_info.WORK_GROUP_SIZE
-        if launch.kernel.get_work_group_info(info, self.device) < rows:
+        if launch.kernel.get_work_group_info(info, self.device) < math.prod(group):
             return None
         epilogue = () if step.epilogue.empty else (self._epilogue(step, step.output),)
-        return Planned(step, "attention", "-", {}, (launch, *epilogue))
+        return Planned(step, kernel, "-", {}, (launch, *epilogue))
 
     def _one_launch(self, step: Tuned, tiled: str | None) -> Planned | None:
         """A batched MatMul (broadcast batches and views too) as one launch of the runtime's
