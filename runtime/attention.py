@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from octune.runtime import batched as bmm
-from octune.runtime.steps import Attention, Graph, Softmax, Step, Tuned
+from octune.runtime.steps import Attention, Graph, Softmax, Step, Tuned, readers
 
 #: The largest head size (D and Dv) the kernel keeps a query row and its sum in registers for.
 HEAD_LIMIT = 128
@@ -97,21 +97,16 @@ def fuse(graph: Graph, steps: Sequence[Step]) -> list[Step]:
     v, which may be computed after the scores, is ready).
     """
     producer = {step.output: step for step in steps}
-    readers: dict[str, list[Step]] = {}
-    for step in steps:
-        e = step.epilogue
-        for name in (*step.inputs, e.scale, e.bias, e.other):
-            if name:
-                readers.setdefault(name, []).append(step)
+    reading = readers(steps)
     fused: dict[int, Attention] = {}
     for softmax in steps:
         if not isinstance(softmax, Softmax):
             continue
         scores = _product(producer.get(softmax.inputs[0]))
-        context = _product(_one_reader(softmax.output, graph, readers))
+        context = _product(_one_reader(softmax.output, graph, reading))
         if scores is None or context is None:
             continue
-        if _one_reader(scores.output, graph, readers) is not softmax:
+        if _one_reader(scores.output, graph, reading) is not softmax:
             continue
         found = _attention(scores, softmax, context, graph)
         if found is not None:

@@ -180,7 +180,7 @@ class Runtime(Products):
 
     def _allocate(self) -> None:
         graph, flags = self.graph, cl.mem_flags
-        used = {name for step in graph.steps for name in self._reads(step)}
+        used = {name for step in graph.steps for name in step.reads}
         self._check_memory(used & graph.constants.keys())
         for name in sorted(used & graph.constants.keys()):
             value = np.ascontiguousarray(graph.constants[name], dtype=self._type(name))
@@ -334,11 +334,6 @@ class Runtime(Products):
     def _tensor_buffer(self, name: str) -> cl.Buffer:
         size = self._type(name).itemsize * max(math.prod(self.graph.shapes[name]), 1)
         return cl.Buffer(self.context, cl.mem_flags.READ_WRITE, size=size)
-
-    @staticmethod
-    def _reads(step: Step) -> list[str]:
-        e = step.epilogue
-        return [*step.inputs, *(name for name in (e.scale, e.bias, e.other) if name)]
 
     # --- programs and launches ------------------------------------------------------------
 

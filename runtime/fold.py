@@ -188,6 +188,5 @@ def live(graph: Graph, steps: Sequence[Step]) -> list[Step]:
     for step in reversed(steps):
         if step.output in needed:
             kept.append(step)
-            e = step.epilogue
-            needed.update(step.inputs, (name for name in (e.scale, e.bias, e.other) if name))
+            needed.update(step.reads)
     return kept[::-1]

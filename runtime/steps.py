@@ -57,6 +57,21 @@ class Step:
     def op(self) -> str:
         return "+".join(self.ops)
 
+    @property
+    def reads(self) -> list[str]:
+        """The tensors and constants the step reads: its inputs, then its epilogue's."""
+        e = self.epilogue
+        return [*self.inputs, *(name for name in (e.scale, e.bias, e.other) if name)]
+
+
+def readers(steps: Sequence[Step]) -> dict[str, list[Step]]:
+    """The steps that read each tensor or constant, in order."""
+    found: dict[str, list[Step]] = {}
+    for step in steps:
+        for name in step.reads:
+            found.setdefault(name, []).append(step)
+    return found
+
 
 @dataclass(frozen=True)
 class View:

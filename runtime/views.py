@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from octune.runtime.fold import LIMIT, live, separable, sources
-from octune.runtime.steps import Alias, Epilogue, Graph, IndexMap, Step, Tuned, View
+from octune.runtime.steps import Alias, Epilogue, Graph, IndexMap, Step, Tuned, View, readers
 
 
 def affine(grid: np.ndarray) -> tuple[int, tuple[int, ...]] | None:
@@ -75,12 +75,7 @@ class Viewer:
             if isinstance(step, Alias) and step.inputs[0] in self.fixed:
                 self.fixed.add(step.output)
         producer = {step.output: step for step in steps}
-        readers: dict[str, list[Step]] = {}
-        for step in steps:
-            e = step.epilogue
-            for name in (*step.inputs, e.scale, e.bias, e.other):
-                if name:
-                    readers.setdefault(name, []).append(step)
+        reading = readers(steps)
         out, dropped = [], set()
         for step in steps:
             if isinstance(step, Tuned) and step.layer.batched and step.layer.dtype != "int8":
@@ -88,7 +83,7 @@ class Viewer:
                 if factor is not None:  # a scale after the product: its alpha, not a launch
                     step = replace(step, alpha=step.alpha * factor, epilogue=Epilogue())
                 step = self._read_in_place(step, producer)
-                step, absorbed = self._write_in_place(step, readers)
+                step, absorbed = self._write_in_place(step, reading)
                 if absorbed is not None:
                     dropped.add(id(absorbed))
             out.append(step)
