@@ -7,13 +7,16 @@ and read twice, in three launches: ViT-B/16 at batch 16 on an H200 spent 2.81 ms
 products and 0.74 in the softmax where PyTorch's one fused kernel took 1.24. ``ops.cl``'s
 ``attention`` computes a query row's output in one pass over the keys, with the softmax
 online (FlashAttention's running maximum and sum, the sum of p v rescaled as the maximum
-grows), keys and values shared by a work-group through local memory; the scores are never
-stored. Where the device runs the three steps faster (a CPU may), the runtime's load-time
+grows), keys and values shared by a work-group through local memory; ``attention_tiled``
+computes 64 rows' in a 16 x 16 work-group, as a GEMM kernel computes a tile. The scores are
+never stored; their epilogue (BERT's additive mask, a position bias) runs on each score in the
+kernel. Where the device runs the three steps faster (a CPU may), the runtime's load-time
 timing keeps them (``Runtime(attention=)``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from octune.runtime import batched as bmm
@@ -21,6 +24,8 @@ from octune.runtime.steps import Attention, Graph, Softmax, Step, Tuned, readers
 
 #: The largest head size (D and Dv) the kernel keeps a query row and its sum in registers for.
 HEAD_LIMIT = 128
+#: The most scores an epilogue in the kernels takes (kernels/epilogue.clh's int indices).
+EPILOGUE_LIMIT = 1 << 31
 #: ops.cl's ``attention``: the query rows a work-group computes (one a work-item), by plan;
 #: KEYS keys a step.
 ROWS = {"fused-32": 32, "fused-64": 64}
@@ -60,15 +65,17 @@ def _one_reader(name: str, graph: Graph, readers: Mapping[str, list[Step]]) -> S
     return found[0] if len(found) == 1 and name not in graph.outputs else None
 
 
-def _attention(scores: Tuned, softmax: Softmax, context: Tuned, graph: Graph) -> Attention | None:
-    """The three steps as one, where they are attention's: the scores read only by a plain
-    softmax over their last axis, read only as the context's A, with head sizes the kernel
-    takes and one batch shape throughout.
+def _attention(
+    scores: Tuned, softmax: Softmax, context: Tuned, graph: Graph, epilogues: bool
+) -> Attention | None:
+    """The three steps as one, where they are attention's: the scores (through their epilogue,
+    where ``epilogues`` allows one) read only by a plain softmax over their last axis, read
+    only as the context's A, with head sizes the kernels take and one batch shape throughout.
     """
     q, _, y = bmm.shapes_of(scores, graph.shapes)
     p, v, out = bmm.shapes_of(context, graph.shapes)
     if (
-        not scores.epilogue.empty
+        not (scores.epilogue.empty or (epilogues and math.prod(y) < EPILOGUE_LIMIT))
         or not softmax.epilogue.empty
         or scores.views[2] is not None
         or context.views[0] is not None
@@ -92,9 +99,10 @@ def _attention(scores: Tuned, softmax: Softmax, context: Tuned, graph: Graph) ->
     )
 
 
-def fuse(graph: Graph, steps: Sequence[Step]) -> list[Step]:
+def fuse(graph: Graph, steps: Sequence[Step], epilogues: bool = True) -> list[Step]:
     """``steps`` with each attention's three as one ``Attention`` at the context's place (where
-    v, which may be computed after the scores, is ready).
+    v, which may be computed after the scores, is ready); with ``epilogues`` False, only those
+    whose scores have no epilogue (``Runtime(fuse=False)``).
     """
     producer = {step.output: step for step in steps}
     reading = readers(steps)
@@ -108,7 +116,7 @@ def fuse(graph: Graph, steps: Sequence[Step]) -> list[Step]:
             continue
         if _one_reader(scores.output, graph, reading) is not softmax:
             continue
-        found = _attention(scores, softmax, context, graph)
+        found = _attention(scores, softmax, context, graph, epilogues)
         if found is not None:
             fused.update({id(scores): found, id(softmax): found, id(context): found})
     return [

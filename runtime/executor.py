@@ -194,7 +194,7 @@ class Runtime(Products):
         if self.batched != "per-matrix":  # whose sub-buffers need each matrix where it lies
             self.steps = Viewer(self.graph, self._gapped).views(self.steps)
         if self.attention is not None or self.batched is None:
-            self.steps = att.fuse(self.graph, self.steps)
+            self.steps = att.fuse(self.graph, self.steps, epilogues=self.fuse)
         for step in self.steps:
             if isinstance(step, Alias):
                 self.buffers[step.output] = self.buffers[step.inputs[0]]

@@ -570,13 +570,23 @@ void batched_matmul_tiled(const __global STORED* a, const __global STORED* b,
 // read, the AK dot products of a step independent of each other. The softmax is online: the
 // row's running maximum and sum, its sum of p v rescaled where the maximum grows; the scores are
 // never stored. meta as batched_matmul's, for q, k, v and y (corners after five rows).
+// Both attention kernels: a score (scaled already) through the scores' epilogue, where the
+// scores have one (BERT's mask, a position bias), at its index in the scores' tensor; rows past
+// SQ are computed but never stored, and their scores are not its elements.
+#ifdef EPILOGUE
+#define SCORE(v, batch, row, key) \
+    ((row) < SQ ? EPILOGUE((v), ((batch) * SQ + (row)) * SK + (key)) : (v))
+#else
+#define SCORE(v, batch, row, key) (v)
+#endif
+
 #ifdef ATTENTION
 #define D4 ((D + 3) / 4)
 #define DV4 ((DV + 3) / 4)
 __kernel __attribute__((reqd_work_group_size(AQ, 1, 1)))
 void attention(const __global STORED* q, const __global STORED* k, const __global STORED* v,
                __global STORED* y, const __global int* meta, const int SQ, const int SK,
-               const float alpha) {
+               const float alpha EPILOGUE_ARGUMENTS) {
     const int lid = get_local_id(0), row = get_group_id(0) * AQ + lid, batch = get_group_id(1);
     const __global int* at = meta + 5 * RANK;  // offset, row and column stride of q, k, v, y
     const __global STORED* qb = q + offset_of(batch, meta, meta + RANK) + at[0];
@@ -623,7 +633,7 @@ void attention(const __global STORED* q, const __global STORED* k, const __globa
         float most = top;
 #pragma unroll
         for (int j = 0; j < AK; ++j) {
-            s[j] = j0 + j < SK ? s[j] : -INFINITY;
+            s[j] = j0 + j >= SK ? -INFINITY : SCORE(s[j], batch, row, j0 + j);
             most = fmax(most, s[j]);
         }
         const float rescale = exp(top - most);  // 0 on the first step (top is -inf)
@@ -666,7 +676,7 @@ void attention(const __global STORED* q, const __global STORED* k, const __globa
 __kernel __attribute__((reqd_work_group_size(16, 16, 1)))
 void attention_tiled(const __global STORED* q, const __global STORED* k,
                      const __global STORED* v, __global STORED* y, const __global int* meta,
-                     const int SQ, const int SK, const float alpha) {
+                     const int SQ, const int SK, const float alpha EPILOGUE_ARGUMENTS) {
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 16 + tx;
     const int row0 = get_group_id(0) * TQ, batch = get_group_id(1);
     const __global int* at = meta + 5 * RANK;  // offset, row and column stride of q, k, v, y
@@ -720,8 +730,9 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            if (j0 + tx >= SK) s[i][0] = -INFINITY;
-            if (j0 + tx + 16 >= SK) s[i][1] = -INFINITY;
+            const int row = row0 + ty + 16 * i;
+            s[i][0] = j0 + tx >= SK ? -INFINITY : SCORE(s[i][0], batch, row, j0 + tx);
+            s[i][1] = j0 + tx + 16 >= SK ? -INFINITY : SCORE(s[i][1], batch, row, j0 + tx + 16);
             red[tx * TQ + ty + 16 * i] = fmax(s[i][0], s[i][1]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -17,6 +17,7 @@ from octune.core.errors import OctuneError
 from octune.runtime import attention as att
 from octune.runtime import batched as bmm
 from octune.runtime import layout
+from octune.runtime.ops_cl import epilogue_arguments
 from octune.runtime.steps import Attention, Graph, Step, Tuned
 from octune.runtime.stream import BoundLaunch, Planned, Stream
 
@@ -36,6 +37,7 @@ class Products:
     _tuned: Callable[[Tuned], Planned]
     _plan: Callable[[Step], Planned]
     _epilogue: Callable[[Step, str], BoundLaunch]
+    _epilogue_defines: Callable[[Step], dict[str, int]]
     _tensor_buffer: Callable[[str], cl.Buffer]
     _type: Callable[[str], np.dtype]
     _dtype: Callable[[Tuned], str]
@@ -106,9 +108,14 @@ class Products:
         else:
             rows, group, kernel = att.TILED_ROWS, (16, 16), "attention_tiled"
             defines = dict(ATTENTION_TILED=1, **head)
+        scores, on_scores = step.parts[0], ()
+        if not scores.epilogue.empty:  # applied to each score in the kernel
+            defines.update(self._epilogue_defines(scores))
+            on_scores = epilogue_arguments(scores.epilogue, self.buffers)
         meta = self._meta(*bmm.product_meta(shapes, step.views))
         buffers = (self.buffers[name] for name in (*step.inputs, step.output))
-        args = (*buffers, meta, *map(np.int32, (q[-2], v[-2])), np.float32(step.alpha))
+        args = (*buffers, meta, *map(np.int32, (q[-2], v[-2])), np.float32(step.alpha),
+                *on_scores)  # fmt: skip
         count = (-(-q[-2] // rows), math.prod(y[:-2]))
         sizes = (tuple(n * g for n, g in zip(count, group, strict=True)), group)
         launch = self._ops(step, kernel, args, 0, sizes, **defines)

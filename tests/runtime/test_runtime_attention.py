@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 from helpers.transformer_testing import attention_block, saved
 
@@ -55,14 +57,42 @@ def test_heads_laid_out_any_way_and_broadcast_keys(cl_device, plan, tmp_path: Pa
     assert [type(p.step) for p in runtime.plan] == [Attention]
 
 
-@pytest.mark.parametrize("case", ["masked", "wide heads", "scores read twice"])
+def _masked(tmp_path: Path) -> onnx.ModelProto:
+    """Scores scaled, then a position bias added (one per head, broadcast over the images:
+    Swin's, T5's), a head 64 wide.
+    """
+    g = GraphBuilder("masked", seed=9)
+    q, k, v = (g.input(name, [2, 3, 40, 64]) for name in "qkv")
+    scores = g.node("MatMul", [q, g.node("Transpose", [k], "kt", perm=[0, 1, 3, 2])], "scores")
+    scores = g.node("Div", [scores, g.constant("root", np.array(8.0, dtype=np.float32))], "d")
+    scores = g.node("Add", [scores, g.parameter("bias", [3, 40, 40], std=1.0)], "masked")
+    context = g.node("MatMul", [g.node("Softmax", [scores], "probs", axis=-1), v], "context")
+    return saved(g.model(context, [2, 3, 40, 64]), tmp_path)
+
+
+@pytest.mark.parametrize("plan", ATTENTION_PLANS)
+def test_a_bias_on_the_scores_runs_in_the_kernels(cl_device, plan, tmp_path: Path) -> None:
+    runtime = Runtime(_masked(tmp_path), cl_device, attention=plan)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+    assert [type(p.step) for p in runtime.plan] == [Attention]
+
+
+def test_without_fused_epilogues_a_biased_attention_stays_three_steps(
+    cl_device, tmp_path: Path
+) -> None:
+    runtime = Runtime(_masked(tmp_path), cl_device, fuse=False, attention="fused-32")
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1
+    assert not [p for p in runtime.plan if isinstance(p.step, Attention)]
+
+
+@pytest.mark.parametrize("case", ["wide heads", "scores read twice"])
 def test_what_is_not_plain_attention_stays_three_steps(cl_device, case, tmp_path: Path) -> None:
     g = GraphBuilder(case.replace(" ", "_"), seed=3)
     head = HEAD_LIMIT + 8 if case == "wide heads" else 9  # 9: the scores' width too
     q, k, v = (g.input(name, [2, 9, head]) for name in "qkv")
     scores = g.node("MatMul", [q, g.node("Transpose", [k], "kt", perm=[0, 2, 1])], "scores")
-    if case == "masked":
-        scores = g.node("Add", [scores, g.parameter("mask", [9, 9], std=1.0)], "masked")
     context = g.node("MatMul", [g.node("Softmax", [scores], "probs", axis=-1), v], "context")
     out = g.node("Add", [context, scores], "both") if case == "scores read twice" else context
     model = saved(g.model(out, [2, 9, head]), tmp_path)
