@@ -9,18 +9,21 @@ products and 0.74 in the softmax where PyTorch's one fused kernel took 1.24. ``o
 online (FlashAttention's running maximum and sum, the sum of p v rescaled as the maximum
 grows), keys and values shared by a work-group through local memory; ``attention_tiled``
 computes 64 rows' in a 16 x 16 work-group, as a GEMM kernel computes a tile. The scores are
-never stored; their epilogue (BERT's additive mask, a position bias) runs on each score in the
-kernel. Where the device runs the three steps faster (a CPU may), the runtime's load-time
-timing keeps them (``Runtime(attention=)``).
+never stored; their epilogue (a position bias, a constant mask) and a mask added by a launch of
+its own (Hugging Face's BERT's, one per image) run on each score in the kernel. Where the device
+runs the steps faster apart (a CPU may), the runtime's load-time timing keeps them
+(``Runtime(attention=)``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from octune.runtime import batched as bmm
-from octune.runtime.steps import Attention, Graph, Softmax, Step, Tuned, readers
+from octune.runtime import layout
+from octune.runtime.steps import Attention, Broadcast, Graph, Softmax, Step, Tuned, readers
 
 #: The largest head size (D and Dv) the kernel keeps a query row and its sum in registers for.
 HEAD_LIMIT = 128
@@ -47,7 +50,8 @@ def tiled_bytes(head: int) -> int:
 
 def shapes_of(step: Attention, shapes: Mapping[str, tuple[int, ...]]) -> list[tuple[int, ...]]:
     """q's, k's, v's and the output's shapes as the kernel reads them (``bmm.shapes_of``)."""
-    scores, _, context = step.parts
+    scores, context = step.parts[0], step.parts[-1]
+    assert isinstance(scores, Tuned) and isinstance(context, Tuned)
     q, k, _ = bmm.shapes_of(scores, shapes)
     _, v, y = bmm.shapes_of(context, shapes)
     return [q, k, v, y]
@@ -65,12 +69,41 @@ def _one_reader(name: str, graph: Graph, readers: Mapping[str, list[Step]]) -> S
     return found[0] if len(found) == 1 and name not in graph.outputs else None
 
 
+class Masked(NamedTuple):
+    """A mask added to a batched product's scores (BERT's, GPT's): a Broadcast of its own."""
+
+    step: Broadcast
+    scores: Tuned
+    mask: str
+    strides: tuple[int, ...]  # the mask's along the Broadcast's RANK axes
+
+
+def _masked(step: Step | None, producer: Mapping[str, Step], graph: Graph) -> Masked | None:
+    """``step`` where it adds a tensor to a batched product's scores without broadcasting
+    them, else None.
+    """
+    if not isinstance(step, Broadcast) or (step.function, len(step.inputs)) != ("add", 2):
+        return None
+    for k, name in enumerate(step.inputs):
+        scores, mask = _product(producer.get(name)), step.inputs[1 - k]
+        fits = graph.shapes[step.output] == graph.shapes[name] and mask != name
+        if scores is not None and fits and step.epilogue.empty and mask not in graph.typed:
+            return Masked(step, scores, mask, step.strides[1 - k])
+    return None
+
+
 def _attention(
-    scores: Tuned, softmax: Softmax, context: Tuned, graph: Graph, epilogues: bool
+    scores: Tuned,
+    masked: Masked | None,
+    softmax: Softmax,
+    context: Tuned,
+    graph: Graph,
+    epilogues: bool,
 ) -> Attention | None:
-    """The three steps as one, where they are attention's: the scores (through their epilogue,
-    where ``epilogues`` allows one) read only by a plain softmax over their last axis, read
-    only as the context's A, with head sizes the kernels take and one batch shape throughout.
+    """The steps as one, where they are attention's: the scores (through their epilogue,
+    where ``epilogues`` allows one, and a mask's Add) read only by a plain softmax over their
+    last axis, read only as the context's A, with head sizes the kernels take and one batch
+    shape throughout.
     """
     q, _, y = bmm.shapes_of(scores, graph.shapes)
     p, v, out = bmm.shapes_of(context, graph.shapes)
@@ -84,24 +117,32 @@ def _attention(
         or tuple(p) != tuple(y)
         or tuple(out[:-2]) != tuple(y[:-2])
         or max(q[-1], v[-1]) > HEAD_LIMIT
+        or (masked is not None and tuple(graph.shapes[masked.step.output]) != tuple(y))
     ):
         return None
+    inputs, mask, middle = (*scores.inputs[:2], context.inputs[1]), (), (softmax,)
+    if masked is not None:  # its strides along the batch axes as the kernels' meta has them
+        along = masked.strides[layout.RANK - len(y) :]
+        inputs, mask = (*inputs, masked.mask), (*layout.padded(along[:-2], 0), *along[-2:])
+        middle = (masked.step, softmax)
+    parts = (scores, *middle, context)
     return Attention(
         name=scores.name,
-        nodes=scores.nodes + softmax.nodes + context.nodes,
-        ops=scores.ops + softmax.ops + context.ops,
-        inputs=(*scores.inputs[:2], context.inputs[1]),
+        nodes=tuple(node for part in parts for node in part.nodes),
+        ops=tuple(op for part in parts for op in part.ops),
+        inputs=inputs,
         output=context.output,
         epilogue=context.epilogue,
         alpha=scores.alpha * context.alpha,
         views=(*scores.views[:2], *context.views[1:]),
-        parts=(scores, softmax, context),
+        parts=parts,
+        mask=mask,
     )
 
 
 def fuse(graph: Graph, steps: Sequence[Step], epilogues: bool = True) -> list[Step]:
-    """``steps`` with each attention's three as one ``Attention`` at the context's place (where
-    v, which may be computed after the scores, is ready); with ``epilogues`` False, only those
+    """``steps`` with each attention's as one ``Attention`` at the context's place (where v,
+    which may be computed after the scores, is ready); with ``epilogues`` False, only those
     whose scores have no epilogue (``Runtime(fuse=False)``).
     """
     producer = {step.output: step for step in steps}
@@ -110,17 +151,21 @@ def fuse(graph: Graph, steps: Sequence[Step], epilogues: bool = True) -> list[St
     for softmax in steps:
         if not isinstance(softmax, Softmax):
             continue
-        scores = _product(producer.get(softmax.inputs[0]))
+        before = producer.get(softmax.inputs[0])
+        masked = _masked(before, producer, graph)
+        scores = masked.scores if masked is not None else _product(before)
         context = _product(_one_reader(softmax.output, graph, reading))
         if scores is None or context is None:
             continue
-        if _one_reader(scores.output, graph, reading) is not softmax:
+        if _one_reader(scores.output, graph, reading) is not (masked.step if masked else softmax):
             continue
-        found = _attention(scores, softmax, context, graph, epilogues)
+        if masked is not None and _one_reader(masked.step.output, graph, reading) is not softmax:
+            continue
+        found = _attention(scores, masked, softmax, context, graph, epilogues)
         if found is not None:
-            fused.update({id(scores): found, id(softmax): found, id(context): found})
+            fused.update({id(part): found for part in found.parts})
     return [
         fused.get(id(step), step)
         for step in steps
-        if id(step) not in fused or fused[id(step)].parts[2] is step
+        if id(step) not in fused or fused[id(step)].parts[-1] is step
     ]

@@ -571,28 +571,41 @@ void batched_matmul_tiled(const __global STORED* a, const __global STORED* b,
 // row's running maximum and sum, its sum of p v rescaled where the maximum grows; the scores are
 // never stored. meta as batched_matmul's, for q, k, v and y (corners after five rows).
 // Both attention kernels: a score (scaled already) through the scores' epilogue, where the
-// scores have one (BERT's mask, a position bias), at its index in the scores' tensor; rows past
-// SQ are computed but never stored, and their scores are not its elements.
+// scores have one (a position bias), at its index in the scores' tensor, plus the mask's element
+// where MASK (meta's mask row: its strides along the batch axes, then along rows and keys);
+// rows past SQ are computed but never stored, and their scores are not the tensor's elements.
 #ifdef EPILOGUE
-#define SCORE(v, batch, row, key) \
-    ((row) < SQ ? EPILOGUE((v), ((batch) * SQ + (row)) * SK + (key)) : (v))
+#define SCORE_EPILOGUE(v, i) EPILOGUE((v), (i))
 #else
-#define SCORE(v, batch, row, key) (v)
+#define SCORE_EPILOGUE(v, i) (v)
 #endif
+#if MASK
+#define MASK_BASE                                                                          \
+    const __global STORED* mb = mask + offset_of(batch, meta, meta + 5 * RANK + 12);       \
+    const int mrs = meta[6 * RANK + 12], mks = meta[6 * RANK + 13]
+#define SCORE_MASK(row, key) LOAD(mb, (size_t)(row) * mrs + (size_t)(key) * mks)
+#else
+#define MASK_BASE
+#define SCORE_MASK(row, key) 0.0f
+#endif
+#define SCORE(v, batch, row, key)                                                          \
+    ((row) < SQ ? SCORE_EPILOGUE((v), ((batch) * SQ + (row)) * SK + (key)) + SCORE_MASK(row, key) \
+                : (v))
 
 #ifdef ATTENTION
 #define D4 ((D + 3) / 4)
 #define DV4 ((DV + 3) / 4)
 __kernel __attribute__((reqd_work_group_size(AQ, 1, 1)))
 void attention(const __global STORED* q, const __global STORED* k, const __global STORED* v,
-               __global STORED* y, const __global int* meta, const int SQ, const int SK,
-               const float alpha EPILOGUE_ARGUMENTS) {
+               const __global STORED* mask, __global STORED* y, const __global int* meta,
+               const int SQ, const int SK, const float alpha EPILOGUE_ARGUMENTS) {
     const int lid = get_local_id(0), row = get_group_id(0) * AQ + lid, batch = get_group_id(1);
     const __global int* at = meta + 5 * RANK;  // offset, row and column stride of q, k, v, y
     const __global STORED* qb = q + offset_of(batch, meta, meta + RANK) + at[0];
     const __global STORED* kb = k + offset_of(batch, meta, meta + 2 * RANK) + at[3];
     const __global STORED* vb = v + offset_of(batch, meta, meta + 3 * RANK) + at[6];
     __global STORED* yb = y + offset_of(batch, meta, meta + 4 * RANK) + at[9];
+    MASK_BASE;
     const bool k_down = at[4] == 1;  // a key's elements lie together: load along d
     const bool v_across = at[8] == 1;
     __local float4 ks[AK][D4];
@@ -675,8 +688,9 @@ void attention(const __global STORED* q, const __global STORED* k, const __globa
 #define PP (TK + 4)  // a row of the probabilities
 __kernel __attribute__((reqd_work_group_size(16, 16, 1)))
 void attention_tiled(const __global STORED* q, const __global STORED* k,
-                     const __global STORED* v, __global STORED* y, const __global int* meta,
-                     const int SQ, const int SK, const float alpha EPILOGUE_ARGUMENTS) {
+                     const __global STORED* v, const __global STORED* mask, __global STORED* y,
+                     const __global int* meta, const int SQ, const int SK,
+                     const float alpha EPILOGUE_ARGUMENTS) {
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 16 + tx;
     const int row0 = get_group_id(0) * TQ, batch = get_group_id(1);
     const __global int* at = meta + 5 * RANK;  // offset, row and column stride of q, k, v, y
@@ -684,6 +698,7 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
     const __global STORED* kb = k + offset_of(batch, meta, meta + 2 * RANK) + at[3];
     const __global STORED* vb = v + offset_of(batch, meta, meta + 3 * RANK) + at[6];
     __global STORED* yb = y + offset_of(batch, meta, meta + 4 * RANK) + at[9];
+    MASK_BASE;
     __local float4 q4[TQ * DP / 4], k4[TK * DP / 4], v4[TK * VP / 4], p4[TQ * PP / 4];
     __local float red[16 * TQ];  // red[t * TQ + r]: row r's part from work-item tx = t
     __local float *qs = (__local float*)q4, *ks = (__local float*)k4;

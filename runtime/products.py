@@ -83,10 +83,9 @@ class Products:
                              self.attention)  # fmt: skip
 
     def _unfused(self, step: Attention) -> Planned:
-        scores, softmax, _ = step.parts
-        for name in (scores.output, softmax.output):  # only this plan stores them
-            if name not in self.buffers:
-                self.buffers[name] = self._tensor_buffer(name)
+        for part in step.parts[:-1]:  # only this plan stores what they write
+            if part.output not in self.buffers:
+                self.buffers[part.output] = self._tensor_buffer(part.output)
         launches = tuple(la for part in step.parts for la in self._plan(part).launches)
         return Planned(step, "attention (unfused)", "-", {}, launches)
 
@@ -112,10 +111,12 @@ class Products:
         if not scores.epilogue.empty:  # applied to each score in the kernel
             defines.update(self._epilogue_defines(scores))
             on_scores = epilogue_arguments(scores.epilogue, self.buffers)
-        meta = self._meta(*bmm.product_meta(shapes, step.views))
-        buffers = (self.buffers[name] for name in (*step.inputs, step.output))
-        args = (*buffers, meta, *map(np.int32, (q[-2], v[-2])), np.float32(step.alpha),
-                *on_scores)  # fmt: skip
+        meta = self._meta(*bmm.product_meta(shapes, step.views), step.mask)
+        tensors = [self.buffers[name] for name in step.inputs]
+        mask = tensors[3] if len(tensors) > 3 else None
+        args = (*tensors[:3], mask, self.buffers[step.output], meta,
+                *map(np.int32, (q[-2], v[-2])), np.float32(step.alpha), *on_scores)  # fmt: skip
+        defines["MASK"] = int(mask is not None)
         count = (-(-q[-2] // rows), math.prod(y[:-2]))
         sizes = (tuple(n * g for n, g in zip(count, group, strict=True)), group)
         launch = self._ops(step, kernel, args, 0, sizes, **defines)

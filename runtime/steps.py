@@ -132,15 +132,18 @@ class Softmax(Step):
 
 @dataclass(frozen=True, kw_only=True)
 class Attention(Step):
-    """softmax(alpha * q k) v as one launch (``runtime/attention.py``): inputs (q, k, v) as the
-    scores' A and B and the context's B read them, ``views`` those of q, k, v and the output;
-    the epilogue is the context's. ``parts``: the scores' product, the softmax and the
-    context's product it stands for, which a plan may run instead.
+    """softmax(alpha * q k + mask) v as one launch (``runtime/attention.py``): inputs (q, k,
+    v[, mask]) as the scores' A and B and the context's B read them, ``views`` those of q, k,
+    v and the output; the epilogue is the context's. ``parts``: the steps it stands for, which
+    a plan may run instead: the scores' product, a mask's Add, the softmax, the context's
+    product. ``mask``: the mask's strides along the scores' batch axes (RANK, the first
+    padded with zeros), rows and keys.
     """
 
     alpha: float
     views: tuple[View | None, View | None, View | None, View | None]
-    parts: tuple[Tuned, Softmax, Tuned]
+    parts: tuple[Step, ...]
+    mask: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

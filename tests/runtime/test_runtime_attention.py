@@ -78,6 +78,27 @@ def test_a_bias_on_the_scores_runs_in_the_kernels(cl_device, plan, tmp_path: Pat
     assert [type(p.step) for p in runtime.plan] == [Attention]
 
 
+@pytest.mark.parametrize("plan", ATTENTION_PLANS)
+def test_a_mask_added_by_a_launch_of_its_own_runs_in_the_kernels(
+    cl_device, plan, tmp_path: Path
+) -> None:
+    """Hugging Face's BERT: the scaled scores plus a mask of one row per image, broadcast over
+    heads and query rows (a Broadcast step, not an epilogue).
+    """
+    g = GraphBuilder("hf_mask", seed=4)
+    q, k, v = (g.input(name, [2, 3, 37, 64]) for name in "qkv")
+    scores = g.node("MatMul", [q, g.node("Transpose", [k], "kt", perm=[0, 1, 3, 2])], "scores")
+    scores = g.node("Div", [scores, g.constant("root", np.array(8.0, dtype=np.float32))], "d")
+    scores = g.node("Add", [scores, g.input("mask", [2, 1, 1, 37])], "masked")
+    context = g.node("MatMul", [g.node("Softmax", [scores], "probs", axis=-1), v], "context")
+    runtime = Runtime(saved(g.model(context, [2, 3, 37, 64]), tmp_path), cl_device,
+                      attention=plan)  # fmt: skip
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+    (attention,) = [p.step for p in runtime.plan]
+    assert isinstance(attention, Attention) and attention.inputs[3] == "mask"
+
+
 def test_without_fused_epilogues_a_biased_attention_stays_three_steps(
     cl_device, tmp_path: Path
 ) -> None:
