@@ -588,6 +588,15 @@ void batched_matmul_tiled(const __global STORED* a, const __global STORED* b,
 #define MASK_BASE
 #define SCORE_MASK(row, key) 0.0f
 #endif
+// Where matrix `batch`'s q, k, v, y (and mask) start; `at`: their offsets, row and column
+// strides.
+#define ATTENTION_BASES                                                                    \
+    const __global int* at = meta + 5 * RANK;                                              \
+    const __global STORED* qb = q + offset_of(batch, meta, meta + RANK) + at[0];           \
+    const __global STORED* kb = k + offset_of(batch, meta, meta + 2 * RANK) + at[3];       \
+    const __global STORED* vb = v + offset_of(batch, meta, meta + 3 * RANK) + at[6];       \
+    __global STORED* yb = y + offset_of(batch, meta, meta + 4 * RANK) + at[9];             \
+    MASK_BASE
 #define SCORE(v, batch, row, key)                                                          \
     ((row) < SQ ? SCORE_EPILOGUE((v), ((batch) * SQ + (row)) * SK + (key)) + SCORE_MASK(row, key) \
                 : (v))
@@ -600,12 +609,7 @@ void attention(const __global STORED* q, const __global STORED* k, const __globa
                const __global STORED* mask, __global STORED* y, const __global int* meta,
                const int SQ, const int SK, const float alpha EPILOGUE_ARGUMENTS) {
     const int lid = get_local_id(0), row = get_group_id(0) * AQ + lid, batch = get_group_id(1);
-    const __global int* at = meta + 5 * RANK;  // offset, row and column stride of q, k, v, y
-    const __global STORED* qb = q + offset_of(batch, meta, meta + RANK) + at[0];
-    const __global STORED* kb = k + offset_of(batch, meta, meta + 2 * RANK) + at[3];
-    const __global STORED* vb = v + offset_of(batch, meta, meta + 3 * RANK) + at[6];
-    __global STORED* yb = y + offset_of(batch, meta, meta + 4 * RANK) + at[9];
-    MASK_BASE;
+    ATTENTION_BASES;
     const bool k_down = at[4] == 1;  // a key's elements lie together: load along d
     const bool v_across = at[8] == 1;
     __local float4 ks[AK][D4];
@@ -693,12 +697,7 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
                      const float alpha EPILOGUE_ARGUMENTS) {
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 16 + tx;
     const int row0 = get_group_id(0) * TQ, batch = get_group_id(1);
-    const __global int* at = meta + 5 * RANK;  // offset, row and column stride of q, k, v, y
-    const __global STORED* qb = q + offset_of(batch, meta, meta + RANK) + at[0];
-    const __global STORED* kb = k + offset_of(batch, meta, meta + 2 * RANK) + at[3];
-    const __global STORED* vb = v + offset_of(batch, meta, meta + 3 * RANK) + at[6];
-    __global STORED* yb = y + offset_of(batch, meta, meta + 4 * RANK) + at[9];
-    MASK_BASE;
+    ATTENTION_BASES;
     __local float4 q4[TQ * DP / 4], k4[TK * DP / 4], v4[TK * VP / 4], p4[TQ * PP / 4];
     __local float red[16 * TQ];  // red[t * TQ + r]: row r's part from work-item tx = t
     __local float *qs = (__local float*)q4, *ks = (__local float*)k4;
