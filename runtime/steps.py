@@ -145,6 +145,12 @@ class Attention(Step):
     parts: tuple[Step, ...]
     mask: tuple[int, ...] = ()
 
+    @property
+    def reads(self) -> list[str]:
+        """Its inputs and epilogue's, and what the scores' epilogue reads (a position bias)."""
+        e = self.parts[0].epilogue
+        return [*super().reads, *(name for name in (e.scale, e.bias, e.other) if name)]
+
 
 @dataclass(frozen=True, kw_only=True)
 class LayerNorm(Step):
