@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from octune.db.store import Store
+from octune.runtime.attention import ATTENTION_PLANS
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -117,8 +118,8 @@ PLANS = ["per-matrix", "one launch", "one launch, tiled", "measured at load"]
 @pytest.mark.slow
 def test_small_cpu_runs_of_the_device_benchmarks(tmp_path: Path) -> None:
     """A held-out conv layer tuned and timed beside onnxruntime, attention's batched
-    products both ways, and the element-wise launch's bandwidth, as the GPU calls run them
-    (benchmarks/results/networks.md).
+    products both ways, the element-wise launch's bandwidth and attention by each plan, as the
+    GPU calls run them (benchmarks/results/networks.md).
     """
     out = tmp_path / "conv.json"
     db = f"sqlite:///{tmp_path / 'conv.db'}"
@@ -135,6 +136,11 @@ def test_small_cpu_runs_of_the_device_benchmarks(tmp_path: Path) -> None:
     assert all(row.rstrip().endswith("| True |") for row in rows)  # agrees with onnxruntime
     bandwidth = _run(BENCHMARKS / "epilogue_bandwidth.py", "--repeats", "1")
     assert bandwidth.count('"runtime": {"us"') == 4  # each case checked against NumPy too
+    _run(BENCHMARKS / "attention_ab.py", "--shapes", "1x2x37x16", "--repeat", "1",
+         "--out", tmp_path / "attention.json")  # fmt: skip
+    rows = json.loads((tmp_path / "attention.json").read_text())
+    assert [row["plan"] for row in rows] == [*ATTENTION_PLANS, "measured at load"]
+    assert all(row["agrees"] for row in rows)
 
 
 @pytest.mark.slow
