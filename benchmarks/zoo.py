@@ -232,7 +232,13 @@ def side_by_side(zoo: Path, entry: dict[str, Any], args: argparse.Namespace) -> 
                 )
                 if args.unfused:
                     row[f"{policy}_unfused"] = _runtime_row(
-                        model, device, source, policy, args.repeat, fuse=False
+                        model,
+                        device,
+                        source,
+                        policy,
+                        args.repeat,
+                        fuse=False,
+                        profile=args.profile,
                     )
     except OctuneError as error:
         row["refused"] = str(error)
