@@ -32,17 +32,17 @@ def pick_plan(
     makers: Mapping[str, Callable[[], Plan | None]],
     named: str | None,
     seconds: Callable[[Plan], float],
-) -> Plan:
+) -> tuple[str, Plan]:
     """The plan ``named`` where the layer takes it (its maker gives one), else the one of
-    those it takes that ``seconds`` finds fastest.
+    those it takes that ``seconds`` finds fastest; with its name.
     """
     if named in makers and (plan := makers[named]()) is not None:
-        return plan
-    others = (make for name, make in makers.items() if name != named)  # None: asked already
-    plans = [plan for make in others if (plan := make()) is not None]
+        return named, plan
+    others = ((name, make) for name, make in makers.items() if name != named)  # asked already
+    plans = [(name, plan) for name, make in others if (plan := make()) is not None]
     if len(plans) == 1:
         return plans[0]
-    times = [seconds(plan) for plan in plans]
+    times = [seconds(plan) for _, plan in plans]
     return plans[times.index(min(times))]
 
 

@@ -9,7 +9,7 @@ enqueues launches, back to back.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -129,6 +129,7 @@ class Runtime(Products):
         self.queue = cl.CommandQueue(self.context)
         self.cache = cache or ProgramCache()
         self._programs: dict[tuple[str, tuple[str, ...]], cl.Program] = {}
+        self._plans: dict[Hashable, str] = {}
         source = configs if configs is not None and policy != "default" else None
         self.choices = self._choose(source or default_configs(self.info), policy)
         self.buffers: dict[str, cl.Buffer] = {}

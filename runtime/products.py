@@ -7,7 +7,7 @@ one. A mixin of ``Runtime``, whose buffers, launches and other plans it uses.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from functools import partial
 
 import numpy as np
@@ -32,6 +32,7 @@ class Products:
     storage: np.dtype
     batched: str | None
     attention: str | None
+    _plans: dict[Hashable, str]  # the plan chosen for steps of a key (``_fastest``)
     _ops: Callable[..., BoundLaunch]
     _meta: Callable[..., cl.Buffer]
     _tuned: Callable[[Tuned], Planned]
@@ -55,14 +56,23 @@ class Products:
         align, item = self.device.mem_base_addr_align // 8, self.storage.itemsize
         if step.views == (None, None, None) and bmm.splits(a_shape, b_shape, extents, align, item):
             makers = {"per-matrix": lambda: self._tuned(step), **makers}
-        return self._fastest(step, makers, self.batched)
+        shapes = tuple(map(tuple, bmm.shapes_of(step, self.graph.shapes)))
+        key = ("batched", shapes, step.views, extents, self._epilogue_key(step))
+        return self._fastest(step, makers, self.batched, key)
 
     def _fastest(
-        self, step: Step, makers: Mapping[str, Callable[[], Planned | None]], named: str | None
+        self,
+        step: Step,
+        makers: Mapping[str, Callable[[], Planned | None]],
+        named: str | None,
+        key: Hashable,
     ) -> Planned:
-        """``bmm.pick_plan`` of the step's plans, timed on its inputs filled with ones."""
+        """``bmm.pick_plan`` of the step's plans, timed on its inputs filled with ones; a step
+        of the same ``key`` as one timed before (a transformer's next layer) takes its plan
+        untimed.
+        """
         weights = {id(self.buffers[name]) for name in self.graph.constants if name in self.buffers}
-        fill = [name for name in step.inputs if id(self.buffers[name]) not in weights]
+        fill = [name for name in step.reads if id(self.buffers[name]) not in weights]
 
         def seconds(plan: Planned) -> float:
             while fill:  # before the first timing only; never a weight's buffer (or an alias's)
@@ -70,7 +80,9 @@ class Products:
                 bmm.fill_with_ones(self.queue, self.buffers[name], self._type(name))
             return Stream([(step.name, launch) for launch in plan.launches]).seconds(self.queue)
 
-        return bmm.pick_plan(makers, named, seconds)
+        name, plan = bmm.pick_plan(makers, named or self._plans.get(key), seconds)
+        self._plans.setdefault(key, name)
+        return plan
 
     def _attention(self, step: Attention) -> Planned:
         """Attention by the plan ``attention`` names, else by the fastest here of one
@@ -79,8 +91,15 @@ class Products:
         makers: dict[str, Callable[[], Planned | None]] = {
             plan: partial(self._fused_attention, step, plan) for plan in (*att.ROWS, att.TILED)
         }
+        shapes = tuple(map(tuple, att.shapes_of(step, self.graph.shapes)))
+        ends = tuple(self._epilogue_key(part) for part in step.parts)
+        key = ("attention", shapes, step.views, step.mask, ends)
         return self._fastest(step, {**makers, "unfused": lambda: self._unfused(step)},
-                             self.attention)  # fmt: skip
+                             self.attention, key)  # fmt: skip
+
+    def _epilogue_key(self, step: Step) -> tuple[tuple[str, int], ...]:
+        """What of a step's epilogue its plans' times depend on: its build defines."""
+        return () if step.epilogue.empty else tuple(sorted(self._epilogue_defines(step).items()))
 
     def _unfused(self, step: Attention) -> Planned:
         for part in step.parts[:-1]:  # only this plan stores what they write

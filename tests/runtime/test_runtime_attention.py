@@ -15,6 +15,7 @@ from octune.networks.layers import load_model
 from octune.runtime.attention import ATTENTION_PLANS, HEAD_LIMIT, KEYS, TILED, TILED_HEAD
 from octune.runtime.executor import Runtime
 from octune.runtime.steps import Attention, Softmax
+from octune.runtime.stream import Stream
 from octune.runtime.verify import check, random_inputs
 
 #: The kernel each fused plan runs.
@@ -162,3 +163,33 @@ def test_attention_in_float16_storage_agrees(cl_device, plan) -> None:
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1 and found.magnitude > 0
     assert [p.kernel for p in runtime.plan if isinstance(p.step, Attention)] == [KERNELS[plan]]
+
+
+def _chained(layers: int, tmp_path: Path) -> onnx.ModelProto:
+    """``layers`` attentions of one shape, each one's output the next one's queries."""
+    g = GraphBuilder("chained", seed=6)
+    x, k, v = (g.input(name, [2, 3, 33, 16]) for name in "xkv")
+    kt = g.node("Transpose", [k], "kt", perm=[0, 1, 3, 2])
+    for n in range(layers):
+        probs = g.node("Softmax", [g.node("MatMul", [x, kt], f"scores{n}")], f"p{n}", axis=-1)
+        x = g.node("MatMul", [probs, v], f"context{n}")
+    return saved(g.model(x, [2, 3, 33, 16]), tmp_path)
+
+
+def test_layers_of_one_shape_take_the_plan_timed_for_the_first(
+    cl_device, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transformer's next layer is timed no more: its attention takes the first's plan."""
+    timed = []
+    seconds = Stream.seconds
+    monkeypatch.setattr(Stream, "seconds", lambda s, *a: timed.append(1) or seconds(s, *a))
+    counts = []
+    for layers in (1, 3):
+        timed.clear()
+        runtime = Runtime(_chained(layers, tmp_path), cl_device)
+        (found,) = check(runtime, random_inputs(runtime))
+        assert found.ratio < 1
+        plans = [p.kernel for p in runtime.plan if isinstance(p.step, Attention)]
+        assert len(plans) == layers and len(set(plans)) == 1
+        counts.append(len(timed))
+    assert counts[0] > 0 and counts[1] == counts[0]
