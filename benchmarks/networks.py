@@ -129,10 +129,7 @@ def step_flops(step: Any) -> int:
 def step_bytes(runtime: Runtime, step: Any) -> int:
     """Bytes a step must move at least: every tensor it reads (weights too) and its output once."""
     graph = runtime.graph
-    e = step.epilogue
-    names = dict.fromkeys(
-        [*step.inputs, *(n for n in (e.scale, e.bias, e.other) if n), step.output]
-    )
+    names = dict.fromkeys([*step.reads, step.output])
     sizes = (
         graph.constants[name].size if name in graph.constants else math.prod(graph.shapes[name])
         for name in names

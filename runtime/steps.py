@@ -41,6 +41,11 @@ class Epilogue:
     def empty(self) -> bool:
         return (self.scale, self.bias, self.other, self.activation) == (None, None, None, "none")
 
+    @property
+    def tensors(self) -> list[str]:
+        """The constants and tensor it reads: scale, bias, other, those it has."""
+        return [name for name in (self.scale, self.bias, self.other) if name]
+
 
 @dataclass(frozen=True, kw_only=True)
 class Step:
@@ -60,8 +65,7 @@ class Step:
     @property
     def reads(self) -> list[str]:
         """The tensors and constants the step reads: its inputs, then its epilogue's."""
-        e = self.epilogue
-        return [*self.inputs, *(name for name in (e.scale, e.bias, e.other) if name)]
+        return [*self.inputs, *self.epilogue.tensors]
 
 
 def readers(steps: Sequence[Step]) -> dict[str, list[Step]]:
@@ -148,8 +152,7 @@ class Attention(Step):
     @property
     def reads(self) -> list[str]:
         """Its inputs and epilogue's, and what the scores' epilogue reads (a position bias)."""
-        e = self.parts[0].epilogue
-        return [*super().reads, *(name for name in (e.scale, e.bias, e.other) if name)]
+        return [*super().reads, *self.parts[0].epilogue.tensors]
 
 
 @dataclass(frozen=True, kw_only=True)
