@@ -372,8 +372,7 @@ class Runtime(Products):
         kernel.set_args(*args)
         if sizes is not None:
             return BoundLaunch(kernel, *sizes)
-        most = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device)
-        local = 1 << (min(ELEMENTS, most).bit_length() - 1)
+        local = 1 << (min(ELEMENTS, self._most_items(kernel)).bit_length() - 1)
         return BoundLaunch(kernel, (_round_up(max(n, 1), local),), (local,))
 
     def _rows(
@@ -381,7 +380,11 @@ class Runtime(Products):
     ) -> BoundLaunch:
         """A launch of one of the runtime's row kernels: a work-group of ``LOCAL`` a row."""
         sizes = ((rows * LOCAL,), (LOCAL,))
-        return self._ops(step, name, args, rows * LOCAL, sizes, GROUP=LOCAL, **defines)
+        return self._ops(step, name, args, 0, sizes, GROUP=LOCAL, **defines)
+
+    def _most_items(self, kernel: cl.Kernel) -> int:
+        """The most work-items a work-group of this built kernel may have on the device."""
+        return kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device)
 
     def _plan(self, step: Step) -> Planned:
         if isinstance(step, Tuned):
@@ -527,6 +530,10 @@ class Runtime(Products):
     def _epilogue_defines(self, step: Step) -> dict[str, int]:
         return epilogue_defines(step.epilogue, math.prod(self.graph.shapes[step.output]))
 
+    def _epilogue_apart(self, step: Step) -> tuple[BoundLaunch, ...]:
+        """The launch of the step's epilogue after its kernel (in place), if it has one."""
+        return () if step.epilogue.empty else (self._epilogue(step, step.output),)
+
     def _epilogue(self, step: Step, source: str) -> BoundLaunch:
         """The step's epilogue as a launch of its own, over ``source`` into the step's output."""
         n = math.prod(self.graph.shapes[step.output])
@@ -572,9 +579,7 @@ class Runtime(Products):
                 kernel.set_args(*arguments(inputs, output), *workspace, *epilogue)
                 launches.append(BoundLaunch(kernel, size.global_size, size.local_size))
         for launch in launches[: len(sizes)]:
-            allowed = launch.kernel.get_work_group_info(
-                cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device
-            )
+            allowed = self._most_items(launch.kernel)
             if math.prod(launch.local_size) > allowed:
                 raise OctuneError(
                     f"layer '{step.name}': {spec.name} config {config} needs work-groups of "

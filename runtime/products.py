@@ -37,7 +37,8 @@ class Products:
     _meta: Callable[..., cl.Buffer]
     _tuned: Callable[[Tuned], Planned]
     _plan: Callable[[Step], Planned]
-    _epilogue: Callable[[Step, str], BoundLaunch]
+    _epilogue_apart: Callable[[Step], tuple[BoundLaunch, ...]]
+    _most_items: Callable[[cl.Kernel], int]
     _epilogue_defines: Callable[[Step], dict[str, int]]
     _tensor_buffer: Callable[[str], cl.Buffer]
     _type: Callable[[str], np.dtype]
@@ -51,12 +52,11 @@ class Products:
             "simple": lambda: self._one_launch(step, None),
             **{plan: partial(self._one_launch, step, plan) for plan in bmm.TILES},
         }
-        a_shape, b_shape, _ = bmm.shapes_of(step, self.graph.shapes)
+        shapes = tuple(map(tuple, bmm.shapes_of(step, self.graph.shapes)))
         extents = step.layer.workload(self._dtype(step)).extents
         align, item = self.device.mem_base_addr_align // 8, self.storage.itemsize
-        if step.views == (None, None, None) and bmm.splits(a_shape, b_shape, extents, align, item):
+        if step.views == (None, None, None) and bmm.splits(*shapes[:2], extents, align, item):
             makers = {"per-matrix": lambda: self._tuned(step), **makers}
-        shapes = tuple(map(tuple, bmm.shapes_of(step, self.graph.shapes)))
         key = ("batched", shapes, step.views, extents, self._epilogue_key(step))
         return self._fastest(step, makers, self.batched, key)
 
@@ -139,11 +139,9 @@ class Products:
         count = (-(-q[-2] // rows), math.prod(y[:-2]))
         sizes = (tuple(n * g for n, g in zip(count, group, strict=True)), group)
         launch = self._ops(step, kernel, args, 0, sizes, **defines)
-        info = cl.kernel_work_group_info.WORK_GROUP_SIZE
-        if launch.kernel.get_work_group_info(info, self.device) < math.prod(group):
+        if self._most_items(launch.kernel) < math.prod(group):
             return None
-        epilogue = () if step.epilogue.empty else (self._epilogue(step, step.output),)
-        return Planned(step, kernel, "-", {}, (launch, *epilogue))
+        return Planned(step, kernel, "-", {}, (launch, *self._epilogue_apart(step)))
 
     def _one_launch(self, step: Tuned, tiled: str | None) -> Planned | None:
         """A batched MatMul (broadcast batches and views too) as one launch of the runtime's
@@ -165,11 +163,9 @@ class Products:
             sizes = (tuple(g * w for g, w in zip(groups, group, strict=True)), group)
             args = (a, b, y, meta, *map(np.int32, (m, n, k)), alpha)
             launch = self._ops(step, name, args, 0, sizes, BATCHED=1, BT=side, TPW=each)
-            info = cl.kernel_work_group_info.WORK_GROUP_SIZE
-            if launch.kernel.get_work_group_info(info, self.device) < math.prod(group):
+            if self._most_items(launch.kernel) < math.prod(group):
                 return None
         else:
             args = (a, b, y, meta, *map(np.int32, (math.prod(out), m, n, k)), alpha)
             launch = self._ops(step, name, args, math.prod(out), BATCHED=1)
-        epilogue = () if step.epilogue.empty else (self._epilogue(step, step.output),)
-        return Planned(step, name, "-", {}, (launch, *epilogue))
+        return Planned(step, name, "-", {}, (launch, *self._epilogue_apart(step)))
