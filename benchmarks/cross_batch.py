@@ -24,6 +24,10 @@ answers at other batches come to what tuning each batch finds, per network, in o
                 kernel's answer run and verified, the fastest kept;
    ``confirmed-near``  the same, with each kernel's configs of the ``CONFIRM_NEIGHBOURS``
                 nearest tuned shapes beside its answer (the seconds both take are recorded);
+   ``history``  every config the base verified at each kernel's ``CONFIRM_NEIGHBOURS`` nearest
+                tuned shapes, not only each one's best: what the base holds near the layer at
+                all (per config also its time there, so that rankings of them can be judged
+                without the device);
    ``best``     per layer the fastest of those measured.
 3. With ``--ranks RUN.json`` instead (no device needed), for each layer of an earlier run, where
    the fastest policy's config stands among the distinct legal configs of the tuned shapes
@@ -51,13 +55,13 @@ from octune.db.store import Store
 from octune.lookup.data import Entry, LookupTable, Query, QueryError
 from octune.lookup.predictor import DeviceModel, ModelAnswers
 from octune.lookup.semantics import KernelIndex
-from octune.lookup.tables import StoreLookup, build_table, resolve_device
+from octune.lookup.tables import StoreLookup, build_table, resolve_device, stored_shape
 from octune.networks.workloads import network_layers
 from octune.runtime.config_sources import CONFIRM_NEIGHBOURS, Choice, StoreConfigs, confirm
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
 
-POLICIES = ("nearest", "model", "folded", "confirmed", "confirmed-near")
+POLICIES = ("nearest", "model", "folded", "confirmed", "confirmed-near", "history")
 
 
 def tune(net: str, batch: int, seconds: float, db: Path, device: str) -> float:
@@ -119,6 +123,7 @@ class Policies:
         self.lookup = StoreLookup(store)
         self.models = ModelAnswers()
         self._tables: dict[str, tuple[LookupTable, KernelIndex, DeviceModel | None]] = {}
+        self._measured: dict[str, dict[tuple[int, ...], list[tuple[dict[str, int], float]]]] = {}
 
     def _kernel(self, name: str) -> tuple[LookupTable, KernelIndex, DeviceModel | None]:
         if name not in self._tables:
@@ -126,6 +131,42 @@ class Policies:
             model = self.models.model(self.store, self.device, table) if self.with_model else None
             self._tables[name] = (table, KernelIndex(table), model)
         return self._tables[name]
+
+    def history(
+        self, layer: Any, shapes_per_kernel: int = CONFIRM_NEIGHBOURS
+    ) -> list[tuple[str, dict[str, int], float, tuple[int, ...]]]:
+        """Each kernel's verified configs at its ``shapes_per_kernel`` nearest tuned shapes,
+        legal for ``layer``: (kernel, config, its seconds there, that shape), distinct per kernel.
+        """
+        found = []
+        shape, dtype = layer.shape, layer.dtype
+        for name in self.lookup.family_kernels(self.device, layer.family):
+            table, index, _ = self._kernel(name)
+            if table.dtype != dtype or not table.tuned:
+                continue
+            if load_kernel(name).takes(layer.workload()) is not None:
+                continue
+            if name not in self._measured:
+                by_shape: dict[tuple[int, ...], list[tuple[dict[str, int], float]]] = {}
+                for record in self.store.history(name, table.sha256, self.device.fingerprint):
+                    if record.time_s:
+                        key = stored_shape(table.problem, record.workload)
+                        by_shape.setdefault(key, []).append((record.config, record.time_s))
+                self._measured[name] = by_shape
+            query = tuple(shape[key] for key in table.problem.keys)
+            shapes = sorted({entry.shape for entry in table.tuned if entry.dtype == dtype},
+                            key=lambda tuned: index.distance(query, tuned))  # fmt: skip
+            seen: set[tuple[tuple[str, int], ...]] = set()
+            for tuned in shapes[:shapes_per_kernel]:
+                for config, seconds in sorted(self._measured[name].get(tuned, []),
+                                              key=lambda pair: pair[1]):  # fmt: skip
+                    key = tuple(sorted(config.items()))
+                    values = tuple(config[p] for p in table.parameters)
+                    if key in seen or index.launch(values, query) is None:
+                        continue
+                    seen.add(key)
+                    found.append((name, config, seconds, tuned))
+        return found
 
     def answers(
         self, family: str, shape: dict[str, int], dtype: str
@@ -190,7 +231,8 @@ def confirmed(
 
 
 def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: str, batch: int,
-             tuned: Store | None, tuned_fp: str | None) -> dict[str, Any]:  # fmt: skip
+             tuned: Store | None, tuned_fp: str | None,
+             history_shapes: int = CONFIRM_NEIGHBOURS) -> dict[str, Any]:  # fmt: skip
     layers, _ = network_layers(net, batch, {})
     cache: dict = {}
     rows = []
@@ -210,6 +252,16 @@ def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: s
                 chosen[policy], seconds = confirmed(source, device, layer, neighbours)
                 load_s[policy] += seconds
         times = {p: measure(device, k, c, layer, cache) for p, (k, c) in chosen.items()}
+        measured_history = []
+        if "history" in chosen_policies:
+            for kernel, config, base_s, base_shape in policies.history(layer, history_shapes):
+                seconds = measure(device, kernel, config, layer, cache)
+                measured_history.append([kernel, config, base_s, list(base_shape), seconds])
+            timed = [entry for entry in measured_history if entry[4] is not None]
+            if timed:
+                fastest = min(timed, key=lambda entry: entry[4])
+                chosen["history"] = (fastest[0], fastest[1])
+                times["history"] = fastest[4]
         if reference is not None and reference_device is not None:
             answer = reference.lookup(
                 reference_device, Query(layer.family, layer.shape, layer.dtype)
@@ -224,7 +276,9 @@ def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: s
                 totals[policy] += layer.count * value
         chosen_as_lists = {policy: list(answer) for policy, answer in chosen.items()}
         rows.append({"family": layer.family, "shape": layer.shape, "count": layer.count,
-                     "times": times, "chosen": chosen_as_lists})  # fmt: skip
+                     "times": times, "chosen": chosen_as_lists,
+                     "history": measured_history})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)  # a killed run keeps what it measured
     return {"net": net, "batch": batch, "totals_s": totals, "confirm_s": load_s, "layers": rows}
 
 
@@ -269,6 +323,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
     parser.add_argument("--ranks", type=Path, help="an earlier run's JSON: ranks only")
+    parser.add_argument(
+        "--history-shapes", type=int, default=CONFIRM_NEIGHBOURS,
+        help="history: the nearest tuned shapes per kernel whose every config is run",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.ranks is not None:
         ranks(args.ranks, args.base_dir)
@@ -300,7 +358,8 @@ def main() -> None:
                 print(f"{net}: tuning batch {batch}", flush=True)
                 tune(net, batch, args.tune_seconds, copy, args.device)
                 tuned = Store(f"sqlite:///{copy}")
-            run = evaluate(policies, args.policies, device, net, batch, tuned, info.fingerprint)
+            run = evaluate(policies, args.policies, device, net, batch, tuned, info.fingerprint,
+                           args.history_shapes)  # fmt: skip
             totals = run["totals_s"]
             print(f"{net} batch {batch}: " + ", ".join(
                 f"{p} {1e3 * t:.3f} ms" for p, t in totals.items()) + "; confirmations took "

@@ -90,7 +90,7 @@ def coverage(zoo: Path, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _runtime_row(model: onnx.ModelProto, device: Any, source: Any, policy: str, repeat: int,
-                 fuse: bool = True, profile: bool = False) -> dict[str, Any]:  # fmt: skip
+                 fuse: bool | None = None, profile: bool = False) -> dict[str, Any]:  # fmt: skip
     from octune.runtime.executor import Runtime
     from octune.runtime.verify import check, random_inputs
 

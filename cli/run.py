@@ -65,12 +65,15 @@ def run(
     ] = 10,
     seed: Annotated[int, typer.Option(help="seed of the random inputs")] = 0,
     fuse: Annotated[
-        bool,
+        bool | None,
         typer.Option(
+            "--fuse/--no-fuse",
             help="run each layer's bias, batch-norm, residual and activation in its kernel's "
-            "stores where the kernel allows it; --no-fuse: in a launch of their own"
+            "stores where the kernel allows it (--fuse), in a launch of their own (--no-fuse); "
+            "by default, for each conv and GEMM, whichever of the two ran faster at load",
+            show_default=False,
         ),
-    ] = True,
+    ] = None,
     dtype: Annotated[
         str | None,
         typer.Option(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import onnx
@@ -77,9 +78,12 @@ def _round_up(n: int, multiple: int) -> int:
 
 class Runtime(Products):
     """A model loaded onto a device with configs from ``configs`` under ``policy``; without a
-    source (or with policy ``default``), octune's default configs. With ``fuse``, a layer's
-    epilogue runs in its kernel's stores where the kernel's template allows it; without, in a
-    launch of its own (to compare, or to rule a fused store out). ``dtype`` float16 stores
+    source (or with policy ``default``), octune's default configs. A layer's epilogue runs in
+    its kernel's stores where the kernel's template allows it with ``fuse``, in a launch of its
+    own without (to compare, or to rule a fused store out), and by default, for a conv or GEMM,
+    whichever of the two ran faster here at load: the stores' extra code slowed ViT-B/16's
+    GEMMs on the H200 by more than the launches apart cost (benchmarks/results/networks.md),
+    where fusing pays on launch-bound networks. ``dtype`` float16 stores
     every tensor and weight in half precision and runs each conv and GEMM with its float16
     kernel (arithmetic in float, or in half where the tuned config says so); the host's
     inputs and outputs stay float32.
@@ -92,7 +96,7 @@ class Runtime(Products):
         configs: ConfigSource | None = None,
         policy: Policy = "tuned",
         cache: ProgramCache | None = None,
-        fuse: bool = True,
+        fuse: bool | None = None,
         dtype: str | None = None,
         batched: str | None = None,
         attention: str | None = None,
@@ -195,7 +199,7 @@ class Runtime(Products):
         if self.batched != "per-matrix":  # whose sub-buffers need each matrix where it lies
             self.steps = Viewer(self.graph, self._gapped).views(self.steps)
         if self.attention is not None or self.batched is None:
-            self.steps = att.fuse(self.graph, self.steps, epilogues=self.fuse)
+            self.steps = att.fuse(self.graph, self.steps, epilogues=self.fuse is not False)
         for step in self.steps:
             if isinstance(step, Alias):
                 self.buffers[step.output] = self.buffers[step.inputs[0]]
@@ -490,7 +494,7 @@ class Runtime(Products):
 
     def _fuses(self, step: Step) -> bool:
         """Whether the step's own kernel of ops.cl runs its epilogue where it stores."""
-        return self.fuse and isinstance(step, IndexMap) and not step.epilogue.empty
+        return self.fuse is not False and isinstance(step, IndexMap) and not step.epilogue.empty
 
     def _meta(self, *rows: Sequence[int]) -> cl.Buffer:
         """A shape-generic kernel's axes: RANK ints a row."""
@@ -544,7 +548,10 @@ class Runtime(Products):
                 for end, name in (("X", source), ("Y", step.output))}  # fmt: skip
         return self._ops(step, "epilogue", args, n, **self._epilogue_defines(step), **ends)
 
-    def _tuned(self, step: Tuned) -> Planned:
+    def _tuned(self, step: Tuned, fuse: bool | None = None) -> Planned:
+        """The layer's kernel and config; its epilogue in the kernel's stores or apart as
+        ``fuse`` (else the runtime's ``fuse``) says, by the faster of the two where neither does.
+        """
         choice = self.choices[step.name]
         spec, config = choice.kernel, choice.config
         workload = step.layer.workload(self._dtype(step))
@@ -554,7 +561,15 @@ class Runtime(Products):
                                        self.storage.itemsize, self._hold)  # fmt: skip
         # In the kernel's stores where its template fuses it and the output is one launch's
         # (a batched layer's launches each see a sub-buffer: their element numbers restart).
-        fused = self.fuse and not step.epilogue.empty and spec.fuses_epilogue and len(operands) == 1
+        fusable = not step.epilogue.empty and spec.fuses_epilogue and len(operands) == 1
+        fuse = self.fuse if fuse is None else fuse
+        if fusable and fuse is None:
+            makers = {"fused": partial(self._tuned, step, True),
+                      "apart": partial(self._tuned, step, False)}  # fmt: skip
+            key = ("epilogue", spec.sha256, tuple(sorted(config.items())), workload.key,
+                   self._epilogue_key(step))  # fmt: skip
+            return self._fastest(step, makers, None, key)
+        fused = fusable and bool(fuse)
         options = spec.build_options(config, workload)
         if fused:
             options += [f"-D{key}={value}" for key, value in self._epilogue_defines(step).items()]

@@ -116,7 +116,7 @@ def test_small_graphs_agree_with_onnxruntime(
     path = tmp_path / "model.onnx"
     onnx.save(g.model(output, shape), path)
     model = load_model(path)
-    runtime = Runtime(model, cl_device)
+    runtime = Runtime(model, cl_device, fuse=True)
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1 and found.magnitude > 0
     # Batch-norm folds into the conv, bias + residual + activation into one epilogue in the
@@ -205,7 +205,7 @@ def test_kernels_run_the_epilogue_in_their_stores(
     if spec.takes(layer.workload(dtype)) is not None:
         pytest.skip(f"{kernel} does not take this layer")
     source = OneKernel(kernel, DeviceInfo.from_cl(cl_device))
-    runtime = Runtime(model, cl_device, source, dtype=dtype)
+    runtime = Runtime(model, cl_device, source, fuse=True, dtype=dtype)
     (found,) = check(runtime, random_inputs(runtime))
     assert found.ratio < 1 and found.magnitude > 0
     (planned,) = [p for p in runtime.plan if isinstance(p.step, Tuned)]
@@ -226,6 +226,27 @@ def test_without_fusion_each_epilogue_is_a_launch_of_its_own(cl_device, tmp_path
         (found,) = check(runtime, random_inputs(runtime))
         assert found.ratio < 1 and found.magnitude > 0
     assert (fused.launches, unfused.launches) == (1, 2)
+
+
+def test_by_default_the_faster_placement_of_an_epilogue_is_timed_once_per_shape(
+    cl_device, tmp_path: Path
+) -> None:
+    """`octune run` without --fuse/--no-fuse: each conv's epilogue in its stores or apart,
+    whichever ran faster at load; a layer of the same kernel, config, shape and epilogue as one
+    timed before takes its placement untimed, so a network's repeated blocks run alike.
+    """
+    g = GraphBuilder("repeated_convs", seed=5)
+    x = g.input("input", [1, 16, 10, 10])
+    for layer in range(3):
+        x = g.relu(g.conv(x, f"conv{layer}", 16, 16, 3, bias=True), f"relu{layer}")
+    onnx.save(g.model(x, [1, 16, 10, 10]), tmp_path / "model.onnx")
+    model = load_model(tmp_path / "model.onnx")
+    source = OneKernel("conv2d_direct", DeviceInfo.from_cl(cl_device))
+    runtime = Runtime(model, cl_device, source)
+    (found,) = check(runtime, random_inputs(runtime))
+    assert found.ratio < 1 and found.magnitude > 0
+    placements = {len(p.launches) for p in runtime.plan if isinstance(p.step, Tuned)}
+    assert len(placements) == 1 and placements <= {1, 2}  # the same for all three
 
 
 def test_a_bert_layer_agrees_with_onnxruntime(cl_device) -> None:
@@ -333,7 +354,7 @@ EXPAND = ["conv2d_direct", "--c", "48", "--h", "13", "--w", "13", "--k", "192", 
 def _run(*args: str) -> dict[str, dict[str, object]]:
     """`octune run squeezenet1.1` with --json: its layers by name."""
     out = Path(args[args.index("--json") + 1])
-    result = octune("run", "squeezenet1.1", "--repeat", "1", *args)
+    result = octune("run", "squeezenet1.1", "--repeat", "1", "--fuse", *args)
     assert result.returncode == 0, result.stderr + result.stdout
     assert "Output agrees with onnxruntime" in result.stdout
     payload = json.loads(out.read_text())
