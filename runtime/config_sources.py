@@ -22,7 +22,12 @@ The config policies compared in benchmarks:
     verified on the device, and the fastest correct one is kept. A lookup compares kernels by
     estimated times, which are least reliable exactly where nothing was measured, and one
     neighbour's config suits a batch nobody tuned less often than one of the few nearest; a
-    few milliseconds per candidate at load settle it (builds once, then from the cache).
+    few milliseconds per candidate at load settle it (builds once, then from the cache). A
+    database also offers its cost model's pick at the layer's own shape, beyond the tuned
+    range too, where a lookup trusts no estimate: measured here, it needs no trust, and at a
+    batch nobody tuned it is the one candidate whose work per tile was weighed at that batch
+    (ResNet-50's strided convs at batch 32 from a batch-1 database: 2-3 x faster than the
+    nearest shapes' configs, benchmarks/results/networks.md).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import pyopencl as cl
 
@@ -53,6 +58,9 @@ from octune.lookup.tables import StoreLookup
 from octune.tuner.device import DeviceInfo
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
+
+if TYPE_CHECKING:
+    from octune.lookup.predictor import ModelAnswers
 
 Policy = Literal["tuned", "one-per-device", "default", "confirmed"]
 POLICIES: tuple[Policy, ...] = ("tuned", "one-per-device", "default", "confirmed")
@@ -86,6 +94,14 @@ class ConfigSource(Protocol):
         """The configs of ``kernel`` tuned at the shapes nearest ``shape``, nearest first, at
         most ``count`` (``KernelIndex.neighbours``); none where the source has no table of
         that version.
+        """
+        ...
+
+    def predicted(
+        self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str
+    ) -> dict[str, int] | None:
+        """The source's cost model's config of ``kernel`` for ``shape``, inside the tuned range
+        or not; None where the source has no model of that version (a bundle, the service).
         """
         ...
 
@@ -189,6 +205,11 @@ class ServerConfigs:
         except ClientError:
             return []
 
+    def predicted(
+        self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str
+    ) -> dict[str, int] | None:
+        return None  # the service answers with its model inside the tuned range only
+
 
 class BundleConfigs:
     """A firmware bundle exported for this device; it carries the kernel sources."""
@@ -236,10 +257,16 @@ class BundleConfigs:
     ) -> list[dict[str, int]]:
         return _neighbours(self.bundle.indexes.get(kernel.name), kernel, shape, dtype, count)
 
+    def predicted(
+        self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str
+    ) -> dict[str, int] | None:
+        return None  # a bundle carries tables, not models
+
 
 class StoreConfigs:
     """A database, answered by ``StoreLookup`` as the server answers (without its cost model):
-    the device need not be in it, a device nobody tuned gets the defaults.
+    the device need not be in it, a device nobody tuned gets the defaults. Its cost models
+    (``predicted``) are trained on first ask, once per kernel version.
     """
 
     def __init__(self, store: Store, device: DeviceInfo) -> None:
@@ -247,6 +274,7 @@ class StoreConfigs:
         self.store = store
         self.device = StoredDevice.of(device)
         self.lookup = StoreLookup(store)
+        self._models: ModelAnswers | None = None
 
     def answers(
         self, family: str, shapes: Sequence[Mapping[str, int]], dtype: str = "float32"
@@ -271,6 +299,25 @@ class StoreConfigs:
     ) -> list[dict[str, int]]:
         index = self.lookup.index(self.device, kernel.name, kernel.sha256)
         return _neighbours(index, kernel, shape, dtype, count)
+
+    def predicted(
+        self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str
+    ) -> dict[str, int] | None:
+        table = self.lookup.index(self.device, kernel.name, kernel.sha256).table
+        if table.sha256 != kernel.sha256 or table.dtype != dtype or not table.tuned:
+            return None
+        if self._models is None:
+            from octune.lookup.predictor import ModelAnswers  # xgboost: only when asked
+
+            self._models = ModelAnswers()
+        model = self._models.model(self.store, self.device, table)
+        if model is None:
+            return None
+        query = tuple(int(shape[key]) for key in table.problem.keys)
+        prediction = next(model.predict([query]))
+        if prediction is None:
+            return None
+        return dict(zip(table.parameters, prediction.config, strict=True))
 
 
 def default_configs(device: DeviceInfo) -> StoreConfigs:
@@ -351,8 +398,9 @@ def confirm(
 ) -> Choice:
     """The ``confirmed`` policy for one layer: ``choice`` if it was measured at this shape
     (exact), else the fastest verified of the answers of every kernel of ``family`` that takes
-    the layer, ``choice`` among them, and of each kernel's configs of the ``neighbours``
-    nearest tuned shapes; ``choice`` itself when none verifies.
+    the layer, ``choice`` among them, and (with ``neighbours``) of each kernel's configs of
+    the ``neighbours`` nearest tuned shapes and its cost model's pick, where the source has
+    one; ``choice`` itself when none verifies.
     """
     if choice.match == "exact":
         return choice
@@ -371,6 +419,9 @@ def confirm(
         if neighbours:
             found = source.neighbours(spec, workload.shape, workload.dtype, neighbours)
             candidates += [Choice(spec, config, "nearest") for config in found]
+            predicted = source.predicted(spec, workload.shape, workload.dtype)
+            if predicted is not None:
+                candidates.append(Choice(spec, predicted, "predicted"))
     distinct: dict[tuple[str, tuple[tuple[str, int], ...]], Choice] = {}
     for candidate in candidates:  # the first of equal ones keeps its match
         distinct.setdefault(

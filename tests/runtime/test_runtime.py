@@ -530,6 +530,46 @@ def test_a_confirmation_also_runs_the_nearest_shapes_configs(
                          cl_device)  # fmt: skip
     assert answer.match == "nearest" and answer.config == first
     assert chosen.match == "nearest, timed" and chosen.config in (first, second)
+    assert source.predicted(kernel, query.shape, "float32") is None  # 3 measurements: no model
+
+
+def test_a_confirmation_also_runs_the_cost_models_pick_beyond_the_tuned_range(
+    tmp_path: Path, cl_device, device_info: DeviceInfo
+) -> None:
+    """A database that measured enough configs has a cost model; at a shape outside the tuned
+    range, where the lookup answers the nearest shape's config, its pick is measured beside it.
+    """
+    kernel = load_kernel("gemm_panel")
+    legal = kernel.space.enumerate(device_info.limits)
+    rows = np.random.default_rng(3).choice(len(legal), size=min(12, len(legal)), replace=False)
+    measured = [legal.config(int(row)) for row in rows]
+    with Store(f"sqlite:///{tmp_path / 'model.db'}") as store:
+        for size in (32, 64):  # each config's time grows with its work-group's width
+            workload = gemm_workload(size, size, size)
+            ids = (
+                store.device_id(device_info),
+                store.kernel_version_id(kernel.name, kernel.sha256, kernel.source,
+                                        kernel.space.source_text),
+                store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype),
+            )  # fmt: skip
+            session = store.start_session(*ids, "random", 0, {})
+            for index, config in enumerate(measured):
+                seconds = (1 + index) * size * 1e-6
+                store.add_measurement(
+                    session, Measurement(config, Status.OK, (seconds,) * 3, flops=workload.flops)
+                )
+            store.finish_session(session, "completed")
+        source = StoreConfigs(store, device_info)
+        query = gemm_workload(512, 512, 512)
+        predicted = source.predicted(kernel, query.shape, "float32")
+        (answer,) = source.answers("gemm_panel", [query.shape])
+        chosen = confirm(source, "gemm_panel", query, Choice(kernel, answer.config, answer.match),
+                         cl_device)  # fmt: skip
+        candidates = [answer.config, *source.neighbours(kernel, query.shape, "float32", 4)]
+    assert answer.match == "nearest"
+    assert predicted in measured and kernel.space.launches(predicted, query.shape_vars(),
+                                                            device_info.limits)  # fmt: skip
+    assert chosen.match.endswith(", timed") and chosen.config in [*candidates, predicted]
 
 
 def _unsupported(tmp_path: Path) -> Path:
