@@ -17,6 +17,7 @@ import numpy as np
 import onnx
 import pyopencl as cl
 
+from octune.catalogue.family import Workload
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
@@ -27,9 +28,11 @@ from octune.runtime.config_sources import (
     Choice,
     ConfigSource,
     Policy,
+    build_ahead,
     choose,
-    confirm,
+    confirm_candidates,
     default_configs,
+    fastest,
 )
 from octune.runtime.fold import Folder, gap_offsets, live
 from octune.runtime.onnx_loader import load_graph
@@ -164,13 +167,29 @@ class Runtime(Products):
             workloads = [layer.workload(dtype) for layer in layers]
             chosen = choose(source, workloads, answers, policy, self.info.limits)
             if policy == "confirmed":
-                chosen = [
-                    confirm(source, family, workload, choice, self.device, self.cache)
-                    for workload, choice in zip(workloads, chosen, strict=True)
-                ]
+                chosen = self._confirmed(source, family, workloads, chosen)
             by_shape = dict(zip(distinct, chosen, strict=True))
             choices.update({s.name: by_shape[tuple(s.layer.shape.items())] for s in steps})
         return choices
+
+    def _confirmed(
+        self,
+        source: ConfigSource,
+        family: str,
+        workloads: Sequence[Workload],
+        chosen: Sequence[Choice],
+    ) -> list[Choice]:
+        """``confirm`` for each layer not tuned at its own shape, every layer's candidates
+        built ahead at once.
+        """
+        pending = [i for i, choice in enumerate(chosen) if choice.match != "exact"]
+        layers = [(workloads[i], confirm_candidates(source, family, workloads[i], chosen[i]))
+                  for i in pending]  # fmt: skip
+        build_ahead(layers, self.device, self.cache)
+        confirmed = list(chosen)
+        for i, (workload, candidates) in zip(pending, layers, strict=True):
+            confirmed[i] = fastest(candidates, workload, self.device, self.cache) or chosen[i]
+        return confirmed
 
     def _dtype(self, step: Tuned) -> str:
         """What a tuned step computes in: int8 for an int8 layer, else the run's storage."""

@@ -33,9 +33,11 @@ from octune.runtime.config_sources import (
     Choice,
     ServerConfigs,
     StoreConfigs,
+    build_ahead,
     choose,
     confirm,
     default_configs,
+    fastest,
 )
 from octune.runtime.executor import Runtime
 from octune.runtime.onnx_loader import load_graph
@@ -43,6 +45,7 @@ from octune.runtime.ops_cl import divisor
 from octune.runtime.steps import Tuned
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo
+from octune.tuner.programs import SELF_CACHING_PLATFORMS, ProgramCache
 
 # --- small graphs against onnxruntime -----------------------------------------------------------
 
@@ -570,6 +573,32 @@ def test_a_confirmation_also_runs_the_cost_models_pick_beyond_the_tuned_range(
     assert predicted in measured and kernel.space.launches(predicted, query.shape_vars(),
                                                             device_info.limits)  # fmt: skip
     assert chosen.match.endswith(", timed") and chosen.config in [*candidates, predicted]
+
+
+def test_a_confirmation_builds_its_candidates_ahead_in_builder_processes(
+    tmp_path: Path, cl_device, device_info: DeviceInfo
+) -> None:
+    """``build_ahead`` fills the program cache with every candidate in parallel builders, so
+    measuring them only loads; a CPU device by default gets no builders (its cores time).
+    """
+    if cl_device.platform.name.startswith(SELF_CACHING_PLATFORMS):
+        pytest.skip(f"{cl_device.platform.name} caches its own builds: nothing to fill")
+    kernel = load_kernel("gemm_panel")
+    legal = kernel.space.enumerate(device_info.limits)
+    configs = [legal.config(row) for row in (0, len(legal) // 2, len(legal) - 1)]
+    workload = gemm_workload(64, 64, 64)
+    candidates = [Choice(kernel, config, "nearest") for config in configs]
+    paths = [
+        ProgramCache(tmp_path / "ahead").path(device_info.fingerprint, kernel.source,
+                                              kernel.build_options(config, workload))
+        for config in configs
+    ]  # fmt: skip
+    build_ahead([(workload, candidates)], cl_device, ProgramCache(tmp_path / "cpu"))
+    assert not (tmp_path / "cpu").exists()
+    build_ahead([(workload, candidates)], cl_device, ProgramCache(tmp_path / "ahead"), jobs=2)
+    assert all(path.is_file() and path.stat().st_size > 0 for path in paths)
+    chosen = fastest(candidates, workload, cl_device, ProgramCache(tmp_path / "ahead"))
+    assert chosen is not None and chosen.match == "nearest, timed" and chosen.config in configs
 
 
 def _unsupported(tmp_path: Path) -> Path:
