@@ -119,12 +119,13 @@ class OctuneClient:
         shape: Mapping[str, int],
         dtype: str = "float32",
         count: int = 4,
-    ) -> list[dict[str, int]]:
-        """One kernel version's configs tuned nearest ``shape``, nearest first."""
+    ) -> NeighboursOut:
+        """One kernel version's configs tuned nearest ``shape``, nearest first, and the
+        service's model pick there (none from a service without one, or an older one).
+        """
         params = {"device": device, "kernel": kernel, "kernel_sha256": kernel_sha256, **shape,
                   "dtype": dtype, "count": count}  # fmt: skip
-        found = NeighboursOut.model_validate(self._call("GET", "/v1/neighbours", params=params))
-        return found.configs
+        return NeighboursOut.model_validate(self._call("GET", "/v1/neighbours", params=params))
 
     def lookup_batch(
         self, device: str, kernel: str, workloads: Sequence[Mapping[str, Any]]

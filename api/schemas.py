@@ -163,12 +163,15 @@ class NeighboursQuery(LookupQuery):
 
 class NeighboursOut(BaseModel):
     """Distinct configs of the tuned shapes nearest the query, nearest first, each legal for
-    it: what a runtime's first-use confirmation runs beside the answer.
+    it, and the service's cost-model pick at the query's own shape (inside the tuned range or
+    not; none until a model of the version is trained): what a runtime's first-use
+    confirmation runs beside the answer.
     """
 
     kernel: str
     kernel_sha256: str
     configs: list[dict[str, int]]
+    predicted: dict[str, int] | None = None
 
 
 class BatchLookup(Strict):

@@ -383,10 +383,11 @@ class StoreLookup:
                 table = build_table(
                     self.store, device, kernel_name, kernel_sha256, model=self.model
                 )
-                found = self._indexes[key] = KernelIndex(table, self._predictor(table))
+                found = self._indexes[key] = KernelIndex(table, self.predictor_of(table))
             return found
 
-    def _predictor(self, table: LookupTable) -> Predictor | None:
+    def predictor_of(self, table: LookupTable) -> Predictor | None:
+        """The live model of the table's device and kernel version, else ``predictor``."""
         return self._live.get((table.device_fingerprint, table.sha256), self.predictor)
 
     def lookup(
@@ -434,4 +435,4 @@ class StoreLookup:
                 table = index.table
                 if (table.device_fingerprint, table.sha256) == (device_fingerprint, kernel_sha256):
                     table = replace(table, predictions=tuple(predictions))
-                    self._indexes[key] = KernelIndex(table, self._predictor(table))
+                    self._indexes[key] = KernelIndex(table, self.predictor_of(table))

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import pyopencl as cl
 
 from octune.api.client import ClientError, OctuneClient
+from octune.api.schemas import NeighboursOut
 from octune.catalogue.family import Workload
 from octune.catalogue.registry import (
     KernelSpec,
@@ -102,7 +103,8 @@ class ConfigSource(Protocol):
         self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str
     ) -> dict[str, int] | None:
         """The source's cost model's config of ``kernel`` for ``shape``, inside the tuned range
-        or not; None where the source has no model of that version (a bundle, the service).
+        or not; None where the source has no model of that version (a bundle; a service
+        whose model is not trained yet, or an older one).
         """
         ...
 
@@ -163,6 +165,10 @@ class ServerConfigs:
         self.client = OctuneClient(url, token)
         self.public_key = public_key
         self._kernels: dict[str, KernelSpec] = {}
+        # Each GET /v1/neighbours answered, by kernel version, shape and dtype: its count and
+        # body (None: refused, or a server without it).
+        self._asked: dict[tuple[str, tuple[tuple[str, int], ...], str],
+                          tuple[int, NeighboursOut | None]] = {}  # fmt: skip
 
     def answers(
         self, family: str, shapes: Sequence[Mapping[str, int]], dtype: str = "float32"
@@ -199,17 +205,30 @@ class ServerConfigs:
         """``GET /v1/neighbours`` for the version the service answered with; none from a
         server without it (an older one) or one that refuses: the answer alone is confirmed.
         """
-        try:
-            return self.client.neighbours(
-                self.device.fingerprint, kernel.name, kernel.sha256, shape, dtype, count
-            )
-        except ClientError:
-            return []
+        found = self._near(kernel, shape, dtype, count)
+        return [] if found is None else found.configs
 
     def predicted(
         self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str
     ) -> dict[str, int] | None:
-        return None  # the service answers with its model inside the tuned range only
+        """The service's model pick, from the same ``GET /v1/neighbours`` (asked once)."""
+        found = self._near(kernel, shape, dtype, 1)
+        return None if found is None else found.predicted
+
+    def _near(
+        self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str, count: int
+    ) -> NeighboursOut | None:
+        key = (kernel.sha256, tuple(sorted(shape.items())), dtype)
+        asked = self._asked.get(key)
+        if asked is None or asked[0] < count:
+            try:
+                found = self.client.neighbours(
+                    self.device.fingerprint, kernel.name, kernel.sha256, shape, dtype, count
+                )
+            except ClientError:
+                found = None
+            asked = self._asked[key] = (count, found)
+        return asked[1]
 
 
 class BundleConfigs:

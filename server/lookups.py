@@ -17,6 +17,7 @@ import json
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from cachetools import FIFOCache
@@ -27,7 +28,7 @@ from octune.catalogue.registry import available_kernels, families
 from octune.db.queries import StoredDevice
 from octune.db.server_store import ServerStore
 from octune.lookup.data import Entry, Predictor, Query, QueryError
-from octune.lookup.semantics import check_shape
+from octune.lookup.semantics import KernelIndex, check_shape
 from octune.lookup.tables import StoreLookup
 
 if TYPE_CHECKING:  # importing it loads XGBoost
@@ -205,13 +206,29 @@ class LookupService:
             )
         device = self.device(query.device)
         index = self.lookup.index(device, query.kernel, query.kernel_sha256)
-        found = index.neighbours(Query(query.kernel, query.shape(), query.dtype), query.count)
+        asked = Query(query.kernel, query.shape(), query.dtype)
+        found = index.neighbours(asked, query.count)
         parameters = index.table.parameters
         return NeighboursOut(
             kernel=query.kernel,
             kernel_sha256=index.table.sha256,
             configs=[dict(zip(parameters, config, strict=True)) for config in found],
+            predicted=self._predicted(index, asked),
         )
+
+    def _predicted(self, index: KernelIndex, query: Query) -> dict[str, int] | None:
+        """The live model's config at the query's shape where it launches there; no trust in
+        its estimate is needed: a confirmation measures it.
+        """
+        model = self.lookup.predictor_of(index.table)
+        if model is None or not index.table.tuned:
+            return None
+        shape = index.check_query(query)
+        full = replace(query, shape=dict(zip(index.table.problem.keys, shape, strict=True)))
+        prediction = model(index.table, full)
+        if prediction is None or index.launch(prediction.config, shape) is None:
+            return None
+        return dict(zip(index.table.parameters, prediction.config, strict=True))
 
     def _drop(self) -> None:
         """Forget every answer; the caller holds the lock."""

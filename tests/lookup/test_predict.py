@@ -123,6 +123,13 @@ def test_service_answers_live_and_bundles_and_c_header_from_the_grid_identically
         space.check(served["config"], DEVICE.limits)  # raises if illegal
         assert served["time_s"] > 0 and served["gflops"] > 0
         assert truth_gflops(served["config"], (256, 256, 256)) >= 50  # the best is 62.5
+        # Beyond the tuned range the lookup answers the nearest shape's config, and a runtime's
+        # confirmation also runs the live model's pick there, which /v1/neighbours gives.
+        far = {**params, "m": 16384, "n": 16384}
+        assert client.get("/v1/lookup", params=far).json()["match"] == "nearest"
+        near = client.get("/v1/neighbours", params=far).json()
+        space.check(near["predicted"], DEVICE.limits)
+        assert truth_gflops(near["predicted"], (16384, 16384, 256)) >= 50
 
         answers = ModelAnswers()
         for fmt in ("json", "sqlite", "c-header"):

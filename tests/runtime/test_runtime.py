@@ -21,7 +21,6 @@ from helpers.server_testing import LiveServer, free_port
 from octune.catalogue.registry import KernelSpec, families, kernels_of, load_kernel
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE
-from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.lookup.data import Answer
@@ -30,14 +29,10 @@ from octune.networks.layers import load_model
 from octune.runtime.batched import BATCHED_PLANS, TILES
 from octune.runtime.config_sources import (
     BundleConfigs,
-    Choice,
     ServerConfigs,
     StoreConfigs,
-    build_ahead,
     choose,
-    confirm,
     default_configs,
-    fastest,
 )
 from octune.runtime.executor import Runtime
 from octune.runtime.onnx_loader import load_graph
@@ -45,7 +40,6 @@ from octune.runtime.ops_cl import divisor
 from octune.runtime.steps import Tuned
 from octune.runtime.verify import check, random_inputs
 from octune.tuner.device import DeviceInfo
-from octune.tuner.programs import SELF_CACHING_PLATFORMS, ProgramCache
 
 # --- small graphs against onnxruntime -----------------------------------------------------------
 
@@ -499,106 +493,6 @@ def test_a_confirmed_run_times_every_kernel_and_drops_a_wrong_one(tmp_path: Path
     layers = [layer for layer in json.loads(out.read_text())["layers"] if "Conv" in layer["op"]]
     assert [layer["match"] for layer in layers] == ["default, timed", "default, timed"]
     assert "conv2d_broken" not in {layer["kernel"] for layer in layers}
-
-
-def test_a_confirmation_also_runs_the_nearest_shapes_configs(
-    tmp_path: Path, cl_device, device_info: DeviceInfo
-) -> None:
-    """At a shape nobody tuned, a database's answer is the nearest tuned shape's config; the
-    configs of the next nearest (distinct, legal) are measured beside it, each verified.
-    """
-    kernel = load_kernel("gemm_panel")
-    table = kernel.space.enumerate(device_info.limits)
-    first, second = table.config(0), table.config(len(table) - 1)
-    with Store(f"sqlite:///{tmp_path / 'near.db'}") as store:
-        for size, config in ((64, first), (256, second), (512, first)):
-            workload = gemm_workload(size, size, size)
-            ids = (
-                store.device_id(device_info),
-                store.kernel_version_id(kernel.name, kernel.sha256, kernel.source,
-                                        kernel.space.source_text),
-                store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype),
-            )  # fmt: skip
-            session = store.start_session(*ids, "random", 0, {})
-            store.add_measurement(
-                session, Measurement(config, Status.OK, (1e-3,) * 3, flops=workload.flops)
-            )
-            store.finish_session(session, "completed")
-        source = StoreConfigs(store, device_info)
-        query = gemm_workload(100, 100, 100)
-        assert source.neighbours(kernel, query.shape, "float32", 4) == [first, second]
-        assert source.neighbours(kernel, query.shape, "float16", 4) == []  # no such table
-        (answer,) = source.answers("gemm_panel", [query.shape])
-        chosen = confirm(source, "gemm_panel", query, Choice(kernel, answer.config, answer.match),
-                         cl_device)  # fmt: skip
-    assert answer.match == "nearest" and answer.config == first
-    assert chosen.match == "nearest, timed" and chosen.config in (first, second)
-    assert source.predicted(kernel, query.shape, "float32") is None  # 3 measurements: no model
-
-
-def test_a_confirmation_also_runs_the_cost_models_pick_beyond_the_tuned_range(
-    tmp_path: Path, cl_device, device_info: DeviceInfo
-) -> None:
-    """A database that measured enough configs has a cost model; at a shape outside the tuned
-    range, where the lookup answers the nearest shape's config, its pick is measured beside it.
-    """
-    kernel = load_kernel("gemm_panel")
-    legal = kernel.space.enumerate(device_info.limits)
-    rows = np.random.default_rng(3).choice(len(legal), size=min(12, len(legal)), replace=False)
-    measured = [legal.config(int(row)) for row in rows]
-    with Store(f"sqlite:///{tmp_path / 'model.db'}") as store:
-        for size in (32, 64):  # each config's time grows with its work-group's width
-            workload = gemm_workload(size, size, size)
-            ids = (
-                store.device_id(device_info),
-                store.kernel_version_id(kernel.name, kernel.sha256, kernel.source,
-                                        kernel.space.source_text),
-                store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype),
-            )  # fmt: skip
-            session = store.start_session(*ids, "random", 0, {})
-            for index, config in enumerate(measured):
-                seconds = (1 + index) * size * 1e-6
-                store.add_measurement(
-                    session, Measurement(config, Status.OK, (seconds,) * 3, flops=workload.flops)
-                )
-            store.finish_session(session, "completed")
-        source = StoreConfigs(store, device_info)
-        query = gemm_workload(512, 512, 512)
-        predicted = source.predicted(kernel, query.shape, "float32")
-        (answer,) = source.answers("gemm_panel", [query.shape])
-        chosen = confirm(source, "gemm_panel", query, Choice(kernel, answer.config, answer.match),
-                         cl_device)  # fmt: skip
-        candidates = [answer.config, *source.neighbours(kernel, query.shape, "float32", 4)]
-    assert answer.match == "nearest"
-    assert predicted in measured and kernel.space.launches(predicted, query.shape_vars(),
-                                                            device_info.limits)  # fmt: skip
-    assert chosen.match.endswith(", timed") and chosen.config in [*candidates, predicted]
-
-
-def test_a_confirmation_builds_its_candidates_ahead_in_builder_processes(
-    tmp_path: Path, cl_device, device_info: DeviceInfo
-) -> None:
-    """``build_ahead`` fills the program cache with every candidate in parallel builders, so
-    measuring them only loads; a CPU device by default gets no builders (its cores time).
-    """
-    if cl_device.platform.name.startswith(SELF_CACHING_PLATFORMS):
-        pytest.skip(f"{cl_device.platform.name} caches its own builds: nothing to fill")
-    kernel = load_kernel("gemm_panel")
-    legal = kernel.space.enumerate(device_info.limits)
-    configs = [legal.config(row) for row in (0, len(legal) // 2, len(legal) - 1)]
-    workload = gemm_workload(64, 64, 64)
-    candidates = [Choice(kernel, config, "nearest") for config in configs]
-    paths = [
-        ProgramCache(tmp_path / "ahead").path(device_info.fingerprint, kernel.source,
-                                              kernel.build_options(config, workload))
-        for config in configs
-    ]  # fmt: skip
-    build_ahead([(workload, candidates)], cl_device, ProgramCache(tmp_path / "cpu"))
-    assert not (tmp_path / "cpu").exists()
-    build_ahead([(workload, candidates)], cl_device, ProgramCache(tmp_path / "ahead"), jobs=2)
-    assert all(path.is_file() and path.stat().st_size > 0 for path in paths)
-    chosen = fastest(candidates, workload, cl_device, ProgramCache(tmp_path / "ahead"))
-    assert chosen is not None and chosen.match == "nearest, timed" and chosen.config in configs
 
 
 def _unsupported(tmp_path: Path) -> Path:
