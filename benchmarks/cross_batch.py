@@ -24,6 +24,8 @@ answers at other batches come to what tuning each batch finds, per network, in o
                 kernel's answer run and verified, the fastest kept;
    ``confirmed-near``  the same, with each kernel's configs of the ``CONFIRM_NEIGHBOURS``
                 nearest tuned shapes beside its answer (the seconds both take are recorded);
+   ``confirmed-model``  the runtime's confirmation as it is: ``confirmed-near`` with each
+                kernel's cost-model pick at the layer's shape beside them;
    ``history``  every config the base verified at each kernel's ``CONFIRM_NEIGHBOURS`` nearest
                 tuned shapes, not only each one's best: what the base holds near the layer at
                 all (per config also its time there, so that rankings of them can be judged
@@ -61,7 +63,21 @@ from octune.runtime.config_sources import CONFIRM_NEIGHBOURS, Choice, StoreConfi
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
 
-POLICIES = ("nearest", "model", "folded", "confirmed", "confirmed-near", "history")
+#: The confirmations compared: (policy, nearest shapes' configs per kernel, model pick).
+CONFIRMATIONS = (
+    ("confirmed", 0, False),
+    ("confirmed-near", CONFIRM_NEIGHBOURS, False),
+    ("confirmed-model", CONFIRM_NEIGHBOURS, True),
+)
+POLICIES = (
+    "nearest",
+    "model",
+    "folded",
+    "confirmed",
+    "confirmed-near",
+    "confirmed-model",
+    "history",
+)
 
 
 def tune(net: str, batch: int, seconds: float, db: Path, device: str) -> float:
@@ -220,13 +236,14 @@ def measure(
 
 
 def confirmed(
-    source: StoreConfigs, device: Any, layer: Any, neighbours: int
+    source: StoreConfigs, device: Any, layer: Any, neighbours: int, predicted: bool
 ) -> tuple[tuple[str, dict[str, int]], float]:
     """What the runtime's confirmed policy runs the layer with, and the seconds it took."""
     started = time.perf_counter()
     (answer,) = source.answers(layer.family, [layer.shape], layer.dtype)
     choice = Choice(source.kernel(answer), dict(answer.config), answer.match)
-    chosen = confirm(source, layer.family, layer.workload(), choice, device, neighbours=neighbours)
+    chosen = confirm(source, layer.family, layer.workload(), choice, device,
+                     neighbours=neighbours, predicted=predicted)  # fmt: skip
     return (chosen.kernel.name, chosen.config), time.perf_counter() - started
 
 
@@ -237,7 +254,7 @@ def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: s
     cache: dict = {}
     rows = []
     totals = dict.fromkeys((*chosen_policies, "best", "tuned"), 0.0)
-    load_s = {"confirmed": 0.0, "confirmed-near": 0.0}
+    load_s = dict.fromkeys((policy for policy, *_ in CONFIRMATIONS), 0.0)
     source = StoreConfigs(policies.store, DeviceInfo.from_cl(device))
     reference = StoreLookup(tuned) if tuned is not None else None
     reference_device = resolve_device(tuned, tuned_fp) if tuned is not None and tuned_fp else None
@@ -247,9 +264,9 @@ def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: s
             for policy, answer in policies.answers(layer.family, layer.shape, layer.dtype).items()
             if policy in chosen_policies
         }
-        for policy, neighbours in (("confirmed", 0), ("confirmed-near", CONFIRM_NEIGHBOURS)):
+        for policy, neighbours, predicted in CONFIRMATIONS:
             if policy in chosen_policies:
-                chosen[policy], seconds = confirmed(source, device, layer, neighbours)
+                chosen[policy], seconds = confirmed(source, device, layer, neighbours, predicted)
                 load_s[policy] += seconds
         times = {p: measure(device, k, c, layer, cache) for p, (k, c) in chosen.items()}
         measured_history = []

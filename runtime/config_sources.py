@@ -415,6 +415,7 @@ def confirm(
     device: cl.Device,
     cache: ProgramCache | None = None,
     neighbours: int = CONFIRM_NEIGHBOURS,
+    predicted: bool = True,
 ) -> Choice:
     """The ``confirmed`` policy for one layer: ``choice`` if it was measured at this shape
     (exact), else the fastest verified of its ``confirm_candidates``; ``choice`` itself when
@@ -422,7 +423,7 @@ def confirm(
     """
     if choice.match == "exact":
         return choice
-    candidates = confirm_candidates(source, family, workload, choice, neighbours)
+    candidates = confirm_candidates(source, family, workload, choice, neighbours, predicted)
     return fastest(candidates, workload, device, cache) or choice
 
 
@@ -432,10 +433,12 @@ def confirm_candidates(
     workload: Workload,
     choice: Choice,
     neighbours: int = CONFIRM_NEIGHBOURS,
+    predicted: bool = True,
 ) -> list[Choice]:
     """What a confirmation runs, distinct, ``choice`` first: the answers of every kernel of
     ``family`` that takes the layer and (with ``neighbours``) each one's configs of the
-    ``neighbours`` nearest tuned shapes and its cost model's pick, where the source has one.
+    ``neighbours`` nearest tuned shapes and (with ``predicted``) its cost model's pick, where
+    the source has one.
     """
     candidates = [choice]
     for kernel in resolve_kernels(family):
@@ -452,9 +455,9 @@ def confirm_candidates(
         if neighbours:
             found = source.neighbours(spec, workload.shape, workload.dtype, neighbours)
             candidates += [Choice(spec, config, "nearest") for config in found]
-            predicted = source.predicted(spec, workload.shape, workload.dtype)
-            if predicted is not None:
-                candidates.append(Choice(spec, predicted, "predicted"))
+            pick = source.predicted(spec, workload.shape, workload.dtype) if predicted else None
+            if pick is not None:
+                candidates.append(Choice(spec, pick, "predicted"))
     distinct: dict[tuple[str, tuple[tuple[str, int], ...]], Choice] = {}
     for candidate in candidates:  # the first of equal ones keeps its match
         distinct.setdefault(
