@@ -33,6 +33,7 @@ The config policies compared in benchmarks:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -487,7 +488,10 @@ def build_ahead(
         return
     with BuildPool(DeviceInfo.from_cl(device).fingerprint, str(cache.root), jobs) as pool:
         for future in [pool.submit(source, list(options)) for source, options in builds]:
-            future.result()  # a failed build is measured (and recorded) as one later
+            try:
+                future.result()  # a failed build is measured (and recorded) as one later
+            except BrokenExecutor:  # a builder died (a compiler crash): the measuring builds
+                return
 
 
 def fastest(
