@@ -5,6 +5,7 @@ timed per layer (the runtime, onnx and onnxruntime load only when it runs).
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
@@ -116,10 +117,15 @@ def run(
     policy = cast("Policy", configs)
     source = None if policy == "default" else _source(info, server, token, bundle, public_key, db)
     where = "octune's defaults" if source is None else source.where
-    runtime = Runtime(network, cl_device, source, policy, fuse=fuse, dtype=dtype)
+    # Loading builds every kernel (from the cache after the first time) and times what it
+    # must choose at load: a confirmation runs candidates for each layer nobody tuned.
+    doing = "confirming configs of untuned layers, " if policy == "confirmed" else ""
+    started = time.perf_counter()
+    with console.status(f"Loading {model}: {doing}building and timing its kernels"):
+        runtime = Runtime(network, cl_device, source, policy, fuse=fuse, dtype=dtype)
     console.print(
         f"Running {model} in {runtime.dtype} on [bold]{info.name}[/] with {policy} configs "
-        f"from {where}"
+        f"from {where} (loaded in {time.perf_counter() - started:.1f} s)"
     )
     inputs = random_inputs(runtime, seed)
     outputs = check(runtime, inputs)
