@@ -69,6 +69,7 @@ from octune.lookup.data import (
     FollowUpSizes,
     Launch,
     LookupTable,
+    Prediction,
     Predictor,
     Query,
     QueryError,
@@ -294,16 +295,13 @@ class KernelIndex:
 
             return accept
 
-        model = predictor or self._predictor
         inside = self.inside(shape, query.dtype)
-        if model is not None and inside:
-            full = replace(query, shape=dict(zip(table.problem.keys, shape, strict=True)))
-            prediction = model(table, full)
-            if prediction is not None and (launch := self.launch(prediction.config, shape)):
-                return self._build(
-                    "predicted", shape, query.dtype, prediction.config, launch,
-                    prediction.time_s, prediction.gflops, None,
-                )  # fmt: skip
+        if inside and (predicted := self._predict(query, shape, predictor)) is not None:
+            prediction, launch = predicted
+            return self._build(
+                "predicted", shape, query.dtype, prediction.config, launch,
+                prediction.time_s, prediction.gflops, None,
+            )  # fmt: skip
         near = self._tuned.nearest(shape, query.dtype, legal(table.tuned))
         if near is not None:
             neighbour, near_launch = table.tuned[near], launches[near]
@@ -351,6 +349,27 @@ class KernelIndex:
             if len(configs) >= count:
                 break
         return list(configs)
+
+    def predict(
+        self, query: Query, predictor: Predictor | None = None
+    ) -> tuple[Prediction, Launch] | None:
+        """The model's (``predictor``, else the index's) config for the query's shape and its
+        launch, where it launches there; inside the tuned range or not (``lookup`` asks only
+        inside it, where it trusts the estimate; a confirmation measures it anywhere).
+        """
+        return self._predict(query, self.check_query(query), predictor)
+
+    def _predict(
+        self, query: Query, shape: tuple[int, ...], predictor: Predictor | None
+    ) -> tuple[Prediction, Launch] | None:
+        model = predictor or self._predictor
+        if model is None:
+            return None
+        full = replace(query, shape=dict(zip(self.table.problem.keys, shape, strict=True)))
+        prediction = model(self.table, full)
+        if prediction is None or (launch := self.launch(prediction.config, shape)) is None:
+            return None
+        return prediction, launch
 
     def distance(self, a: tuple[int, ...], b: tuple[int, ...]) -> int:
         """Squared fixed-point distance between two shapes, as ``nearest`` measures it."""

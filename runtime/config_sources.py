@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeGuard
 
 import pyopencl as cl
 
@@ -118,13 +118,18 @@ def _neighbours(
     count: int,
 ) -> list[dict[str, int]]:
     """``ConfigSource.neighbours`` from a table the source holds."""
-    if index is None or index.table.sha256 != kernel.sha256 or index.table.dtype != dtype:
+    if not _holds(index, kernel, dtype):
         return []
     try:
         found = index.neighbours(Query(kernel.name, dict(shape), dtype), count)
     except QueryError:
         return []
-    return [dict(zip(index.table.parameters, config, strict=True)) for config in found]
+    return [index.table.entry_config(config) for config in found]
+
+
+def _holds(index: KernelIndex | None, kernel: KernelSpec, dtype: str) -> TypeGuard[KernelIndex]:
+    """Whether a source's table is of ``kernel``'s version and ``dtype``."""
+    return index is not None and (index.table.sha256, index.table.dtype) == (kernel.sha256, dtype)
 
 
 def _unshipped(answer: Answer, spec: KernelSpec, where: str, signed: bool) -> KernelSpec:
@@ -324,21 +329,19 @@ class StoreConfigs:
     def predicted(
         self, kernel: KernelSpec, shape: Mapping[str, int], dtype: str
     ) -> dict[str, int] | None:
-        table = self.lookup.index(self.device, kernel.name, kernel.sha256).table
-        if table.sha256 != kernel.sha256 or table.dtype != dtype or not table.tuned:
+        index = self.lookup.index(self.device, kernel.name, kernel.sha256)
+        if not _holds(index, kernel, dtype) or not index.table.tuned:
             return None
         if self._models is None:
             from octune.lookup.predictor import ModelAnswers  # xgboost: only when asked
 
             self._models = ModelAnswers()
-        model = self._models.model(self.store, self.device, table)
-        if model is None:
+        model = self._models.model(self.store, self.device, index.table)
+        try:
+            found = index.predict(Query(kernel.name, dict(shape), dtype), model) if model else None
+        except QueryError:
             return None
-        query = tuple(int(shape[key]) for key in table.problem.keys)
-        prediction = next(model.predict([query]))
-        if prediction is None:
-            return None
-        return dict(zip(table.parameters, prediction.config, strict=True))
+        return None if found is None else index.table.entry_config(found[0].config)
 
 
 def default_configs(device: DeviceInfo) -> StoreConfigs:

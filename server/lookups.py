@@ -17,7 +17,6 @@ import json
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 from cachetools import FIFOCache
@@ -217,18 +216,12 @@ class LookupService:
         )
 
     def _predicted(self, index: KernelIndex, query: Query) -> dict[str, int] | None:
-        """The live model's config at the query's shape where it launches there; no trust in
-        its estimate is needed: a confirmation measures it.
+        """The live model's config at the query's shape where it launches there, also outside
+        the tuned range: a confirmation measures it, so its estimate needs no trust.
         """
         model = self.lookup.predictor_of(index.table)
-        if model is None or not index.table.tuned:
-            return None
-        shape = index.check_query(query)
-        full = replace(query, shape=dict(zip(index.table.problem.keys, shape, strict=True)))
-        prediction = model(index.table, full)
-        if prediction is None or index.launch(prediction.config, shape) is None:
-            return None
-        return dict(zip(index.table.parameters, prediction.config, strict=True))
+        found = index.predict(query, model) if model and index.table.tuned else None
+        return None if found is None else index.table.entry_config(found[0].config)
 
     def _drop(self) -> None:
         """Forget every answer; the caller holds the lock."""
