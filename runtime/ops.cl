@@ -681,9 +681,31 @@ void attention(const __global STORED* q, const __global STORED* k, const __globa
 // and each work-item computes 4 rows x 2 keys of the scores (rows ty + 16 i, keys tx + 16 j)
 // and 4 rows x 4 columns of the output (columns 4 tx ..), every local read a vector of 4 used
 // by 8 or 16 multiply-adds. A row's maximum for the step and its sum at the end are gathered
-// from its 16 work-items through local memory; the softmax is online as in `attention`. For
-// heads up to 64 wide (D, DV); its local memory is 47 KiB.
+// from its 16 work-items, which are 16 lanes of one warp on NVIDIA's compiler (a group's
+// work-item 16 ty + tx), by shuffles there and through local memory elsewhere; the softmax is
+// online as in `attention`. For heads up to 64 wide (D, DV); its local memory is 47 KiB at most.
 #ifdef ATTENTION_TILED
+#ifdef cl_nv_pragma_unroll
+// The maximum or sum of x over the 16 lanes xor 1..8 apart: a row's 16 work-items. The local
+// memory way took 64 reads and a barrier a step for each work-item, a fifth of the kernel's
+// local traffic (2026-11-30).
+#define LANES_SHUFFLE 1
+inline float lane_xor(const float x, const int m) {
+    uint o;
+    asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(o) : "r"(as_uint(x)), "r"(m));
+    return as_float(o);
+}
+inline float lanes_max(float x) {
+    for (int m = 8; m > 0; m >>= 1) x = fmax(x, lane_xor(x, m));
+    return x;
+}
+inline float lanes_sum(float x) {
+    for (int m = 8; m > 0; m >>= 1) x += lane_xor(x, m);
+    return x;
+}
+#else
+#define LANES_SHUFFLE 0
+#endif
 #define TQ 64
 #define TK 32
 #define DT (((D + 3) / 4) * 4)  // q's and k's head, padded with zeros to whole vectors
@@ -699,7 +721,9 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
     const int row0 = get_group_id(0) * TQ, batch = get_group_id(1);
     ATTENTION_BASES;
     __local float4 q4[TQ * DP / 4], k4[TK * DP / 4], v4[TK * VP / 4], p4[TQ * PP / 4];
+#if !LANES_SHUFFLE
     __local float red[16 * TQ];  // red[t * TQ + r]: row r's part from work-item tx = t
+#endif
     __local float *qs = (__local float*)q4, *ks = (__local float*)k4;
     __local float *vs = (__local float*)v4, *ps = (__local float*)p4;
     const bool q_across = at[2] == 1, k_down = at[4] == 1, v_across = at[8] == 1;
@@ -747,13 +771,21 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
             const int row = row0 + ty + 16 * i;
             s[i][0] = j0 + tx >= SK ? -INFINITY : SCORE(s[i][0], batch, row, j0 + tx);
             s[i][1] = j0 + tx + 16 >= SK ? -INFINITY : SCORE(s[i][1], batch, row, j0 + tx + 16);
+#if !LANES_SHUFFLE
             red[tx * TQ + ty + 16 * i] = fmax(s[i][0], s[i][1]);
+#endif
         }
+#if !LANES_SHUFFLE
         barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
+#if LANES_SHUFFLE
+            const float most = fmax(top[i], lanes_max(fmax(s[i][0], s[i][1])));
+#else
             float most = top[i];
             for (int t = 0; t < 16; ++t) most = fmax(most, red[t * TQ + ty + 16 * i]);
+#endif
             const float rescale = exp(top[i] - most);  // 0 on the first step (top is -inf)
             const float p0 = exp(s[i][0] - most), p1 = exp(s[i][1] - most);
             sum[i] = sum[i] * rescale + p0 + p1;
@@ -774,14 +806,20 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
             }
         }
     }
+#if !LANES_SHUFFLE
     barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
     for (int i = 0; i < 4; ++i) red[tx * TQ + ty + 16 * i] = sum[i];
     barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
+#if LANES_SHUFFLE
+        const float total = lanes_sum(sum[i]);
+#else
         float total = 0.0f;
         for (int t = 0; t < 16; ++t) total += red[t * TQ + ty + 16 * i];
+#endif
         const int row = row0 + ty + 16 * i;
         const float values[4] = {acc[i].x, acc[i].y, acc[i].z, acc[i].w};
 #pragma unroll
