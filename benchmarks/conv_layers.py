@@ -104,8 +104,27 @@ HELD_OUT = [
     Layer("regnetx_3_2gf g3x3 s2", 192, 56, 192, 3, stride=2, groups=8),
 ]  # fmt: skip
 
+# A second set (2026-11-30, issue 63), drawn after the kernels had been tuned on the first:
+# layers of MobileNetV3-large, ResNeXt-50, RegNetY-1.6GF, DenseNet-121, Inception-v3,
+# ConvNeXt-T's downsampling, EfficientNetV2-S, YOLOv5s (640 px) and DeepLabv3's ASPP.
+HELD_OUT_2 = [
+    Layer("mnv3_large dw5x5", 120, 28, 120, 5, groups=120),
+    Layer("mnv3_large dw5x5 s2", 672, 14, 672, 5, stride=2, groups=672),
+    Layer("mnv3_large dw3x3 s2", 240, 28, 240, 3, stride=2, groups=240),
+    Layer("resnext50 g3x3", 256, 28, 256, 3, groups=32),
+    Layer("regnety_1_6gf g3x3", 120, 28, 120, 3, groups=5),
+    Layer("densenet121 3x3", 128, 56, 32, 3),
+    Layer("inception_v3 5x5", 48, 35, 64, 5),
+    Layer("convnext_t 2x2 s2", 96, 56, 192, 2, stride=2),
+    Layer("effnetv2_s 3x3 s2", 24, 112, 96, 3, stride=2),
+    Layer("yolov5s 3x3 s2", 64, 160, 128, 3, stride=2),
+    Layer("deeplabv3 aspp 3x3 d12", 2048, 28, 256, 3, dilation=12),
+    Layer("resnet152 1x1", 1024, 14, 256, 1),
+]  # fmt: skip
+
 NETWORKS = {name: partial(_network, name) for name in ("resnet50", "mobilenet_v1")}
 NETWORKS["held_out"] = lambda: HELD_OUT
+NETWORKS["held_out_2"] = lambda: HELD_OUT_2
 
 
 # --- tuning cost ------------------------------------------------------------------------------

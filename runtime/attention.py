@@ -8,7 +8,7 @@ products and 0.74 in the softmax where PyTorch's one fused kernel took 1.24. ``o
 ``attention`` computes a query row's output in one pass over the keys, with the softmax
 online (FlashAttention's running maximum and sum, the sum of p v rescaled as the maximum
 grows), keys and values shared by a work-group through local memory; ``attention_tiled``
-computes 64 rows' in a 16 x 16 work-group, as a GEMM kernel computes a tile. The scores are
+computes 64 or 32 rows' in a work-group, as a GEMM kernel computes a tile. The scores are
 never stored; their epilogue (a position bias, a constant mask) and a mask added by a launch of
 its own (Hugging Face's BERT's, one per image) run on each score in the kernel. Where the device
 runs the steps faster apart (a CPU may), the runtime's load-time timing keeps them
@@ -33,19 +33,21 @@ EPILOGUE_LIMIT = 1 << 31
 #: KEYS keys a step.
 ROWS = {"fused-32": 32, "fused-64": 64}
 KEYS = 32
-#: ops.cl's ``attention_tiled``: 64 query rows a work-group of 16 x 16, for heads up to
-#: TILED_HEAD wide.
-TILED, TILED_ROWS, TILED_HEAD = "fused-tiled", 64, 64
+#: ops.cl's ``attention_tiled``: by plan, the height TG of its 16 x TG work-group, which
+#: computes 4 TG query rows; heads up to TILED_HEAD wide.
+TILED = {"fused-tiled": 16, "fused-tiled-32": 8}
+TILED_HEAD = 64
 #: The plans an attention can run by (``Runtime(attention=)``; None: the fastest here).
-ATTENTION_PLANS = ("unfused", *ROWS, TILED)
+ATTENTION_PLANS = ("unfused", *ROWS, *TILED)
 
 
-def tiled_bytes(head: int) -> int:
-    """``attention_tiled``'s local memory for q and k heads ``head`` wide: its q, k, v and
-    probability tiles (rows padded to whole vectors and 4 more) and its rows' parts.
+def tiled_bytes(head: int, rows: int) -> int:
+    """``attention_tiled``'s local memory for q and k heads ``head`` wide and ``rows`` query
+    rows a work-group: its q, k, v and probability tiles (rows padded to whole vectors and 4
+    more) and its rows' parts.
     """
     padded = -(-head // 4) * 4 + 4
-    return 4 * (TILED_ROWS * padded + KEYS * padded + KEYS * 68 + TILED_ROWS * 36 + 16 * 64)
+    return 4 * (rows * padded + KEYS * padded + KEYS * 68 + rows * 36 + 16 * rows)
 
 
 def shapes_of(step: Attention, shapes: Mapping[str, tuple[int, ...]]) -> list[tuple[int, ...]]:

@@ -675,12 +675,14 @@ void attention(const __global STORED* q, const __global STORED* k, const __globa
 }
 #endif
 
-// Attention in tiles (the plan `fused-tiled`): a work-group of 16 x 16 work-items computes the
-// output of TQ = 64 query rows of one matrix, keys TK = 32 a step, as a GEMM kernel computes a
-// tile: q, the step's keys and values, and the step's probabilities go through local memory,
-// and each work-item computes 4 rows x 2 keys of the scores (rows ty + 16 i, keys tx + 16 j)
-// and 4 rows x 4 columns of the output (columns 4 tx ..), every local read a vector of 4 used
-// by 8 or 16 multiply-adds. A row's maximum for the step and its sum at the end are gathered
+// Attention in tiles (the plans `fused-tiled`, TG 16, and `fused-tiled-32`, TG 8): a work-group
+// of 16 x TG work-items computes the output of TQ = 4 TG query rows of one matrix, keys TK = 32
+// a step, as a GEMM kernel computes a tile: q, the step's keys and values, and the step's
+// probabilities go through local memory, and each work-item computes 4 rows x 2 keys of the
+// scores (rows ty + TG i, keys tx + 16 j) and 4 rows x 4 columns of the output (columns 4 tx ..),
+// every local read a vector of 4 used by 8 or 16 multiply-adds. 32 rows a group leave less of a
+// sequence of 197 (ViT's) as padding (224 rows computed, not 256) and make twice the groups where
+// there are few matrices. A row's maximum for the step and its sum at the end are gathered
 // from its 16 work-items, which are 16 lanes of one warp on NVIDIA's compiler (a group's
 // work-item 16 ty + tx), by shuffles there and through local memory elsewhere; the softmax is
 // online as in `attention`. For heads up to 64 wide (D, DV); its local memory is 47 KiB at most.
@@ -706,13 +708,13 @@ inline float lanes_sum(float x) {
 #else
 #define LANES_SHUFFLE 0
 #endif
-#define TQ 64
+#define TQ (4 * TG)  // query rows a work-group
 #define TK 32
 #define DT (((D + 3) / 4) * 4)  // q's and k's head, padded with zeros to whole vectors
 #define DP (DT + 4)  // a row of the q and k tiles: whole vectors, rows 4 banks apart
 #define VP 68  // a row of the value tile: 64 columns and 4
 #define PP (TK + 4)  // a row of the probabilities
-__kernel __attribute__((reqd_work_group_size(16, 16, 1)))
+__kernel __attribute__((reqd_work_group_size(16, TG, 1)))
 void attention_tiled(const __global STORED* q, const __global STORED* k,
                      const __global STORED* v, const __global STORED* mask, __global STORED* y,
                      const __global int* meta, const int SQ, const int SK,
@@ -727,7 +729,7 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
     __local float *qs = (__local float*)q4, *ks = (__local float*)k4;
     __local float *vs = (__local float*)v4, *ps = (__local float*)p4;
     const bool q_across = at[2] == 1, k_down = at[4] == 1, v_across = at[8] == 1;
-    for (int e = lid; e < TQ * DT; e += 256) {
+    for (int e = lid; e < TQ * DT; e += 16 * TG) {
         const int r = q_across ? e / DT : e % TQ, d = q_across ? e % DT : e / TQ;
         const bool real = row0 + r < SQ && d < D;
         qs[r * DP + d] = real ? alpha * LOAD(qb, (size_t)(row0 + r) * at[1] + (size_t)d * at[2]) : 0.0f;
@@ -742,12 +744,12 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
     }
     for (int j0 = 0; j0 < SK; j0 += TK) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int e = lid; e < TK * DT; e += 256) {
+        for (int e = lid; e < TK * DT; e += 16 * TG) {
             const int j = k_down ? e / DT : e % TK, d = k_down ? e % DT : e / TK;
             const bool real = j0 + j < SK && d < D;
             ks[j * DP + d] = real ? LOAD(kb, (size_t)d * at[4] + (size_t)(j0 + j) * at[5]) : 0.0f;
         }
-        for (int e = lid; e < TK * 64; e += 256) {
+        for (int e = lid; e < TK * 64; e += 16 * TG) {
             const int j = v_across ? e / 64 : e % TK, d = v_across ? e % 64 : e / TK;
             const bool real = j0 + j < SK && d < DV;
             vs[j * VP + d] = real ? LOAD(vb, (size_t)(j0 + j) * at[7] + (size_t)d * at[8]) : 0.0f;
@@ -761,18 +763,18 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
             const float4 key0 = k4[tx * (DP / 4) + d], key1 = k4[(tx + 16) * (DP / 4) + d];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const float4 query = q4[(ty + 16 * i) * (DP / 4) + d];
+                const float4 query = q4[(ty + TG * i) * (DP / 4) + d];
                 s[i][0] += dot(query, key0);
                 s[i][1] += dot(query, key1);
             }
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const int row = row0 + ty + 16 * i;
+            const int row = row0 + ty + TG * i;
             s[i][0] = j0 + tx >= SK ? -INFINITY : SCORE(s[i][0], batch, row, j0 + tx);
             s[i][1] = j0 + tx + 16 >= SK ? -INFINITY : SCORE(s[i][1], batch, row, j0 + tx + 16);
 #if !LANES_SHUFFLE
-            red[tx * TQ + ty + 16 * i] = fmax(s[i][0], s[i][1]);
+            red[tx * TQ + ty + TG * i] = fmax(s[i][0], s[i][1]);
 #endif
         }
 #if !LANES_SHUFFLE
@@ -784,15 +786,15 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
             const float most = fmax(top[i], lanes_max(fmax(s[i][0], s[i][1])));
 #else
             float most = top[i];
-            for (int t = 0; t < 16; ++t) most = fmax(most, red[t * TQ + ty + 16 * i]);
+            for (int t = 0; t < 16; ++t) most = fmax(most, red[t * TQ + ty + TG * i]);
 #endif
             const float rescale = exp(top[i] - most);  // 0 on the first step (top is -inf)
             const float p0 = exp(s[i][0] - most), p1 = exp(s[i][1] - most);
             sum[i] = sum[i] * rescale + p0 + p1;
             acc[i] *= rescale;
             top[i] = most;
-            ps[(ty + 16 * i) * PP + tx] = p0;
-            ps[(ty + 16 * i) * PP + tx + 16] = p1;
+            ps[(ty + TG * i) * PP + tx] = p0;
+            ps[(ty + TG * i) * PP + tx + 16] = p1;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
@@ -801,7 +803,7 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
             const float4 v2 = v4[(4 * j + 2) * (VP / 4) + tx], v3 = v4[(4 * j + 3) * (VP / 4) + tx];
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                const float4 p = p4[(ty + 16 * i) * (PP / 4) + j];
+                const float4 p = p4[(ty + TG * i) * (PP / 4) + j];
                 acc[i] += p.x * v0 + p.y * v1 + p.z * v2 + p.w * v3;
             }
         }
@@ -809,7 +811,7 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
 #if !LANES_SHUFFLE
     barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) red[tx * TQ + ty + 16 * i] = sum[i];
+    for (int i = 0; i < 4; ++i) red[tx * TQ + ty + TG * i] = sum[i];
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 #pragma unroll
@@ -818,9 +820,9 @@ void attention_tiled(const __global STORED* q, const __global STORED* k,
         const float total = lanes_sum(sum[i]);
 #else
         float total = 0.0f;
-        for (int t = 0; t < 16; ++t) total += red[t * TQ + ty + 16 * i];
+        for (int t = 0; t < 16; ++t) total += red[t * TQ + ty + TG * i];
 #endif
-        const int row = row0 + ty + 16 * i;
+        const int row = row0 + ty + TG * i;
         const float values[4] = {acc[i].x, acc[i].y, acc[i].z, acc[i].w};
 #pragma unroll
         for (int c = 0; c < 4; ++c) {

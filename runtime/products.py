@@ -89,7 +89,7 @@ class Products:
         ``attention`` launch a few query rows a work-group and its three steps' own plans.
         """
         makers: dict[str, Callable[[], Planned | None]] = {
-            plan: partial(self._fused_attention, step, plan) for plan in (*att.ROWS, att.TILED)
+            plan: partial(self._fused_attention, step, plan) for plan in (*att.ROWS, *att.TILED)
         }
         shapes = tuple(map(tuple, att.shapes_of(step, self.graph.shapes)))
         ends = tuple(self._epilogue_key(part) for part in step.parts)
@@ -109,23 +109,23 @@ class Products:
         return Planned(step, "attention (unfused)", "-", {}, launches)
 
     def _fused_attention(self, step: Attention, plan: str) -> Planned | None:
-        """One launch of ops.cl's ``attention`` (query rows a work-item) or, for the plan
+        """One launch of ops.cl's ``attention`` (query rows a work-item) or, for a plan in
         ``att.TILED``, of ``attention_tiled``; None where the device cannot run its work-groups
         or the tiled kernel does not take the heads.
         """
         shapes = att.shapes_of(step, self.graph.shapes)
         q, _, v, y = shapes
         head = {"D": q[-1], "DV": v[-1]}
-        if plan != att.TILED:
+        if plan in att.ROWS:
             rows, group, kernel = att.ROWS[plan], (att.ROWS[plan], 1), "attention"
             defines = dict(ATTENTION=1, AQ=rows, AK=att.KEYS, **head)
-        elif max(head.values()) > att.TILED_HEAD or (
-            att.tiled_bytes(q[-1]) > self.device.local_mem_size
-        ):
-            return None
         else:
-            rows, group, kernel = att.TILED_ROWS, (16, 16), "attention_tiled"
-            defines = dict(ATTENTION_TILED=1, **head)
+            height = att.TILED[plan]
+            rows, group, kernel = 4 * height, (16, height), "attention_tiled"
+            defines = dict(ATTENTION_TILED=1, TG=height, **head)
+            too_big = att.tiled_bytes(q[-1], rows) > self.device.local_mem_size
+            if max(head.values()) > att.TILED_HEAD or too_big:
+                return None
         scores, on_scores = step.parts[0], ()
         if not scores.epilogue.empty:  # applied to each score in the kernel
             defines.update(self._epilogue_defines(scores))

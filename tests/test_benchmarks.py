@@ -112,6 +112,25 @@ def test_small_cpu_runs_of_the_benchmarks_that_need_no_gpu(tmp_path: Path) -> No
     assert "resnet50 batch 16: ranks [" in ranks
 
 
+def test_the_benchmarks_tune_the_kernels_octune_tune_tunes_on_the_device_type() -> None:
+    """A GPU's per-shape tuning spent a share of its seconds on gemm_panel (a CPU template that
+    ran 2-5 x slower than gemm.cl's tiles there) until the harness took campaign.for_device.
+    """
+    code = (
+        "from lib.tuning import kernels_taking\n"
+        "from lib.gemm_shapes import parse_shape\n"
+        "w = parse_shape('257x1024x4096')\n"
+        "print([[k.name for k in kernels_taking(w, t)] for t in ('gpu', 'cpu', None)])"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], cwd=BENCHMARKS, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    gpu, cpu, every = ast.literal_eval(ran.stdout.strip())
+    assert "gemm_panel" not in gpu and "gemm" in gpu and "gemm_splitk" in gpu
+    assert cpu == ["gemm_panel"]
+    assert sorted(every) == sorted({*gpu, *cpu})
+
+
 PLANS = ["per-matrix", "one launch", "one launch, tiled", "measured at load"]
 
 

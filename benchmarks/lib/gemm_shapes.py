@@ -30,16 +30,22 @@ CLASSES = {
 #: Shapes by class that no run had tuned when they were first measured: the check on cases the
 #: kernels and the search were not developed against (``--held-out``). First set 2026-11-26; the
 #: second (2026-11-27, after the first had been tuned) is each list's next shape, im2col's next
-#: two; the third (2026-11-27, later) the last shape of transformer, im2col, long-k and odd.
+#: two; the third (2026-11-27, later) the last shape of transformer, im2col, long-k and odd. The
+#: fourth (2026-11-30, issue 63), from networks no run had used: Whisper-base's encoder (1500
+#: frames), CLIP ViT-L/14 (257 tokens), GPT-2 medium at 256 tokens, Swin-T's first stage (3136
+#: tokens), T5-small at 512, a 16-token LLaMA-7B step, and odd sizes: each list's shapes after
+#: the third set's.
 HELD_OUT = {
-    "transformer": ["197x2304x768", "384x1024x1024", "577x2304x768"],
+    "transformer": ["197x2304x768", "384x1024x1024", "577x2304x768", "1500x2048x512",
+                    "257x3072x1024", "256x3072x1024:NT", "3136x288x96"],
     "im2col": ["12544x64x147", "49x2048x512", "196x1024x256", "784x192x32", "3136x256x2304"],
-    "long-k": ["96x512x6144", "128x1024x4096", "256x1024x4096"],
-    "odd": ["513x257x1031", "771x1537x259", "1025x385x1153"],
+    "long-k": ["96x512x6144", "128x1024x4096", "256x1024x4096", "1500x512x2048",
+               "257x1024x4096", "512x512x2048"],
+    "odd": ["513x257x1031", "771x1537x259", "1025x385x1153", "999x777x555"],
     "skinny": ["1024x16x4096", "8192x32x1024"],
-    "small-batch": ["6x2048x5120:NT", "32x4096x4096:NT"],
+    "small-batch": ["6x2048x5120:NT", "32x4096x4096:NT", "16x11008x4096:NT"],
     "matrix-vector": ["1x2048x8192:NT", "1x11008x4096:NT"],
-}
+}  # fmt: skip
 
 
 def class_of(shape: str) -> str:

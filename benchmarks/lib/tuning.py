@@ -17,16 +17,22 @@ import pyopencl as cl
 from octune.catalogue.family import Workload
 from octune.catalogue.registry import KernelSpec
 from octune.db.store import Store
-from octune.tuner.campaign import tasks_for
+from octune.tuner.campaign import for_device, tasks_for
 from octune.tuner.device import DeviceInfo
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.session import Budget, Progress, Settings, run_session
 from octune.tuner.workers import Workers
 
 
-def kernels_taking(workload: Workload) -> list[KernelSpec]:
-    """The kernels of the workload's family that take it, as ``octune tune FAMILY`` picks them."""
-    return [task.kernel for task in tasks_for(workload.problem, workload.shape, workload.dtype)]
+def kernels_taking(workload: Workload, device_type: str | None = None) -> list[KernelSpec]:
+    """The kernels of the workload's family that take it, as ``octune tune FAMILY`` picks them
+    for a device of ``device_type`` (``for_device``: a GPU tunes no CPU template where GPU ones
+    take the shape); every one where None.
+    """
+    tasks = tasks_for(workload.problem, workload.shape, workload.dtype)
+    if device_type is not None:
+        tasks, _ = for_device(tasks, device_type)
+    return [task.kernel for task in tasks]
 
 
 def tune_workload(
@@ -40,10 +46,12 @@ def tune_workload(
     only: list[str] | None = None,
     workers: Workers | None = None,
 ) -> list[dict[str, object]]:
-    """One session per kernel that takes the workload (of ``only``, if given), ``seconds``
-    shared evenly; each kernel's trace of (tried, elapsed s, best s so far).
+    """One session per kernel that takes the workload on this device (of ``only``, if given),
+    ``seconds`` shared evenly; each kernel's trace of (tried, elapsed s, best s so far).
     """
-    kernels = [k for k in kernels_taking(workload) if only is None or k.name in only]
+    kernels = [
+        k for k in kernels_taking(workload, info.device_type) if only is None or k.name in only
+    ]
     traces = []
     for kernel in kernels:
         trace: list[tuple[int, float, float]] = []

@@ -12,14 +12,21 @@ from helpers.transformer_testing import attention_block, saved
 from octune.core.errors import OctuneError
 from octune.networks.graph import GraphBuilder
 from octune.networks.layers import load_model
-from octune.runtime.attention import ATTENTION_PLANS, HEAD_LIMIT, KEYS, TILED, TILED_HEAD
+from octune.runtime.attention import (
+    ATTENTION_PLANS,
+    HEAD_LIMIT,
+    KEYS,
+    ROWS,
+    TILED,
+    TILED_HEAD,
+)
 from octune.runtime.executor import Runtime
 from octune.runtime.steps import Attention, Softmax
 from octune.runtime.stream import Stream
 from octune.runtime.verify import check, random_inputs
 
 #: The kernel each fused plan runs.
-KERNELS = {"fused-32": "attention", "fused-64": "attention", TILED: "attention_tiled"}
+KERNELS = dict.fromkeys(ROWS, "attention") | dict.fromkeys(TILED, "attention_tiled")
 
 
 @pytest.mark.parametrize("plan", [*ATTENTION_PLANS, None])
@@ -125,7 +132,7 @@ def test_what_is_not_plain_attention_stays_three_steps(cl_device, case, tmp_path
     assert [p for p in runtime.plan if isinstance(p.step, Softmax)]
 
 
-@pytest.mark.parametrize("plan", ["fused-64", TILED])
+@pytest.mark.parametrize("plan", ["fused-64", *TILED])
 def test_bert_runs_its_attention_fused_and_agrees(cl_device, plan) -> None:
     """The built-in BERT layer (heads moved by Transposes, 1/sqrt(d) after the scores), with
     more query rows than a tile takes.
@@ -143,11 +150,12 @@ def test_heads_wider_than_the_tiles_take_run_by_another_plan(cl_device, tmp_path
     scores = g.node("MatMul", [q, g.node("Transpose", [k], "kt", perm=[0, 2, 1])], "scores")
     context = g.node("MatMul", [g.node("Softmax", [scores], "probs", axis=-1), v], "context")
     model = saved(g.model(context, [2, 7, TILED_HEAD + 4]), tmp_path)
-    runtime = Runtime(model, cl_device, attention=TILED)
-    (found,) = check(runtime, random_inputs(runtime))
-    assert found.ratio < 1
-    (attention,) = [p for p in runtime.plan if isinstance(p.step, Attention)]
-    assert attention.kernel != "attention_tiled"
+    for plan in TILED:
+        runtime = Runtime(model, cl_device, attention=plan)
+        (found,) = check(runtime, random_inputs(runtime))
+        assert found.ratio < 1
+        (attention,) = [p for p in runtime.plan if isinstance(p.step, Attention)]
+        assert attention.kernel != "attention_tiled"
 
 
 def test_an_unknown_attention_plan_is_refused(cl_device) -> None:
@@ -155,7 +163,7 @@ def test_an_unknown_attention_plan_is_refused(cl_device) -> None:
         Runtime(load_model("bert_base_layer", dims={"sequence": 8}), cl_device, attention="flash")
 
 
-@pytest.mark.parametrize("plan", ["fused-64", TILED])
+@pytest.mark.parametrize("plan", ["fused-64", *TILED])
 def test_attention_in_float16_storage_agrees(cl_device, plan) -> None:
     """q, k and v read as halves, the output stored as halves, the arithmetic in float."""
     model = load_model("bert_base_layer", 2, {"sequence": 20})
