@@ -3,6 +3,8 @@
 # wheels or as benchmarks/gpu_wheels.sh's packed site.tar.xz), then run the command given as
 # arguments with the GPU's OpenCL platform visible.
 #   benchmarks/device_run.sh python3 benchmarks/gemm_device.py --out "$OUT/gemm.json"
+# Where the call is refused as over 64 MiB (the tree and the wheels), benchmarks/device_slim.sh
+# takes benchmarks/data's files the call does not read out of the tree for it.
 set -euo pipefail
 wheels=${WHEELS:-.whl}
 mkdir -p /tmp/site
