@@ -82,6 +82,14 @@ def run(
             "the accuracy cost against the float32 result is reported); default: the model's"
         ),
     ] = None,
+    record: Annotated[
+        bool,
+        typer.Option(
+            help="with --configs confirmed and a database as the source: keep what the "
+            "confirmation measured in it, so the next load runs those layers as tuned at their "
+            "shapes and confirms nothing"
+        ),
+    ] = True,
     json_out: Annotated[
         Path | None,
         typer.Option("--json", help="also write the results to this JSON file (- for stdout)"),
@@ -93,7 +101,7 @@ def run(
     from octune.core.precision import STORAGE
     from octune.networks.layers import load_model
     from octune.networks.workloads import parse_dims
-    from octune.runtime.config_sources import POLICIES
+    from octune.runtime.config_sources import POLICIES, StoreConfigs
     from octune.runtime.executor import Runtime
     from octune.runtime.verify import check, onnxruntime_seconds, random_inputs
     from octune.tuner.device import DeviceInfo, require_compiling, select_device
@@ -122,7 +130,8 @@ def run(
     doing = "confirming configs of untuned layers, " if policy == "confirmed" else ""
     started = time.perf_counter()
     with console.status(f"Loading {model}: {doing}building and timing its kernels"):
-        runtime = Runtime(network, cl_device, source, policy, fuse=fuse, dtype=dtype)
+        store = source.store if record and isinstance(source, StoreConfigs) else None
+        runtime = Runtime(network, cl_device, source, policy, fuse=fuse, dtype=dtype, record=store)
     console.print(
         f"Running {model} in {runtime.dtype} on [bold]{info.name}[/] with {policy} configs "
         f"from {where} (loaded in {time.perf_counter() - started:.1f} s)"

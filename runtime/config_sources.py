@@ -27,7 +27,11 @@ The config policies compared in benchmarks:
     range too, where a lookup trusts no estimate: measured here, it needs no trust, and at a
     batch nobody tuned it is the one candidate whose work per tile was weighed at that batch
     (ResNet-50's strided convs at batch 32 from a batch-1 database: 2-3 x faster than the
-    nearest shapes' configs, benchmarks/results/networks.md).
+    nearest shapes' configs, benchmarks/results/networks.md). Given a store to record into
+    (``octune run`` gives its database), a confirmation keeps what it measured there, passed
+    and rejected alike, as a session of ``LOAD_STRATEGY``: the next load answers the layer as
+    tuned at its shape and confirms nothing (ResNet-50 at batch 32 on the H200 took 134 s to
+    confirm), and the cost model learns from the shapes that run.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from octune.catalogue.registry import (
     retired_versions,
 )
 from octune.core.errors import OctuneError, SpaceError
+from octune.core.results import Measurement
 from octune.db.queries import StoredDevice
 from octune.db.store import Store
 from octune.firmware.bundle_load import in_service, load_bundle
@@ -60,6 +65,7 @@ from octune.lookup.tables import StoreLookup
 from octune.tuner.device import DeviceInfo
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
+from octune.tuner.tuning_store import TuningStore
 from octune.tuner.workers import BuildPool, default_jobs
 
 if TYPE_CHECKING:
@@ -78,6 +84,8 @@ CONFIRM_RUNS, CONFIRM_MOST_RUNS, CONFIRM_SECONDS = 5, 30, 0.05
 CONFIRM_NEIGHBOURS = 4
 #: Workloads per batch request: the server's limit.
 BATCH_LIMIT = 1024
+#: The strategy a first-use confirmation's measurements are stored under.
+LOAD_STRATEGY = "confirmed-at-load"
 
 
 class ConfigSource(Protocol):
@@ -420,15 +428,16 @@ def confirm(
     cache: ProgramCache | None = None,
     neighbours: int = CONFIRM_NEIGHBOURS,
     predicted: bool = True,
+    record: TuningStore | None = None,
 ) -> Choice:
     """The ``confirmed`` policy for one layer: ``choice`` if it was measured at this shape
-    (exact), else the fastest verified of its ``confirm_candidates``; ``choice`` itself when
-    none verifies.
+    (exact), else the fastest verified of its ``confirm_candidates`` (recorded in ``record``);
+    ``choice`` itself when none verifies.
     """
     if choice.match == "exact":
         return choice
     candidates = confirm_candidates(source, family, workload, choice, neighbours, predicted)
-    return fastest(candidates, workload, device, cache) or choice
+    return fastest(candidates, workload, device, cache, record) or choice
 
 
 def confirm_candidates(
@@ -502,24 +511,48 @@ def fastest(
     workload: Workload,
     device: cl.Device,
     cache: ProgramCache | None = None,
+    record: TuningStore | None = None,
 ) -> Choice | None:
     """The fastest verified of ``candidates`` on the device, marked ``timed``; None when
-    none verifies.
+    none verifies. Each kernel's measurements go to ``record`` as they are taken.
     """
     timed = []
     for kernel_candidates in _by_kernel(candidates):
+        kernel = kernel_candidates[0].kernel
         runner = DeviceRunner(
-            device, kernel_candidates[0].kernel, workload, seed=0, repeats=CONFIRM_MOST_RUNS,
+            device, kernel, workload, seed=0, repeats=CONFIRM_MOST_RUNS,
             min_repeats=CONFIRM_RUNS, max_seconds=CONFIRM_SECONDS, cache=cache,
         )  # fmt: skip
-        for candidate in kernel_candidates:
-            measurement = runner.measure(candidate.config)
+        measured = [runner.measure(candidate.config) for candidate in kernel_candidates]
+        if record is not None:
+            _record(record, DeviceInfo.from_cl(device), kernel, workload, measured)
+        for candidate, measurement in zip(kernel_candidates, measured, strict=True):
             if measurement.ok and measurement.median_s:
                 timed.append((measurement.median_s, candidate.kernel.name, candidate))
     if not timed:
         return None
     best = min(timed, key=lambda entry: entry[:2])[2]
     return replace(best, match=f"{best.match}, timed")
+
+
+def _record(
+    store: TuningStore,
+    device: DeviceInfo,
+    kernel: KernelSpec,
+    workload: Workload,
+    measured: Sequence[Measurement],
+) -> None:
+    """A completed session of ``LOAD_STRATEGY`` holding what a confirmation measured."""
+    session = store.start_session(
+        store.device_id(device),
+        store.kernel_version_id(kernel.name, kernel.sha256, kernel.source,
+                                kernel.space.source_text),
+        store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype),
+        strategy=LOAD_STRATEGY, seed=0, settings={"candidates": len(measured)},
+    )  # fmt: skip
+    for measurement in measured:
+        store.add_measurement(session, measurement)
+    store.finish_session(session, "completed")
 
 
 def _by_kernel(candidates: Sequence[Choice]) -> list[list[Choice]]:

@@ -67,6 +67,7 @@ from octune.runtime.stream import BoundLaunch, Planned, Stream, Timing
 from octune.runtime.views import Viewer
 from octune.tuner.device import DeviceInfo
 from octune.tuner.programs import ProgramCache
+from octune.tuner.tuning_store import TuningStore
 
 #: Work-items a row of the runtime's row kernels (softmax, layer norm, global pooling).
 LOCAL = 64
@@ -81,7 +82,8 @@ def _round_up(n: int, multiple: int) -> int:
 
 class Runtime(Products):
     """A model loaded onto a device with configs from ``configs`` under ``policy``; without a
-    source (or with policy ``default``), octune's default configs. A layer's epilogue runs in
+    source (or with policy ``default``), octune's default configs; what policy ``confirmed``
+    measures at load is kept in ``record`` where given. A layer's epilogue runs in
     its kernel's stores where the kernel's template allows it with ``fuse``, in a launch of its
     own without (to compare, or to rule a fused store out), and by default, for a conv or GEMM,
     whichever of the two ran faster here at load: the stores' extra code slowed ViT-B/16's
@@ -103,8 +105,11 @@ class Runtime(Products):
         dtype: str | None = None,
         batched: str | None = None,
         attention: str | None = None,
+        record: TuningStore | None = None,
     ) -> None:
         self.model = model
+        #: Where a first-use confirmation keeps what it measured (``config_sources``).
+        self.record = record
         self.fuse = fuse
         if batched not in (None, *bmm.BATCHED_PLANS):
             raise OctuneError(f"batched is one of {', '.join(bmm.BATCHED_PLANS)} or None")
@@ -188,7 +193,8 @@ class Runtime(Products):
         build_ahead(layers, self.device, self.cache)
         confirmed = list(chosen)
         for i, (workload, candidates) in zip(pending, layers, strict=True):
-            confirmed[i] = fastest(candidates, workload, self.device, self.cache) or chosen[i]
+            found = fastest(candidates, workload, self.device, self.cache, self.record)
+            confirmed[i] = found or chosen[i]
         return confirmed
 
     def _dtype(self, step: Tuned) -> str:

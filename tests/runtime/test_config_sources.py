@@ -18,6 +18,7 @@ from octune.core.results import Measurement, Status
 from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.runtime.config_sources import (
+    LOAD_STRATEGY,
     Choice,
     StoreConfigs,
     build_ahead,
@@ -74,6 +75,35 @@ def test_a_confirmation_also_runs_the_nearest_shapes_configs(
     assert answer.match == "nearest" and answer.config == first
     assert chosen.match == "nearest, timed" and chosen.config in (first, second)
     assert source.predicted(kernel, query.shape, "float32") is None  # 3 measurements: no model
+
+
+def test_a_confirmation_keeps_what_it_measured_where_the_next_lookup_finds_it(
+    tmp_path: Path, cl_device, device_info: DeviceInfo
+) -> None:
+    """Recorded, a confirmation is a session of ``LOAD_STRATEGY`` with every candidate's
+    measurement; the layer's shape is then tuned: the lookup answers it exactly, with the
+    confirmation's pick.
+    """
+    kernel = load_kernel("gemm_panel")
+    table = kernel.space.enumerate(device_info.limits)
+    first, second = table.config(0), table.config(len(table) - 1)
+    query = gemm_workload(100, 100, 100)
+    with Store(f"sqlite:///{tmp_path / 'kept.db'}") as store:
+        for size, config in ((64, first), (256, second)):
+            _record(store, device_info, kernel, gemm_workload(size, size, size), [(config, 1e-3)])
+        source = StoreConfigs(store, device_info)
+        (answer,) = source.answers("gemm_panel", [query.shape])
+        choice = Choice(kernel, answer.config, answer.match)
+        chosen = confirm(source, "gemm_panel", query, choice, cl_device, record=store)
+        (again,) = StoreConfigs(store, device_info).answers("gemm_panel", [query.shape])
+        (session,) = [
+            record
+            for record in map(store.session_record, range(1, 10))
+            if record is not None and record["session"]["strategy"] == LOAD_STRATEGY
+        ]
+    assert answer.match == "nearest" and chosen.match == "nearest, timed"
+    assert again.match == "exact" and again.config == chosen.config
+    assert session["session"]["status"] == "completed" and len(session["measurements"]) == 2
 
 
 def test_a_confirmation_also_runs_the_cost_models_pick_beyond_the_tuned_range(

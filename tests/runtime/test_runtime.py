@@ -18,7 +18,13 @@ from helpers.cli_testing import assert_one_line_error, octune
 from helpers.networks_testing import residual
 from helpers.server_testing import LiveServer, free_port
 
-from octune.catalogue.registry import KernelSpec, families, kernels_of, load_kernel
+from octune.catalogue.registry import (
+    KernelSpec,
+    families,
+    kernel_from_texts,
+    kernels_of,
+    load_kernel,
+)
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE
 from octune.db.store import Store
@@ -478,21 +484,39 @@ def test_a_wrong_kernel_is_named_as_the_first_layer_that_diverged(tmp_path: Path
                           "kernel conv2d_broken", "diverged first", code=1)  # fmt: skip
 
 
-def test_a_confirmed_run_times_every_kernel_and_drops_a_wrong_one(tmp_path: Path) -> None:
+def test_a_confirmed_run_drops_a_wrong_kernel_and_keeps_what_it_measured(tmp_path: Path) -> None:
     """With nothing tuned, every answer is a default: the confirmed policy runs and verifies
     each kernel that takes a layer, so the broken kernel is dropped, though it would be the
-    fastest (storing zeros, it computes nothing).
+    fastest (storing zeros, it computes nothing). What it measured, the rejections too, stays
+    in the database, where the next load finds the layers tuned at their shapes.
     """
     folder, model = _broken_kernel_model(tmp_path, "EPILOGUE(0.0f, at);")
     out = tmp_path / "run.json"
-    result = octune("--kernel-dir", str(folder), "run", str(model), "--configs", "confirmed",
-                    "--db", f"sqlite:///{tmp_path / 'empty.db'}", "--repeat", "1",
-                    "--json", str(out))  # fmt: skip
-    assert result.returncode == 0, result.stderr + result.stdout
-    assert "Output agrees with onnxruntime" in result.stdout
-    layers = [layer for layer in json.loads(out.read_text())["layers"] if "Conv" in layer["op"]]
+    db = f"sqlite:///{tmp_path / 'empty.db'}"
+
+    def confirmed(*flags: str) -> list[dict[str, str]]:
+        args = ["run", str(model), "--configs", "confirmed", "--db", db, "--repeat", "1"]
+        result = octune("--kernel-dir", str(folder), *args, "--json", str(out), *flags)
+        assert result.returncode == 0, result.stderr + result.stdout
+        assert "Output agrees with onnxruntime" in result.stdout
+        return [layer for layer in json.loads(out.read_text())["layers"] if "Conv" in layer["op"]]
+
+    layers = confirmed("--no-record")
     assert [layer["match"] for layer in layers] == ["default, timed", "default, timed"]
     assert "conv2d_broken" not in {layer["kernel"] for layer in layers}
+    with Store(db) as store:
+        assert not store.stored_devices()  # --no-record: the database as it was
+    first = confirmed()
+    assert [layer["match"] for layer in first] == ["default, timed", "default, timed"]
+    broken = kernel_from_texts("conv2d_broken", (folder / "conv2d_broken.cl").read_text(),
+                               (folder / "conv2d_broken.yaml").read_text())  # fmt: skip
+    with Store(db) as store:  # kept, the broken kernel's rejected results too
+        rejected = store.history(broken.name, broken.sha256)
+        assert rejected and all(record.time_s is None for record in rejected)
+        assert store.history("conv2d_direct", load_kernel("conv2d_direct").sha256)
+    again = confirmed()  # tuned at their shapes now: nothing to confirm
+    assert [layer["match"] for layer in again] == ["exact", "exact"]
+    assert [layer["kernel"] for layer in again] == [layer["kernel"] for layer in first]
 
 
 def _unsupported(tmp_path: Path) -> Path:
