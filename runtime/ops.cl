@@ -690,7 +690,8 @@ void attention(const __global STORED* q, const __global STORED* k, const __globa
 #ifdef cl_nv_pragma_unroll
 // The maximum or sum of x over the 16 lanes xor 1..8 apart: a row's 16 work-items. The local
 // memory way took 64 reads and a barrier a step for each work-item, a fifth of the kernel's
-// local traffic (2026-11-30).
+// local traffic: the shuffles took 9 % off the kernel at ViT's shapes on the H200
+// (benchmarks/results/networks.md).
 #define LANES_SHUFFLE 1
 inline float lane_xor(const float x, const int m) {
     uint o;
