@@ -9,7 +9,9 @@ weight's part of what is left (``share``) and its search goes on, skipping what 
 Where every workload is a network's layer (``launches:`` per forward pass), the second round
 weighs each by what the first measured instead of the estimate (``measured_weights``): at
 batch 1 launches and small layers weigh more than their flops say, at batch 32 the large
-convolutions take the time. A workload that stops early (patience, an exhausted space) leaves
+convolutions take the time. A workload's second part goes to its kernels by how their first
+turns compare (``kernel_shares``): a kernel far slower than the workload's fastest searches on,
+with less. A workload that stops early (patience, an exhausted space) leaves
 its unused part to the ones after it. The first round confirms nothing: a workload's second
 turn re-measures what either turn brought to the top, and one the budget gives no second turn
 keeps its best verified but unconfirmed. ``tune_in_turn`` is that loop, and ``tune_one`` one
@@ -71,6 +73,9 @@ EXAMPLE = (
 EVEN_SHARE = 0.25
 #: Candidates per workload when a run sets neither a candidate nor a time budget.
 DEFAULT_CANDIDATES = 100
+#: A kernel whose first-round best is more than this many times its workload's fastest
+#: kernel's gets less of the workload's second round (``kernel_shares``).
+CONTENDER = 1.5
 
 
 class _WorkloadEntry(BaseModel):
@@ -281,15 +286,46 @@ class Turn:
 Tune = Callable[[Task, Budget, Workers, Settings, str], SessionReport]
 
 
+def kernel_shares(tasks: Sequence[Task], turns: Sequence[Turn]) -> list[float]:
+    """Each task's part of its workload's second round (a workload's parts sum to 1): even
+    among its kernels whose first-round best is within ``CONTENDER`` x of the workload's
+    fastest, and those nothing verified yet; a slower kernel's part falls as
+    (``CONTENDER`` / its ratio)^2, so it still searches, more slowly. On the H200's held-out
+    GEMMs and convs the kernel that won at the end was within 1.25 x of the best after a
+    quarter of its seconds in 32 of 35 workloads, while the losers sat at up to 9.8 x; one
+    winner was 4.5 x then, hence a smaller part and not none (benchmarks/kernel_split.py).
+    """
+    best: dict[int, float] = {}
+    for turn in turns:
+        found = turn.report.progress.best
+        if found is not None and found.median_s:
+            best[id(turn.task)] = min(best.get(id(turn.task), math.inf), found.median_s)
+    groups: dict[str, list[Task]] = {}
+    for task in tasks:
+        groups.setdefault(task.workload.key, []).append(task)
+    parts: dict[int, float] = {}
+    for group in groups.values():
+        fastest = min((best[id(t)] for t in group if id(t) in best), default=None)
+        raw = {
+            id(t): 1.0 if fastest is None or id(t) not in best
+            else min(1.0, (CONTENDER * fastest / best[id(t)]) ** 2)
+            for t in group
+        }  # fmt: skip
+        parts.update({key: value / sum(raw.values()) for key, value in raw.items()})
+    return [parts[id(task)] for task in tasks]
+
+
 def measured_weights(tasks: Sequence[Task], turns: Sequence[Turn]) -> list[float]:
-    """Each task's weight by its layer's measured share of the network's time: its launches
-    per pass times the fastest verified time any of its kernels reached in ``turns``, split
-    evenly among its kernels. A layer nothing verified yet keeps its estimate, scaled as the
-    measured layers' estimates compare with their times; so does a batched MatMul's: its
-    matrices' launches are what the tuned config would run, not what runs where the runtime's
-    one launch for them all is faster (on NVIDIA's OpenCL 6-14 x at BERT's attention), and
-    counted as launches they took 37-43 % of a ViT's or BERT layer's minutes. The tasks' own
-    weights unless every task is a network layer (``launches``) and one was measured.
+    """Each task's weight for the second round: its workload's, split among the workload's
+    kernels by ``kernel_shares``. A workload's weight is its own (the sum of its tasks'),
+    unless every task is a network layer (``launches``) and one was measured: then the
+    layer's measured share of the network's time, its launches per pass times the fastest
+    verified time any of its kernels reached in ``turns``. A layer nothing verified yet keeps
+    its estimate, scaled as the measured layers' estimates compare with their times; so does a
+    batched MatMul's: its matrices' launches are what the tuned config would run, not what
+    runs where the runtime's one launch for them all is faster (on NVIDIA's OpenCL 6-14 x at
+    BERT's attention), and counted as launches they took 37-43 % of a ViT's or BERT layer's
+    minutes.
     """
     fastest: dict[str, float] = {}
     for turn in turns:
@@ -297,20 +333,17 @@ def measured_weights(tasks: Sequence[Task], turns: Sequence[Turn]) -> list[float
         if best is not None and best.median_s and not turn.task.batched:
             key = turn.task.workload.key
             fastest[key] = min(fastest.get(key, math.inf), best.median_s)
-    if not fastest or any(task.launches is None for task in tasks):
-        return [task.weight for task in tasks]
     estimated: Counter[str] = Counter()
-    kernels: Counter[str] = Counter()
     for task in tasks:
         estimated[task.workload.key] += task.weight
-        kernels[task.workload.key] += 1
-    launches = {task.workload.key: task.launches or 1 for task in tasks}
-    measured = {key: launches[key] * seconds for key, seconds in fastest.items()}
-    scale = sum(measured.values()) / sum(estimated[key] for key in measured)
-    return [
-        measured.get(key, estimated[key] * scale) / kernels[key]
-        for key in (task.workload.key for task in tasks)
-    ]
+    weight = dict(estimated)
+    if fastest and all(task.launches is not None for task in tasks):
+        launches = {task.workload.key: task.launches or 1 for task in tasks}
+        measured = {key: launches[key] * seconds for key, seconds in fastest.items()}
+        scale = sum(measured.values()) / sum(estimated[key] for key in measured)
+        weight = {key: measured.get(key, value * scale) for key, value in estimated.items()}
+    shares = kernel_shares(tasks, turns)
+    return [weight[task.workload.key] * part for task, part in zip(tasks, shares, strict=True)]
 
 
 def tune_in_turn(

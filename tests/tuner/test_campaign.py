@@ -8,7 +8,16 @@ from dataclasses import replace
 import pytest
 
 from octune.core.results import Measurement, Status
-from octune.tuner.campaign import Task, Turn, for_device, measured_weights, tasks_for, tune_in_turn
+from octune.tuner.campaign import (
+    CONTENDER,
+    Task,
+    Turn,
+    for_device,
+    kernel_shares,
+    measured_weights,
+    tasks_for,
+    tune_in_turn,
+)
 from octune.tuner.device import DeviceInfo
 from octune.tuner.memory_store import MemoryStore
 from octune.tuner.session import Budget, Progress, SessionReport, Settings, run_session
@@ -153,11 +162,29 @@ def test_a_batched_matmul_keeps_its_estimate() -> None:
 
 
 def test_a_family_layer_splits_its_measured_time_among_its_kernels() -> None:
-    """The layer's time is its fastest kernel's; each of its kernels gets an even part."""
+    """The layer's time is its fastest kernel's; its kernels within CONTENDER x of that, and
+    those nothing verified, get even parts, a slower one less (here 2 x: (1.5 / 2)^2 of one).
+    """
     tasks = [replace(task, launches=3) for task in tasks_for("gemm", GEMM, weight=5.0)]
-    turns = [_turn(task, seconds) for task, seconds in zip(tasks, (2e-3, 1e-3, None), strict=False)]
+    assert len(tasks) >= 3
+    seconds = (2e-3, 1e-3, 1.4e-3) + (None,) * (len(tasks) - 3)
+    turns = [_turn(task, time) for task, time in zip(tasks, seconds, strict=True)]
     weights = measured_weights(tasks, turns)
-    assert weights == pytest.approx([3 * 1e-3 / len(tasks)] * len(tasks))
+    raw = [(CONTENDER / 2) ** 2] + [1.0] * (len(tasks) - 1)
+    assert weights == pytest.approx([3 * 1e-3 * r / sum(raw) for r in raw])
+
+
+def test_a_workload_of_a_file_leans_its_second_round_to_its_fastest_kernels() -> None:
+    """Without launches a workload keeps its own weight, still split by kernel_shares: a
+    kernel 6 x the fastest gets (1.5 / 6)^2 of a contender's part, not nothing.
+    """
+    tasks = tasks_for("gemm", GEMM, weight=4.0)
+    seconds = (6e-3, 1e-3) + (1e-3,) * (len(tasks) - 2)
+    turns = [_turn(task, time) for task, time in zip(tasks, seconds, strict=True)]
+    weights = measured_weights(tasks, turns)
+    assert sum(weights) == pytest.approx(4.0)
+    assert weights[0] == pytest.approx(weights[1] * (CONTENDER / 6) ** 2) and weights[0] > 0
+    assert kernel_shares(tasks, []) == pytest.approx([1 / len(tasks)] * len(tasks))
 
 
 def test_workloads_that_are_not_a_networks_layers_keep_their_weights() -> None:
