@@ -517,6 +517,7 @@ def fastest(
     none verifies. Each kernel's measurements go to ``record`` as they are taken.
     """
     timed = []
+    info = DeviceInfo.from_cl(device) if record is not None else None
     for kernel_candidates in _by_kernel(candidates):
         kernel = kernel_candidates[0].kernel
         runner = DeviceRunner(
@@ -524,8 +525,8 @@ def fastest(
             min_repeats=CONFIRM_RUNS, max_seconds=CONFIRM_SECONDS, cache=cache,
         )  # fmt: skip
         measured = [runner.measure(candidate.config) for candidate in kernel_candidates]
-        if record is not None:
-            _record(record, DeviceInfo.from_cl(device), kernel, workload, measured)
+        if record is not None and info is not None:
+            _record(record, info, kernel, workload, measured)
         for candidate, measurement in zip(kernel_candidates, measured, strict=True):
             if measurement.ok and measurement.median_s:
                 timed.append((measurement.median_s, candidate.kernel.name, candidate))

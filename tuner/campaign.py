@@ -311,7 +311,8 @@ def kernel_shares(tasks: Sequence[Task], turns: Sequence[Turn]) -> list[float]:
             else min(1.0, (CONTENDER * fastest / best[id(t)]) ** 2)
             for t in group
         }  # fmt: skip
-        parts.update({key: value / sum(raw.values()) for key, value in raw.items()})
+        total = sum(raw.values())
+        parts.update({key: value / total for key, value in raw.items()})
     return [parts[id(task)] for task in tasks]
 
 
