@@ -30,9 +30,8 @@ from octune.catalogue.family import Workload
 from octune.db.store import Store
 from octune.kernels.conv2d import FAMILY as CONV2D
 from octune.kernels.gemm import FAMILY as GEMM
-from octune.tuner.campaign import for_device, tasks_for
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.session import Settings, open_workers
+from octune.tuner.session import Settings
 from octune.tuner.workers import default_jobs
 
 #: (label, family, shape): y = x . W^T of a linear layer at batch 1 (transb), a classifier,
@@ -130,17 +129,13 @@ def main() -> None:
     with (
         tempfile.TemporaryDirectory() as folder,
         Store(f"sqlite:///{folder}/p.db") as store,
-        open_workers(info, settings) as workers,
     ):
         for label, name, shape in cases:
             family = GEMM if name == "gemm" else CONV2D
             row: dict[str, object] = {"case": label, "shape": shape}
             for dtype, element in (("float32", 4), ("float16", 2)):
                 workload = family.workload(shape, dtype)
-                kept, _ = for_device(tasks_for(name, shape, dtype), info.device_type)
-                only = [task.kernel.name for task in kept]
-                tune_workload(store, info, workload, args.seconds, "model", settings, 0,
-                              only=only, workers=workers)  # fmt: skip
+                tune_workload(store, info, workload, args.seconds, "model", settings, 0)
                 timed = fastest_stored(store, cl_device, info, workload)
                 if timed is None:
                     row[dtype] = None

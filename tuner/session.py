@@ -23,6 +23,7 @@ from importlib.metadata import version
 from octune.catalogue.family import Workload
 from octune.catalogue.registry import KernelSpec, load_kernel
 from octune.catalogue.space import ConfigTable
+from octune.catalogue.starts import config_starts
 from octune.core.errors import OctuneError
 from octune.core.results import (
     CONFIRM_STRATEGY,
@@ -355,6 +356,14 @@ def base_tiles(
     return rows
 
 
+def start_rows(kernel: KernelSpec, table: ConfigTable, device_type: str) -> list[int]:
+    """Rows of ``table`` holding the kernel's starts for the device type (those legal on this
+    device), best first.
+    """
+    rows = (table.index(config) for config in config_starts(kernel, device_type))
+    return list(dict.fromkeys(row for row in rows if row is not None))
+
+
 #: What happens to each measurement once taken, in order (TVM's ``measure_callback``): a
 #: session stores it, hands it to its caller (a farm agent uploads it), lets the search learn
 #: from it and counts it; the confirm phase stores it and hands it over. Arguments: the session
@@ -484,6 +493,7 @@ def _open(
         search = strategy_class(
             table, seed=seed, skip=done_rows, history=history, target=target,
             first=base_tiles(store, device_id, workload_id, kernel, table), default=DEFAULT_ROW,
+            starts=start_rows(kernel, table, device.device_type),
         )  # fmt: skip
     else:
         search = strategy_class(table, seed=seed, skip=done_rows)

@@ -6,8 +6,10 @@ benchmarks (untuned_shapes.py, model_live.py).
 
 from __future__ import annotations
 
+import math
 import shutil
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -17,10 +19,10 @@ import pyopencl as cl
 from octune.catalogue.family import Workload
 from octune.catalogue.registry import KernelSpec
 from octune.db.store import Store
-from octune.tuner.campaign import for_device, tasks_for
+from octune.tuner.campaign import Task, for_device, tasks_for, tune_in_turn
 from octune.tuner.device import DeviceInfo
 from octune.tuner.measure import DeviceRunner
-from octune.tuner.session import Budget, Progress, Settings, run_session
+from octune.tuner.session import Budget, Progress, SessionReport, Settings, run_session
 from octune.tuner.workers import Workers
 
 
@@ -44,32 +46,41 @@ def tune_workload(
     settings: Settings,
     seed: int,
     only: list[str] | None = None,
-    workers: Workers | None = None,
 ) -> list[dict[str, object]]:
-    """One session per kernel that takes the workload on this device (of ``only``, if given),
-    ``seconds`` shared evenly; each kernel's trace of (tried, elapsed s, best s so far).
+    """Tune the workload as ``octune tune FAMILY --shape`` does on this device (the kernels
+    ``kernels_taking`` lists, of ``only`` if given, in the campaign's two rounds: a first even
+    part, then the rest leaning toward the kernels ahead); each kernel's trace of (tried,
+    elapsed s, best s so far) over both its turns.
     """
-    kernels = [
-        k for k in kernels_taking(workload, info.device_type) if only is None or k.name in only
-    ]
-    traces = []
-    for kernel in kernels:
-        trace: list[tuple[int, float, float]] = []
+    tasks, _ = for_device(tasks_for(workload.problem, workload.shape, workload.dtype),
+                          info.device_type)  # fmt: skip
+    tasks = [task for task in tasks if only is None or task.kernel.name in only]
+    traces = {task.kernel.name: {"kernel": task.kernel.name, "tried": 0, "failures": {},
+                                 "trace": []} for task in tasks}  # fmt: skip
 
-        def record(progress: Progress, trace: list[tuple[int, float, float]] = trace) -> None:
-            if progress.best is not None and progress.best.median_s:
-                trace.append((progress.tried, progress.elapsed_s, progress.best.median_s))
+    def tune(task: Task, part: Budget, workers: Workers, turn: Settings, _: str) -> SessionReport:
+        entry = traces[task.kernel.name]
+        tried, elapsed = entry["tried"], entry["trace"][-1][1] if entry["trace"] else 0.0
+        best = entry["trace"][-1][2] if entry["trace"] else math.inf
+
+        def record(progress: Progress) -> None:
+            found = progress.best.median_s if progress.best is not None else None
+            if found:
+                entry["trace"].append((tried + progress.tried, elapsed + progress.elapsed_s,
+                                       min(best, found)))  # fmt: skip
 
         report = run_session(
-            store, info, kernel, workload, kernel.space.enumerate(info.limits),
-            strategy=strategy, budget=Budget(seconds=seconds / len(kernels)),
-            settings=settings, seed=seed, on_result=record, workers=workers,
+            store, info, task.kernel, task.workload, task.kernel.space.enumerate(info.limits),
+            strategy=strategy, budget=part, settings=turn, seed=seed, on_result=record,
+            workers=workers,
         )  # fmt: skip
-        traces.append(
-            {"kernel": kernel.name, "tried": report.progress.tried,
-             "failures": dict(report.progress.failures), "trace": trace}
-        )  # fmt: skip
-    return traces
+        entry["tried"] = tried + report.progress.tried
+        entry["failures"] = dict(Counter(entry["failures"]) + Counter(report.progress.failures))
+        return report
+
+    for _ in tune_in_turn(tasks, Budget(seconds=seconds), tune, device=info, settings=settings):
+        pass
+    return list(traces.values())
 
 
 class Timed(NamedTuple):

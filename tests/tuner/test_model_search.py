@@ -153,6 +153,20 @@ def test_the_nearest_shapes_config_comes_before_the_default(first, second, table
     assert cold.propose(1) == [default]
 
 
+def test_a_device_type_s_starts_follow_the_default_where_nothing_is_borrowed(first, second, table):
+    """With no other shape tuned on the device, the kernel's starts for its type (good on
+    other devices of the type) come right after the default, before any random config; a
+    device that has tuned other shapes borrows their configs instead.
+    """
+    starts = [5, 9, 5, 0]
+    cold = ModelSearch(table, seed=0, target=first.context, default=0, starts=starts)
+    assert cold.propose(4) == [0, 5, 9]  # each once
+    assert len(cold.propose(4)) == 4  # then the random start
+    history = second.records()
+    warm = ModelSearch(table, seed=0, history=history, target=first.context, starts=starts)
+    assert 5 not in warm.borrowed and 9 not in warm.borrowed
+
+
 def test_history_needs_a_target_and_models_are_named(first, second, table):
     with pytest.raises(OctuneError, match="no target"):
         ModelSearch(table, history=second.records())

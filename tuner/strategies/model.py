@@ -106,6 +106,7 @@ class ModelSearch(Strategy):
         model: str = "xgb-regression",
         first: Sequence[int] = (),
         default: int | None = None,
+        starts: Sequence[int] = (),
         initial: int = INITIAL,
         explore: float = EXPLORE,
         pool: int = POOL,
@@ -114,7 +115,9 @@ class ModelSearch(Strategy):
         ``target``: the device and shape being tuned, needed to relate history to it;
         ``first``: rows to measure before any other (``session.base_tiles``); ``default``: the
         space's default row, measured right after the nearest shape's fastest config (what a
-        lookup answers an untuned shape with: the one, else the other);
+        lookup answers an untuned shape with: the one, else the other); ``starts``: rows of
+        configs that run well on devices of this type (``catalogue.starts``), measured next
+        where this device has tuned no other shape to borrow from;
         ``pool``: most configs scored per refit (a larger space is sampled and climbed).
         """
         super().__init__(table, seed=seed, skip=skip)
@@ -147,7 +150,7 @@ class ModelSearch(Strategy):
         self._table_x: NDArray[np.float64] | None = None
         borrowed = self._borrowed_rows(nearest_first)
         default_row = [] if default is None else [default]
-        order = [*first, *borrowed[:1], *default_row, *borrowed[1:]]
+        order = [*first, *borrowed[:1], *default_row, *(borrowed[1:] if borrowed else starts)]
         self.borrowed = list(dict.fromkeys(order))
 
     # -- data ------------------------------------------------------------------------------

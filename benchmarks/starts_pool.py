@@ -1,0 +1,70 @@
+"""Measure a pool of configs (``space_starts.py pool``) of each kernel on many GEMM shapes, on
+one device: the dense matrix ``space_starts.py pick`` chooses a space's ``starts:`` from. Every
+config is built once (the shape is a kernel argument), all in parallel first; each measurement
+is verified as the tuner's are; the file is rewritten after every shape, so a run cut short
+keeps what it measured.
+
+    python benchmarks/starts_pool.py --pool pool.json --kernels gemm --shapes 128x768x768 ... \
+        --out matrix.json.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from lib.gemm_shapes import parse_shape
+from lib.runs import write_run
+
+from octune.catalogue.registry import load_kernel
+from octune.tuner.device import DeviceInfo, select_device
+from octune.tuner.measure import DeviceRunner
+from octune.tuner.programs import ProgramCache
+from octune.tuner.workers import BuildPool, default_jobs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pool", type=Path, required=True)
+    parser.add_argument("--kernels", nargs="+", required=True)
+    parser.add_argument("--shapes", nargs="+", required=True)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--deadline", type=float, default=None, help="stop after this many s")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    started = time.monotonic()
+    device = select_device(args.device)
+    info = DeviceInfo.from_cl(device)
+    cache = ProgramCache()
+    pool = json.loads(args.pool.read_text())
+    run: dict[str, object] = {"device": info.name, "kernels": {}}
+    for name in args.kernels:
+        kernel, configs = load_kernel(name), pool[name]
+        workloads = {text: parse_shape(text) for text in args.shapes}
+        workloads = {t: w for t, w in workloads.items() if kernel.takes(w) is None}
+        options = {tuple(kernel.build_options(c, w)) for c in configs for w in workloads.values()}
+        if default_jobs(device) > 0:  # a CPU builds as it measures (as the tuner does)
+            with BuildPool(info.fingerprint, str(cache.root), default_jobs(device)) as builds:
+                for future in [builds.submit(kernel.source, list(o)) for o in options]:
+                    future.result()
+        print(f"{name}: {len(options)} builds in {time.monotonic() - started:.0f} s", flush=True)
+        times: dict[str, list[float | None]] = {}
+        run["kernels"][name] = {"configs": configs, "times": times}  # type: ignore[index]
+        for text, workload in workloads.items():
+            if args.deadline and time.monotonic() - started > args.deadline:
+                break
+            runner = DeviceRunner(device, kernel, workload, seed=1, repeats=5, min_repeats=3,
+                                  max_seconds=0.05, cache=cache)  # fmt: skip
+            measured = [runner.measure(config) for config in configs]
+            times[text] = [m.median_s if m.ok else None for m in measured]
+            ok = [t for t in times[text] if t]
+            print(f"{name} {text}: {len(ok)} of {len(configs)} verified, fastest "
+                  f"{min(ok, default=0) * 1e6:.1f} us ({time.monotonic() - started:.0f} s)",
+                  flush=True)  # fmt: skip
+            write_run(args.out, run)
+
+
+if __name__ == "__main__":
+    main()
