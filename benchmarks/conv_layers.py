@@ -42,7 +42,7 @@ from octune.db.store import Store
 from octune.kernels.conv2d import FAMILY as CONV2D
 from octune.networks.workloads import network_layers
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.session import Settings
+from octune.tuner.session import Settings, open_workers
 from octune.tuner.workers import default_jobs
 
 
@@ -238,6 +238,7 @@ def main() -> None:
     store = Store(args.db)
     random_store = Store(args.db.replace(".db", "_random.db")) if args.random else None
     print(f"device: {info.name}; anchor: {anchor_name}; {args.seconds:g} s per layer", flush=True)
+    workers = open_workers(info, settings)  # one set of processes for every layer and kernel
 
     rows = []
     for net in args.nets:
@@ -251,13 +252,13 @@ def main() -> None:
                 started = time.perf_counter()
                 row["model"] = tune_workload(
                     store, info, layer.workload(), args.seconds, "model", settings, args.seed,
-                    args.kernels,
+                    args.kernels, workers,
                 )  # fmt: skip
                 row["tune_s"] = time.perf_counter() - started
                 if random_store is not None:
                     row["random"] = tune_workload(
                         random_store, info, layer.workload(), args.seconds, "random", settings,
-                        args.seed, args.kernels,
+                        args.seed, args.kernels, workers,
                     )  # fmt: skip
             timed = stored_timings(store, device, info, layer.workload())
             row["kernels"] = {entry.kernel.name: entry.seconds for entry in timed}
@@ -284,6 +285,7 @@ def main() -> None:
             args.out.write_text(json.dumps({"device": info.name, "anchor": anchor_name,
                                             "seconds_per_layer": args.seconds, "rows": rows},
                                            indent=1))  # fmt: skip
+    workers.close()
     report(rows, anchor_name, args.random)
 
 

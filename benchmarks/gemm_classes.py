@@ -34,7 +34,7 @@ from lib.tuning import stored_timings, tune_workload
 from octune.catalogue.family import Workload
 from octune.db.store import Store
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.session import Settings
+from octune.tuner.session import Settings, open_workers
 from octune.tuner.workers import default_jobs
 
 
@@ -85,6 +85,7 @@ def main() -> None:
     ]  # fmt: skip
     settings = Settings(jobs=default_jobs(device), confirm=args.confirm)
     store = Store(args.db)
+    workers = open_workers(info, settings)
     rows: list[dict[str, object]] = []
     for shape_class, text in shapes:
         workload = parse_shape(text)
@@ -92,7 +93,7 @@ def main() -> None:
                                   "bytes": traffic_bytes(workload)}  # fmt: skip
         if not args.no_tune:
             row["traces"] = tune_workload(store, info, workload, args.seconds, "model", settings,
-                                          args.seed)  # fmt: skip
+                                          args.seed, workers=workers)  # fmt: skip
         timed = stored_timings(store, device, info, workload)
         if not timed:
             print(f"{text}: nothing verified", flush=True)
@@ -119,6 +120,7 @@ def main() -> None:
               f"(others, us: {others or '-'})", flush=True)  # fmt: skip
         write_run(args.out, {"device": info.name, "anchor": anchor_name, **copy, **floor,
                              "seconds_per_shape": args.seconds, "rows": rows})  # fmt: skip
+    workers.close()
     report(rows, anchor_name, copy["opencl_copy_gbs"])
 
 

@@ -31,7 +31,7 @@ from octune.db.store import Store
 from octune.kernels.conv2d import FAMILY as CONV2D
 from octune.kernels.gemm import FAMILY as GEMM
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.session import Settings
+from octune.tuner.session import Settings, open_workers
 from octune.tuner.workers import default_jobs
 
 #: (label, family, shape): y = x . W^T of a linear layer at batch 1 (transb), a classifier,
@@ -129,13 +129,15 @@ def main() -> None:
     with (
         tempfile.TemporaryDirectory() as folder,
         Store(f"sqlite:///{folder}/p.db") as store,
+        open_workers(info, settings) as workers,
     ):
         for label, name, shape in cases:
             family = GEMM if name == "gemm" else CONV2D
             row: dict[str, object] = {"case": label, "shape": shape}
             for dtype, element in (("float32", 4), ("float16", 2)):
                 workload = family.workload(shape, dtype)
-                tune_workload(store, info, workload, args.seconds, "model", settings, 0)
+                tune_workload(store, info, workload, args.seconds, "model", settings, 0,
+                              workers=workers)  # fmt: skip
                 timed = fastest_stored(store, cl_device, info, workload)
                 if timed is None:
                     row[dtype] = None

@@ -189,30 +189,24 @@ inline void copy_async(__local float* dst, const __global float* src, const int 
 #endif
 
 // load_tile and store_tile in one step, by asynchronous copies into dst, for a tile that keeps
-// its layout. A tile whose rows no vector aligns (a leading dimension of 555 floats), or one
-// over the matrix edge, goes as single floats with neighbouring work-items on neighbouring
-// addresses: copied element by element of each work-item's vector instead, a warp's copy
-// touched VW times the sectors it used (Nsight Compute on an H100 at 513x257x1031: "uncoalesced
-// global access", up to 53 % to gain), and every element of an interior tile paid the edge test.
+// its layout.
 inline void copy_tile(__local float* dst, const __global float* src, const int ld,
                       const int rows_left, const int cols_left, const int ROWS, const int COLS,
                       const int VW, const bool fast, const int tid) {
-    if (fast) {
 #pragma unroll
-        for (int l = 0; l < (ROWS * COLS / VW) / WGS; ++l) {
-            int r, c;
-            tile_vector(l, tid, ROWS, COLS, VW, 0, &r, &c);
-            copy_async(dst + r * COLS + c, src + r * ld + c, 4 * VW, 4 * VW);
-        }
-        return;
-    }
-    const bool full = rows_left >= ROWS && cols_left >= COLS;
-#pragma unroll
-    for (int l = 0; l < (ROWS * COLS) / WGS; ++l) {
+    for (int l = 0; l < (ROWS * COLS / VW) / WGS; ++l) {
         int r, c;
-        tile_vector(l, tid, ROWS, COLS, 1, 0, &r, &c);
-        const bool inside = full || (r < rows_left && c < cols_left);
-        copy_async(dst + r * COLS + c, inside ? src + r * ld + c : src, 4, inside ? 4 : 0);
+        tile_vector(l, tid, ROWS, COLS, VW, 0, &r, &c);
+        if (fast) {
+            copy_async(dst + r * COLS + c, src + r * ld + c, 4 * VW, 4 * VW);
+        } else {
+#pragma unroll
+            for (int e = 0; e < VW; ++e) {
+                const bool inside = r < rows_left && c + e < cols_left;
+                copy_async(dst + r * COLS + c + e, inside ? src + r * ld + c + e : src, 4,
+                           inside ? 4 : 0);
+            }
+        }
     }
 }
 #endif

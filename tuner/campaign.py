@@ -24,6 +24,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -76,6 +77,8 @@ DEFAULT_CANDIDATES = 100
 #: A kernel whose first-round best is more than this many times its workload's fastest
 #: kernel's gets less of the workload's second round (``kernel_shares``).
 CONTENDER = 1.5
+#: ... judged only once it measured this many candidates in the first round.
+JUDGED_AFTER = 4
 
 
 class _WorkloadEntry(BaseModel):
@@ -293,12 +296,15 @@ def kernel_shares(tasks: Sequence[Task], turns: Sequence[Turn]) -> list[float]:
     (``CONTENDER`` / its ratio)^2, so it still searches, more slowly. On the H200's held-out
     GEMMs and convs the kernel that won at the end was within 1.25 x of the best after a
     quarter of its seconds in 32 of 35 workloads, while the losers sat at up to 9.8 x; one
-    winner was 4.5 x then, hence a smaller part and not none (benchmarks/kernel_split.py).
+    winner was 4.5 x then, hence a smaller part and not none (benchmarks/kernel_split.py). A
+    kernel that measured fewer than ``JUDGED_AFTER`` candidates is judged as one nothing
+    verified: a first turn that went on starting the run's builders measured one, the space's
+    first config, and the kernel that won at 1500x2048x512 looked 3.5 x behind.
     """
     best: dict[int, float] = {}
     for turn in turns:
         found = turn.report.progress.best
-        if found is not None and found.median_s:
+        if found is not None and found.median_s and turn.report.progress.tried >= JUDGED_AFTER:
             best[id(turn.task)] = min(best.get(id(turn.task), math.inf), found.median_s)
     groups: dict[str, list[Task]] = {}
     for task in tasks:
@@ -355,6 +361,7 @@ def tune_in_turn(
     device: DeviceInfo,
     settings: Settings,
     count_earlier_time: bool = True,
+    workers: Workers | None = None,
 ) -> Iterator[Turn]:
     """Tune ``tasks`` in the two rounds the module describes (one session with the whole
     budget for a single task; ``DEFAULT_CANDIDATES`` a task when it sets no limit), through
@@ -368,6 +375,10 @@ def tune_in_turn(
     of the first round; ``count_earlier_time`` counts their time too. A farm agent passes
     False: it has taken its earlier leases' time (the job's ``tried_s``) off ``total`` already.
 
+    ``workers``: a set opened for more than this call (a run that tunes workloads one call at
+    a time), left open; by default the call opens its own: their start (builders' processes,
+    each its OpenCL context) took 6-14 s of a 25-45 s share on the H200's host.
+
     A generator: close it (``contextlib.closing``) when not iterating it to the end, so the
     workers stop at once.
     """
@@ -379,7 +390,7 @@ def tune_in_turn(
     failed: set[int] = set()
     rounds = [True] if len(ordered) == 1 else [True, False]
     turns: list[Turn] = []
-    with open_workers(device, settings) as workers:
+    with nullcontext(workers) if workers is not None else open_workers(device, settings) as pool:
         for first in rounds:
             if not first:
                 by_weight = sorted(
@@ -410,7 +421,7 @@ def tune_in_turn(
                 failure: SystematicFailure | None = None
                 place = f"{index + 1}/{len(ordered)}" + ("" if first else ", second turn")
                 try:
-                    report = tune(task, part, workers, turn_settings, place)
+                    report = tune(task, part, pool, turn_settings, place)
                 except SystematicFailure as error:
                     if len(tasks) == 1:
                         raise

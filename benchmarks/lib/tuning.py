@@ -46,27 +46,29 @@ def tune_workload(
     settings: Settings,
     seed: int,
     only: list[str] | None = None,
+    workers: Workers | None = None,
 ) -> list[dict[str, object]]:
     """Tune the workload as ``octune tune FAMILY --shape`` does on this device (the kernels
     ``kernels_taking`` lists, of ``only`` if given, in the campaign's two rounds: a first even
     part, then the rest leaning toward the kernels ahead); each kernel's trace of (tried,
-    elapsed s, best s so far) over both its turns.
+    elapsed s, best s so far) over both its turns, and each turn's part, time, candidates and
+    best. ``workers``: the run's, as one `octune tune` run of many workloads shares them.
     """
     tasks, _ = for_device(tasks_for(workload.problem, workload.shape, workload.dtype),
                           info.device_type)  # fmt: skip
     tasks = [task for task in tasks if only is None or task.kernel.name in only]
     traces = {task.kernel.name: {"kernel": task.kernel.name, "tried": 0, "failures": {},
-                                 "trace": []} for task in tasks}  # fmt: skip
+                                 "trace": [], "turns": []} for task in tasks}  # fmt: skip
 
     def tune(task: Task, part: Budget, workers: Workers, turn: Settings, _: str) -> SessionReport:
         entry = traces[task.kernel.name]
-        tried, elapsed = entry["tried"], entry["trace"][-1][1] if entry["trace"] else 0.0
+        tried, spent = entry["tried"], sum(t["took_s"] for t in entry["turns"])
         best = entry["trace"][-1][2] if entry["trace"] else math.inf
 
         def record(progress: Progress) -> None:
             found = progress.best.median_s if progress.best is not None else None
             if found:
-                entry["trace"].append((tried + progress.tried, elapsed + progress.elapsed_s,
+                entry["trace"].append((tried + progress.tried, spent + progress.elapsed_s,
                                        min(best, found)))  # fmt: skip
 
         report = run_session(
@@ -74,11 +76,22 @@ def tune_workload(
             strategy=strategy, budget=part, settings=turn, seed=seed, on_result=record,
             workers=workers,
         )  # fmt: skip
-        entry["tried"] = tried + report.progress.tried
-        entry["failures"] = dict(Counter(entry["failures"]) + Counter(report.progress.failures))
+        progress = report.progress
+        entry["tried"] = tried + progress.tried
+        entry["failures"] = dict(Counter(entry["failures"]) + Counter(progress.failures))
+        entry["turns"].append(
+            {
+                "part_s": part.seconds,
+                "took_s": progress.elapsed_s,
+                "tried": progress.tried,
+                "best_s": progress.best.median_s if progress.best else None,
+            }
+        )
         return report
 
-    for _ in tune_in_turn(tasks, Budget(seconds=seconds), tune, device=info, settings=settings):
+    turns = tune_in_turn(tasks, Budget(seconds=seconds), tune, device=info, settings=settings,
+                         workers=workers)  # fmt: skip
+    for _ in turns:
         pass
     return list(traces.values())
 

@@ -10,6 +10,7 @@ import pytest
 from octune.core.results import Measurement, Status
 from octune.tuner.campaign import (
     CONTENDER,
+    JUDGED_AFTER,
     Task,
     Turn,
     for_device,
@@ -20,7 +21,14 @@ from octune.tuner.campaign import (
 )
 from octune.tuner.device import DeviceInfo
 from octune.tuner.memory_store import MemoryStore
-from octune.tuner.session import Budget, Progress, SessionReport, Settings, run_session
+from octune.tuner.session import (
+    Budget,
+    Progress,
+    SessionReport,
+    Settings,
+    open_workers,
+    run_session,
+)
 from octune.tuner.workers import Workers
 
 GEMM = {"m": 256, "n": 256, "k": 256}
@@ -123,9 +131,41 @@ def test_a_campaign_confirms_in_the_second_round(device_info: DeviceInfo) -> Non
     assert all(len(turn.report.confirmed) == 1 for turn in turns[2:])
 
 
-def _turn(task: Task, seconds: float | None) -> Turn:
-    """A first-round turn whose session's best verified time was ``seconds`` (None: none)."""
-    progress = Progress(space_size=10, already_measured=0)
+def test_a_campaign_runs_on_workers_a_longer_run_opened(device_info: DeviceInfo) -> None:
+    """A run that tunes its workloads one call at a time passes its own workers: every turn
+    gets them, and they outlive the call (the run closes them), so no call pays their start.
+    """
+    tasks = tasks_for("gemm_panel", {"m": 16, "n": 16, "k": 16})
+    store = MemoryStore()
+    given: list[Workers] = []
+
+    def tune(
+        task: Task, part: Budget, workers: Workers, settings: Settings, place: str
+    ) -> SessionReport:
+        given.append(workers)
+        table = task.kernel.space.enumerate(device_info.limits)
+        return run_session(store, device_info, task.kernel, task.workload, table,
+                           strategy="exhaustive", budget=part, settings=settings,
+                           workers=workers)  # fmt: skip
+
+    settings = Settings(jobs=0, confirm=0)
+    pids = []
+    with open_workers(device_info, settings) as workers:
+        for _ in range(2):
+            turns = list(tune_in_turn(tasks, Budget(candidates=2), tune, device=device_info,
+                                      settings=settings, workers=workers))  # fmt: skip
+            assert turns and all(turn.report.progress.tried for turn in turns)
+            assert workers._measurer is not None
+            pids.append(workers._measurer.pid)
+    assert given and all(used is workers for used in given)
+    assert pids[0] is not None and pids == [pids[0]] * 2  # the same measuring process, kept
+
+
+def _turn(task: Task, seconds: float | None, tried: int = JUDGED_AFTER) -> Turn:
+    """A first-round turn whose session's best verified time was ``seconds`` (None: none),
+    of ``tried`` candidates.
+    """
+    progress = Progress(space_size=10, already_measured=0, tried=tried)
     if seconds is not None:
         progress.best = Measurement({}, Status.OK, times_s=(seconds,))
     return Turn(task, SessionReport(1, progress, interrupted=False))
@@ -185,6 +225,19 @@ def test_a_workload_of_a_file_leans_its_second_round_to_its_fastest_kernels() ->
     assert sum(weights) == pytest.approx(4.0)
     assert weights[0] == pytest.approx(weights[1] * (CONTENDER / 6) ** 2) and weights[0] > 0
     assert kernel_shares(tasks, []) == pytest.approx([1 / len(tasks)] * len(tasks))
+
+
+def test_a_kernel_that_measured_too_few_candidates_is_not_judged_yet() -> None:
+    """A first turn that went on starting the run's workers measured one candidate, the
+    space's first: 3.5 x behind is no verdict on the kernel, which keeps a contender's part.
+    """
+    tasks = tasks_for("gemm", GEMM)
+    seconds = (3.5e-3,) + (1e-3,) * (len(tasks) - 1)
+    judged = kernel_shares(tasks, [_turn(t, s) for t, s in zip(tasks, seconds, strict=True)])
+    assert judged[0] < judged[1]
+    early = [_turn(tasks[0], seconds[0], tried=1)]
+    early += [_turn(t, s) for t, s in zip(tasks[1:], seconds[1:], strict=True)]
+    assert kernel_shares(tasks, early) == pytest.approx([1 / len(tasks)] * len(tasks))
 
 
 def test_workloads_that_are_not_a_networks_layers_keep_their_weights() -> None:

@@ -153,18 +153,19 @@ def test_the_nearest_shapes_config_comes_before_the_default(first, second, table
     assert cold.propose(1) == [default]
 
 
-def test_a_device_type_s_starts_follow_the_default_where_nothing_is_borrowed(first, second, table):
+def test_a_device_type_s_starts_come_first_where_nothing_is_borrowed(first, second, table):
     """With no other shape tuned on the device, the kernel's starts for its type (good on
-    other devices of the type) come right after the default, before any random config; a
-    device that has tuned other shapes borrows their configs instead.
+    other devices of the type) come first, then the default, before any random config; a
+    device that has tuned other shapes measures their configs and the default first.
     """
-    starts = [5, 9, 5, 0]
-    cold = ModelSearch(table, seed=0, target=first.context, default=0, starts=starts)
-    assert cold.propose(4) == [0, 5, 9]  # each once
+    starts = [5, 9, 5, 1]
+    cold = ModelSearch(table, seed=0, target=first.context, default=1, starts=starts)
+    assert cold.propose(4) == [5, 9, 1]  # each once
     assert len(cold.propose(4)) == 4  # then the random start
     history = second.records()
-    warm = ModelSearch(table, seed=0, history=history, target=first.context, starts=starts)
-    assert 5 not in warm.borrowed and 9 not in warm.borrowed
+    warm = ModelSearch(table, seed=0, history=history, target=first.context, default=1,
+                       starts=starts)  # fmt: skip
+    assert warm.borrowed[:2] == [warm.borrowed[0], 1] and warm.borrowed[-2:] == [5, 9]
 
 
 def test_history_needs_a_target_and_models_are_named(first, second, table):

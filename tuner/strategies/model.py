@@ -116,8 +116,11 @@ class ModelSearch(Strategy):
         ``first``: rows to measure before any other (``session.base_tiles``); ``default``: the
         space's default row, measured right after the nearest shape's fastest config (what a
         lookup answers an untuned shape with: the one, else the other); ``starts``: rows of
-        configs that run well on devices of this type (``catalogue.starts``), measured next
-        where this device has tuned no other shape to borrow from;
+        configs that run well on devices of this type (``catalogue.starts``), measured after
+        the borrowed ones, or, where this device has tuned no other shape, first: the default
+        (a space's first legal config, its smallest tiles) is slow on a GPU at any size, and
+        a short first turn may measure one candidate (on the H200, 5.5 x the best tile at
+        1500x2048x512, which then cost the kernel its share of the second round);
         ``pool``: most configs scored per refit (a larger space is sampled and climbed).
         """
         super().__init__(table, seed=seed, skip=skip)
@@ -150,7 +153,10 @@ class ModelSearch(Strategy):
         self._table_x: NDArray[np.float64] | None = None
         borrowed = self._borrowed_rows(nearest_first)
         default_row = [] if default is None else [default]
-        order = [*first, *borrowed[:1], *default_row, *(borrowed[1:] if borrowed else starts)]
+        if borrowed:
+            order = [*first, borrowed[0], *default_row, *borrowed[1:], *starts]
+        else:  # nothing tuned here yet: the type's starts, better than the default's tiles
+            order = [*first, *starts, *default_row]
         self.borrowed = list(dict.fromkeys(order))
 
     # -- data ------------------------------------------------------------------------------
