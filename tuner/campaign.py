@@ -377,7 +377,7 @@ def tune_in_turn(
 
     ``workers``: a set opened for more than this call (a run that tunes workloads one call at
     a time), left open; by default the call opens its own: their start (builders' processes,
-    each its OpenCL context) took 6-14 s of a 25-45 s share on the H200's host.
+    each its OpenCL context) took 5-14 s of a 25-45 s share on the H200's host.
 
     A generator: close it (``contextlib.closing``) when not iterating it to the end, so the
     workers stop at once.
