@@ -12,6 +12,7 @@ from octune.tuner.campaign import (
     CONTENDER,
     JUDGED_AFTER,
     Task,
+    Tune,
     Turn,
     for_device,
     kernel_shares,
@@ -67,6 +68,27 @@ def test_each_workload_keeps_the_kernels_that_suit_it_best() -> None:
     assert set(left_out) == {t.kernel.name for t in nchw} - {"conv2d_panel"}
 
 
+def exhaustive_turns(
+    store: MemoryStore, device_info: DeviceInfo, seen: list[tuple[str, Workers]] | None = None
+) -> Tune:
+    """A campaign's ``tune``: each turn an exhaustive session into ``store``, in the space's
+    order, whose first values are the cautious ones (so a few candidates verify on any
+    device); each turn's place and workers noted in ``seen``.
+    """
+
+    def tune(
+        task: Task, part: Budget, workers: Workers, settings: Settings, place: str
+    ) -> SessionReport:
+        if seen is not None:
+            seen.append((place, workers))
+        table = task.kernel.space.enumerate(device_info.limits)
+        return run_session(store, device_info, task.kernel, task.workload, table,
+                           strategy="exhaustive", budget=part, settings=settings,
+                           workers=workers)  # fmt: skip
+
+    return tune
+
+
 def test_a_campaign_measures_every_task_before_any_gets_more(device_info: DeviceInfo) -> None:
     """The library's campaign, which `octune tune` and a farm agent both run: the heaviest
     task first, each task measured in the first round, then what is left by weight, and never
@@ -79,20 +101,12 @@ def test_a_campaign_measures_every_task_before_any_gets_more(device_info: Device
         for task in tasks_for("gemm_panel", {"m": size, "n": size, "k": size}, weight=weight)
     ]
     store = MemoryStore()  # the in-memory TuningStore: a campaign needs nothing more
-    places: list[str] = []
-
-    def tune(
-        task: Task, part: Budget, workers: Workers, settings: Settings, place: str
-    ) -> SessionReport:
-        places.append(place)
-        table = task.kernel.space.enumerate(device_info.limits)
-        return run_session(store, device_info, task.kernel, task.workload, table,
-                           strategy="exhaustive", budget=part, settings=settings,
-                           workers=workers)  # fmt: skip
-
+    seen: list[tuple[str, Workers]] = []
+    tune = exhaustive_turns(store, device_info, seen)
     settings = Settings(jobs=0, confirm=0)
     turns = list(tune_in_turn(tasks, Budget(candidates=9), tune, device=device_info,
                               settings=settings))  # fmt: skip
+    places = [place for place, _ in seen]
     stored = {task.workload.key: store.best(device_info.fingerprint, "gemm_panel",
                                             task.workload.key) for task in tasks}  # fmt: skip
     weights = [turn.task.weight for turn in turns]
@@ -115,15 +129,7 @@ def test_a_campaign_confirms_in_the_second_round(device_info: DeviceInfo) -> Non
         for task in tasks_for("gemm_panel", {"m": size, "n": size, "k": size})
     ]
     store = MemoryStore()
-
-    def tune(
-        task: Task, part: Budget, workers: Workers, settings: Settings, place: str
-    ) -> SessionReport:
-        table = task.kernel.space.enumerate(device_info.limits)
-        return run_session(store, device_info, task.kernel, task.workload, table,
-                           strategy="exhaustive", budget=part, settings=settings,
-                           workers=workers)  # fmt: skip
-
+    tune = exhaustive_turns(store, device_info)
     turns = list(tune_in_turn(tasks, Budget(candidates=6), tune, device=device_info,
                               settings=Settings(jobs=0, confirm=1)))  # fmt: skip
     assert len(turns) == 4
@@ -136,18 +142,8 @@ def test_a_campaign_runs_on_workers_a_longer_run_opened(device_info: DeviceInfo)
     gets them, and they outlive the call (the run closes them), so no call pays their start.
     """
     tasks = tasks_for("gemm_panel", {"m": 16, "n": 16, "k": 16})
-    store = MemoryStore()
-    given: list[Workers] = []
-
-    def tune(
-        task: Task, part: Budget, workers: Workers, settings: Settings, place: str
-    ) -> SessionReport:
-        given.append(workers)
-        table = task.kernel.space.enumerate(device_info.limits)
-        return run_session(store, device_info, task.kernel, task.workload, table,
-                           strategy="exhaustive", budget=part, settings=settings,
-                           workers=workers)  # fmt: skip
-
+    seen: list[tuple[str, Workers]] = []
+    tune = exhaustive_turns(MemoryStore(), device_info, seen)
     settings = Settings(jobs=0, confirm=0)
     pids = []
     with open_workers(device_info, settings) as workers:
@@ -157,7 +153,7 @@ def test_a_campaign_runs_on_workers_a_longer_run_opened(device_info: DeviceInfo)
             assert turns and all(turn.report.progress.tried for turn in turns)
             assert workers._measurer is not None
             pids.append(workers._measurer.pid)
-    assert given and all(used is workers for used in given)
+    assert seen and all(used is workers for _, used in seen)
     assert pids[0] is not None and pids == [pids[0]] * 2  # the same measuring process, kept
 
 
