@@ -70,7 +70,8 @@ def pool(paths: list[Path], kernels: list[str], per_workload: int, min_flops: fl
         for (kernel, _), timed in by_workload.items():
             for seconds, config in sorted(timed)[:per_workload]:
                 found[kernel][config] = min(seconds, found[kernel].get(config, math.inf))
-    assert limits is not None, f"no {device_type} device in the databases"
+    if limits is None:
+        raise SystemExit(f"no {device_type} device in the databases: name databases tuned on one")
     chosen = {}
     for name in kernels:
         kernel = load_kernel(name)

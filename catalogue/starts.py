@@ -10,6 +10,7 @@ changing where a search starts changes no result, so it must not orphan what was
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from importlib import resources
 from typing import Annotated, Literal
@@ -22,6 +23,7 @@ from octune.catalogue.safe_yaml import YamlLimitError, safe_load
 from octune.core.errors import SpaceError, validation_message
 
 DeviceType = Literal["cpu", "gpu", "accelerator"]
+log = logging.getLogger(__name__)
 HINT = "write 'gpu: [{NAME: value, ...}, ...]'"
 
 
@@ -78,11 +80,17 @@ def parse_starts(text: str, space_parameters: Mapping[str, tuple[int, ...]], ori
 
 def config_starts(kernel: KernelSpec, device_type: str) -> list[dict[str, int]]:
     """The kernel's starts on a device of ``device_type``, best first; none where its package
-    ships none (a user's kernel, a type nothing was measured on).
+    ships none (a user's kernel, a type nothing was measured on), or where the kernel's space
+    is another than the one they were written for (a farm job's older version whose
+    parameters differ): where a search starts is a hint, never a reason to stop it.
     """
     path = resources.files("octune.search_spaces").joinpath("starts", f"{kernel.name}.yaml")
     if not path.is_file():
         return []
     parameters = {p.name: p.values for p in kernel.space.parameters}
-    starts = parse_starts(path.read_text(), parameters, f"search_spaces/starts/{kernel.name}.yaml")
+    try:
+        starts = parse_starts(path.read_text(), parameters, f"search_spaces/starts/{path.name}")
+    except SpaceError as error:
+        log.warning("no starts for %s: %s", kernel.name, error)
+        return []
     return starts.get(device_type, [])

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from octune.catalogue.registry import available_kernels, load_kernel
+from octune.catalogue.registry import available_kernels, kernel_from_texts, load_kernel
 from octune.catalogue.starts import config_starts, parse_starts
 from octune.core.errors import SpaceError
 
@@ -28,6 +28,19 @@ def test_every_shipped_start_is_a_whole_config_of_its_space():
         for config in starts:
             assert set(config) == set(kernel.space.parameter_names)
         assert len({tuple(sorted(c.items())) for c in starts}) == len(starts), "a start twice"
+
+
+def test_a_kernel_whose_space_lacks_the_starts_values_starts_without_them():
+    """A farm job's version of gemm whose MWG takes fewer values: the shipped starts do not
+    fit it, and the search starts without them instead of stopping.
+    """
+    gemm = load_kernel("gemm")
+    assert any(start["MWG"] == 64 for start in config_starts(gemm, "gpu"))
+    text = gemm.space.source_text.replace(
+        "MWG: {values: [16, 32, 64, 128, 256]", "MWG: {values: [16, 32]"
+    )
+    assert text != gemm.space.source_text
+    assert config_starts(kernel_from_texts("gemm", gemm.source, text), "gpu") == []
 
 
 def test_a_start_leaves_out_parameters_at_their_first_value():
