@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from octune.catalogue.registry import KernelSpec, kernel_from_texts, load_kernel
 from octune.catalogue.space import ConfigTable
+from octune.catalogue.starts import config_starts
 from octune.core.results import CONFIRM_STRATEGY, Measurement, Status, config_key
 from octune.db.models import TuningSession
 from octune.db.store import Store
@@ -39,6 +40,7 @@ from octune.tuner.session import (
     SystematicFailure,
     open_workers,
     run_session,
+    start_rows,
 )
 from octune.tuner.workers import Measurer, MeasuringContext, Workers
 
@@ -381,3 +383,27 @@ def test_a_kernel_that_extends_another_first_measures_its_fastest_tiles(
     assert cold[0].config == default
     first_legal = default_config(extension.space, device_info.limits)
     assert default == dict(zip(extension.space.parameter_names, first_legal, strict=True))
+
+
+def test_a_gpu_s_starts_are_the_rows_legal_on_the_device(device_info: DeviceInfo) -> None:
+    """The shipped starts of gemm for a GPU, as rows of a table with an NVIDIA GPU's limits
+    (asynchronous copies legal): each start once, in its order; on a device without
+    asynchronous copies the starts that use them are no rows; a CPU has none.
+    """
+    gemm = load_kernel("gemm")
+    starts = config_starts(gemm, "gpu")
+    gpu = {
+        **device_info.limits,
+        "async_copy": 1,
+        "max_work_group_size": 1024,
+        "max_work_item_size_0": 1024,
+        "max_work_item_size_1": 1024,
+        "local_mem_size": 49152,
+    }
+    table = gemm.space.enumerate(gpu)
+    rows = start_rows(gemm, table, "gpu")
+    assert [table.config(row) for row in rows] == starts
+    plain = gemm.space.enumerate({**gpu, "async_copy": 0})
+    kept = [plain.config(row) for row in start_rows(gemm, plain, "gpu")]
+    assert kept == [start for start in starts if start["ASYNC"] == 0] and kept
+    assert start_rows(gemm, table, "cpu") == []
