@@ -25,8 +25,8 @@ from pathlib import Path
 
 from lib.runs import read_run
 
-from octune.catalogue.limits import device_limits
 from octune.catalogue.registry import load_kernel
+from octune.tuner.cost_model import Context
 
 KERNELS = ["gemm", "gemm_splitk_serial", "gemm_splitk"]
 
@@ -40,19 +40,14 @@ def pool(paths: list[Path], kernels: list[str], per_workload: int, min_flops: fl
     limits = None
     for path in paths:
         with sqlite3.connect(path) as db:
-            device = db.execute(
-                "SELECT max_work_group_size, local_mem_size, compute_units, global_mem_size, "
-                "platform_name FROM devices WHERE device_type = ?", (device_type,),
-            ).fetchone()  # fmt: skip
+            db.row_factory = sqlite3.Row
+            device = db.execute("SELECT * FROM devices WHERE device_type = ?",
+                                (device_type,)).fetchone()  # fmt: skip
+            db.row_factory = None
             if device is None:
                 continue
-            if limits is None:
-                size, local, units, memory, platform = device
-                limits = device_limits(
-                    max_work_group_size=size, max_work_item_sizes=(size, size, 64),
-                    local_mem_size=local, compute_units=units, global_mem_size=memory,
-                    platform_name=platform,
-                )  # fmt: skip
+            if limits is None:  # as the search reads a stored device's
+                limits = Context(dict(device)).limits()
             rows = db.execute(
                 "SELECT kv.name, w.shape, m.config_key, MIN(m.median_s) FROM measurements m "
                 "JOIN tuning_sessions s ON m.session_id = s.id "

@@ -22,7 +22,7 @@ from octune.catalogue.registry import load_kernel
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
-from octune.tuner.workers import BuildPool, default_jobs
+from octune.tuner.workers import build_all
 
 
 def main() -> None:
@@ -44,12 +44,9 @@ def main() -> None:
         kernel, configs = load_kernel(name), pool[name]
         workloads = {text: parse_shape(text) for text in args.shapes}
         workloads = {t: w for t, w in workloads.items() if kernel.takes(w) is None}
-        options = {tuple(kernel.build_options(c, w)) for c in configs for w in workloads.values()}
-        if default_jobs(device) > 0:  # a CPU builds as it measures (as the tuner does)
-            with BuildPool(info.fingerprint, str(cache.root), default_jobs(device)) as builds:
-                for future in [builds.submit(kernel.source, list(o)) for o in options]:
-                    future.result()
-        print(f"{name}: {len(options)} builds in {time.monotonic() - started:.0f} s", flush=True)
+        build_all(device, cache, ((kernel.source, kernel.build_options(c, w))
+                                  for c in configs for w in workloads.values()))  # fmt: skip
+        print(f"{name}: built in {time.monotonic() - started:.0f} s", flush=True)
         times: dict[str, list[float | None]] = {}
         run["kernels"][name] = {"configs": configs, "times": times}  # type: ignore[index]
         for text, workload in workloads.items():

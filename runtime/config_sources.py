@@ -37,7 +37,6 @@ The config policies compared in benchmarks:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from concurrent.futures import BrokenExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypeGuard
@@ -66,7 +65,7 @@ from octune.tuner.device import DeviceInfo
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
 from octune.tuner.tuning_store import TuningStore
-from octune.tuner.workers import BuildPool, default_jobs
+from octune.tuner.workers import build_all
 
 if TYPE_CHECKING:
     from octune.lookup.predictor import ModelAnswers
@@ -485,25 +484,15 @@ def build_ahead(
     cache: ProgramCache,
     jobs: int | None = None,
 ) -> None:
-    """Fill the program cache with every candidate's build, ``jobs`` builders at once (by
-    default one per core for a GPU, none for a CPU, whose cores a builder would take from
-    the timings: as the tuner's builders), so that the measuring that follows only loads.
-    A confirmation at load is mostly builds: ResNet-50's at batch 32 on the H200, 257 s.
+    """Fill the program cache with every candidate's build (``build_all``), so that the
+    measuring that follows only loads. A confirmation at load is mostly builds: ResNet-50's
+    at batch 32 on the H200, 257 s.
     """
-    jobs = default_jobs(device) if jobs is None else jobs
-    builds = {
-        (c.kernel.source, tuple(c.kernel.build_options(c.config, workload)))
+    build_all(device, cache, (
+        (c.kernel.source, c.kernel.build_options(c.config, workload))
         for workload, candidates in layers
         for c in candidates
-    }
-    if jobs <= 0 or len(builds) < 2:
-        return
-    with BuildPool(DeviceInfo.from_cl(device).fingerprint, str(cache.root), jobs) as pool:
-        for future in [pool.submit(source, list(options)) for source, options in builds]:
-            try:
-                future.result()  # a failed build is measured (and recorded) as one later
-            except BrokenExecutor:  # a builder died (a compiler crash): the measuring builds
-                return
+    ), jobs)  # fmt: skip
 
 
 def fastest(

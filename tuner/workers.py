@@ -16,7 +16,8 @@ import os
 import signal
 import sys
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Iterable, Sequence
+from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -148,6 +149,30 @@ class BuildPool:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             process.kill()  # a build in a hung compiler must not outlive the run
+
+
+def build_all(
+    device: cl.Device,
+    cache: ProgramCache,
+    builds: Iterable[tuple[str, Sequence[str]]],
+    jobs: int | None = None,
+) -> None:
+    """Fill the program cache with these (source, build options), ``jobs`` builders at once
+    (by default ``default_jobs``: none for a CPU, whose cores a builder would take from the
+    timings), so that the measuring that follows only loads. A failed build is left to the
+    measuring, which meets it and records it as any other; so is the rest where a builder dies
+    (a compiler crash).
+    """
+    jobs = default_jobs(device) if jobs is None else jobs
+    unique = {(source, tuple(options)) for source, options in builds}
+    if jobs <= 0 or len(unique) < 2:
+        return
+    with BuildPool(DeviceInfo.from_cl(device).fingerprint, str(cache.root), jobs) as pool:
+        for future in [pool.submit(source, list(options)) for source, options in unique]:
+            try:
+                future.result()
+            except BrokenExecutor:
+                return
 
 
 # ---- the measurer ---------------------------------------------------------------------
