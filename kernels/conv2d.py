@@ -13,8 +13,8 @@ Kernels (each a search space naming this family): ``conv2d_direct`` (any shape),
 ``conv2d_winograd`` (3x3, stride 1), ``conv2d_igemm`` (any shape) and ``conv2d_depthwise``
 (groups = C = K) in NCHW; ``conv2d_igemm_nhwc`` and ``conv2d_depthwise_nhwc`` (their templates
 with the layout define) in NHWC; pointwise layers as one GEMM on the tensors as they lie
-(gemm.cl, no copy): ``conv2d_1x1`` W[K x C] . x[C x H*W] at batch 1 in NCHW, and
-``conv2d_1x1_nhwc`` x[N*H*W x C] . W[K x C]^T at any batch. In int8 (uint8 x with a zero
+(gemm.cl, no copy): ``conv2d_1x1`` W[K x C] . x[n][C x H*W] for each image n in NCHW, and
+``conv2d_1x1_nhwc`` x[N*H*W x C] . W[K x C]^T. In int8 (uint8 x with a zero
 point, int8 filters, uint8 y requantised per output channel: ``conv2d_int8`` for CPUs). A
 lookup of ``conv2d`` answers with the fastest of those that take the layer.
 """
@@ -248,10 +248,11 @@ def conv2d_arguments(workload: Workload, entry: str) -> Arguments:
     """
     s, v = workload.shape, workload.shape_vars()
     if entry == "gemm":  # pointwise
-        pixels = s["n"] * s["h"] * s["w"]
         if s["nhwc"]:  # y[N*H*W x K] = x[N*H*W x C] . W[K x C]^T (TRANSB)
+            pixels = s["n"] * s["h"] * s["w"]
             gemm = gemm_arguments(pixels, s["k"], s["c"], s["c"], s["c"], alpha=1.0)
-        else:  # batch 1: y[K x H*W] = W[K x C] . x[C x H*W]
+        else:  # per image (BATCHED): y[n][K x H*W] = W[K x C] . x[n][C x H*W]
+            pixels = s["h"] * s["w"]
             gemm = gemm_arguments(s["k"], pixels, s["c"], s["c"], pixels, alpha=1.0)
 
         def pointwise(inputs: Sequence[cl.Buffer], output: cl.Buffer) -> tuple[object, ...]:

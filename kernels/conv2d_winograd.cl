@@ -1,10 +1,14 @@
-// octune conv2d, Winograd F(2x2, 3x3): 3x3, stride 1 convolution, float32, NCHW, one launch.
+// octune conv2d, Winograd F(2x2, 3x3): 3x3, stride 1 convolution, any dilation, float32, NCHW,
+// one launch.
 //
-// y[n, k, oh, ow] = sum over c, r, s of w[k, c, r, s] * x[n, c, oh - PAD + r, ow - PAD + s]
-// (zero outside the input), as PyTorch's conv2d without bias; x is N x C x H x W, w is
-// K x C x 3 x 3, y is N x K x OH x OW. The output is cut into 2x2 tiles, tile (th, tw) of image
-// n reading the 4x4 input tile at (2*th - PAD, 2*tw - PAD); tiles are numbered across the batch,
-// t = (n * TH + th) * TW + tw with TH = ceil(OH/2), TW = ceil(OW/2). Per tile and channel
+// y[n, k, oh, ow] = sum over c, r, s of w[k, c, r, s] * x[n, c, oh - PAD + r*D, ow - PAD + s*D]
+// (zero outside the input, D = DILATION), as PyTorch's conv2d without bias; x is N x C x H x W,
+// w is K x C x 3 x 3, y is N x K x OH x OW. The output is cut into 2x2 tiles of pixels D apart:
+// tile (th, tw) of image n covers rows oh, oh + D and columns ow, ow + D from its origin
+// (oh, ow) = (TILE_ORIGIN(th), TILE_ORIGIN(tw)) and reads the 4x4 input pixels D apart from
+// (oh - PAD, ow - PAD): a dilated 3x3 is an undilated one on each of the D x D interleaved grids
+// of pixels, DeepLab's atrous convolutions included. Tiles are numbered across the batch,
+// t = (n * TH + th) * TW + tw with TH = TILES_ALONG(OH), TW = TILES_ALONG(OW). Per tile and channel
 //   U = G g G^T (filter, 4x4), V = B^T d B (input, 4x4), M = sum over c of U (.) V,
 //   Y = A^T M A (2x2 outputs)
 // so each of the 16 positions e of M is a GEMM M_e[K x tiles] = U_e[K x C] . V_e[C x tiles]:
@@ -44,9 +48,16 @@
     !defined(GROUPS)
 #error "workload defines missing: build with -D R= -D S= -D STRIDE= -D PAD= -D DILATION= -D GROUPS="
 #endif
-#if R != 3 || S != 3 || STRIDE != 1 || DILATION != 1 || GROUPS != 1
-#error "conv2d_winograd takes 3x3 filters, stride 1, dilation 1, one group"
+#if R != 3 || S != 3 || STRIDE != 1 || GROUPS != 1
+#error "conv2d_winograd takes 3x3 filters, stride 1, one group"
 #endif
+
+// Tile origins along a dimension of `size` outputs: the rows o whose o / D is even, so that o
+// and o + D pair up (the last ones may lack their o + D); 2*i where D = 1. The yaml's launch
+// counts the tiles the same way.
+#define TILES_ALONG(size) \
+    ((size) / (2 * DILATION) * DILATION + min((size) % (2 * DILATION), DILATION))
+#define TILE_ORIGIN(i) ((i) / DILATION * 2 * DILATION + (i) % DILATION)
 
 #define EDIM (16 / EPT)
 #define WGS (TDIM * KDIM * EDIM)
@@ -119,8 +130,8 @@ inline void input_transform(float* d) {
 // stored where they lie inside y.
 inline void store_output(const float* m, const int k, const int t, __global float* y,
                          const int N, const int K, const int OH, const int OW EPILOGUE_ARGUMENTS) {
-    const int TW = (OW + 1) / 2;
-    const int TH = (OH + 1) / 2;
+    const int TW = TILES_ALONG(OW);
+    const int TH = TILES_ALONG(OH);
     const int n = t / (TH * TW);
     if (k >= K || n >= N) return;
     float s[2][4];
@@ -129,14 +140,17 @@ inline void store_output(const float* m, const int k, const int t, __global floa
         s[0][j] = m[j] + m[4 + j] + m[8 + j];
         s[1][j] = m[4 + j] - m[8 + j] - m[12 + j];
     }
-    const int oh = (t / TW) % TH * 2;
-    const int ow = t % TW * 2;
+    const int oh = TILE_ORIGIN((t / TW) % TH);
+    const int ow = TILE_ORIGIN(t % TW);
     const int at = ((n * K + k) * OH + oh) * OW + ow;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-        if (oh + i < OH) {
-            y[at + i * OW] = EPILOGUE(s[i][0] + s[i][1] + s[i][2], at + i * OW);
-            if (ow + 1 < OW) y[at + i * OW + 1] = EPILOGUE(s[i][1] - s[i][2] - s[i][3], at + i * OW + 1);
+        if (oh + i * DILATION < OH) {
+            const int row = at + i * DILATION * OW;
+            y[row] = EPILOGUE(s[i][0] + s[i][1] + s[i][2], row);
+            if (ow + DILATION < OW) {
+                y[row + DILATION] = EPILOGUE(s[i][1] - s[i][2] - s[i][3], row + DILATION);
+            }
         }
     }
 }
@@ -167,10 +181,10 @@ inline void load_chunk(float* g, float* d, const __global float* x, const __glob
         const __global float* xc = x + x_base[j] + (c0 + c) * H * W;
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            const int ih = ih0[j] + r;
+            const int ih = ih0[j] + r * DILATION;
 #pragma unroll
             for (int s = 0; s < 4; ++s) {
-                const int iw = iw0[j] + s;
+                const int iw = iw0[j] + s * DILATION;
                 const bool ok = inside && (uint)ih < (uint)H && (uint)iw < (uint)W;
                 d[l * 16 + 4 * r + s] = ok ? xc[ih * W + iw] : 0.0f;
             }
@@ -212,8 +226,8 @@ void conv2d_winograd(const __global float* restrict x, const __global float* res
     const int tid = (te * KDIM + tk) * TDIM + tt;
     const int t0 = get_group_id(0) * TWG;  // first tile of the work-group
     const int k0 = get_group_id(1) * KWG;  // first output channel of the work-group
-    const int TH = (OH + 1) / 2;
-    const int TW = (OW + 1) / 2;
+    const int TH = TILES_ALONG(OH);
+    const int TW = TILES_ALONG(OW);
     const int tiles = N * TH * TW;
 
     __local float lds[LDS_SIZE] __attribute__((aligned(16)));  // NBUF x (Us, Vs), or Ms
@@ -227,8 +241,8 @@ void conv2d_winograd(const __global float* restrict x, const __global float* res
         const int t = t0 + tid % TWG + j * WGS;
         const int n = t / (TH * TW);
         x_base[j] = t < tiles ? n * C * H * W : -1;  // -1: past the last tile, all zeros
-        ih0[j] = (t / TW) % TH * 2 - PAD;
-        iw0[j] = t % TW * 2 - PAD;
+        ih0[j] = TILE_ORIGIN((t / TW) % TH) - PAD;
+        iw0[j] = TILE_ORIGIN(t % TW) - PAD;
     }
 
     int k_of[KPT];

@@ -31,6 +31,9 @@
 //                   Where C has few tiles, this multiplies the warps in flight and divides each
 //                   one's serial chain of K tiles, in one launch and without a workspace
 // Derived: each work-item computes an MWI x NWI register tile, MWI = MWG/MDIMC, NWI = NWG/NDIMC.
+// Batched entry (search_spaces/conv2d_1x1.yaml: a pointwise conv over a batch in NCHW), built with:
+//   BATCHED         1: the work-groups of launch dimension 2 are images, each with its own B
+//                   (K x ldb) and C (M x ldc), laid one after another; A is shared
 // Split-K entries (search_spaces/gemm_splitk.yaml, gemm_splitk_serial.yaml), built with:
 //   KSPLIT          slices of K multiplied by separate work-groups into a workspace
 //   RWG             work-group size of gemm_splitk_sum, which adds the slices into C (the
@@ -49,6 +52,14 @@
 #endif
 #if !defined(TRANSA) || !defined(TRANSB)
 #error "workload defines missing: build with -D TRANSA=0|1 -D TRANSB=0|1"
+#endif
+#ifndef BATCHED
+#define BATCHED 0
+#endif
+#if BATCHED && (TRANSB || defined(PACK_A) || defined(KSPLIT))
+#error "BATCHED takes the plain gemm entry with TRANSB = 0 (search_spaces/conv2d_1x1.yaml)"
+#elif !BATCHED
+#define c_base 0  // where C starts in the output, for the epilogue's element indices
 #endif
 
 #ifdef PACK_A
@@ -338,6 +349,11 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles EPILOGUE_ARGUMENTS) {
 #endif
     const int m_left = M - m0;
     const int n_left = N - n0;
+#if BATCHED
+    const int c_base = get_group_id(2) * M * ldc;  // this image's C in the output (epilogue)
+    B += (size_t)get_group_id(2) * K * ldb;
+    C += c_base;
+#endif
 #if SA
     __local float* Als = tiles + tk * (NBUF * KWG * MWG);
 #endif
@@ -586,7 +602,7 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles EPILOGUE_ARGUMENTS) {
 #pragma unroll
                     for (int e = 0; e < VWN; ++e) out[e] = beta * old[e] + out[e];
                 }
-                TILE_EPILOGUE_RUN(out, VWN, (m0 + m) * ldc + n0 + n_of[j]);
+                TILE_EPILOGUE_RUN(out, VWN, c_base + (m0 + m) * ldc + n0 + n_of[j]);
                 store_vec(VWN, out, c_row + n_of[j]);
             }
 #if EDGE_SHIFT
@@ -604,7 +620,7 @@ inline void gemm_tile(GEMM_ARGUMENTS, __local float* tiles EPILOGUE_ARGUMENTS) {
 #endif
                     const float value = alpha * acc[i][j];
                     const float stored = beta != 0.0f ? beta * LOAD(c_row, n) + value : value;
-                    STORE(c_row, n, TILE_EPILOGUE(stored, (m0 + m) * ldc + n0 + n));
+                    STORE(c_row, n, TILE_EPILOGUE(stored, c_base + (m0 + m) * ldc + n0 + n));
                 }
             }
         }

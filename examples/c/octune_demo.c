@@ -180,7 +180,8 @@ static int prepare(const struct check *check, struct octune_config *cfg, struct 
             memcpy(p->ints, ints, sizeof ints);
             p->nints = 7;
         } else if (cfg->arguments == OCTUNE_ARGS_CONV2D_AS_GEMM) {
-            long pixels = q.n * q.h * q.w;  /* a pointwise conv: as a GEMM over its pixels */
+            /* a pointwise conv: a GEMM over its pixels (NCHW: each image's, one per image) */
+            long pixels = (q.nhwc ? q.n : 1) * q.h * q.w;
             p->ints[0] = (cl_int)(q.nhwc ? pixels : q.k);    /* M */
             p->ints[1] = (cl_int)(q.nhwc ? q.k : pixels);    /* N */
             p->ints[2] = (cl_int)q.c;                        /* K */

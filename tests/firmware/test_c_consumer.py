@@ -27,11 +27,14 @@ from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import build_table, resolve_device
 from octune.tuner.device import DeviceInfo
 
-TUNED = {"gemm": ["--m", "64", "--n", "48", "--k", "32"],
-         "conv2d": ["--n", "1", "--c", "8", "--h", "16", "--w", "16", "--k", "16", "--r", "3",
-                    "--s", "3", "--pad", "1"]}  # fmt: skip
+TUNED = [("gemm", ["--m", "64", "--n", "48", "--k", "32"]),
+         ("conv2d", ["--n", "1", "--c", "8", "--h", "16", "--w", "16", "--k", "16", "--r", "3",
+                     "--s", "3", "--pad", "1"]),
+         # a pointwise conv at batch 2: the GEMM entry's arguments, one GEMM per image
+         ("conv2d_1x1", ["--n", "2", "--c", "8", "--h", "9", "--w", "11", "--k", "16",
+                         "--r", "1", "--s", "1"])]  # fmt: skip
 CHECKS = ["gemm:64,48,32", "gemm:100,37,29", "conv2d:1,8,16,16,16,3,3,1,1",
-          "conv2d:1,3,17,17,8,3,3,2,1"]  # fmt: skip
+          "conv2d:1,3,17,17,8,3,3,2,1", "conv2d:2,8,9,11,16,1,1"]  # fmt: skip
 CXX = ["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only"]
 #: Debian's cross compilers, the qemu that runs each target, and what the target is.
 CROSS = {
@@ -49,10 +52,10 @@ needs_opencl_sdk = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory: pytest.TempPathFactory, device_info: DeviceInfo) -> Path:
-    """A database with one GEMM and one conv2d shape tuned on the suite's device."""
+    """A database with a GEMM and two conv2d shapes tuned on the suite's device."""
     db = tmp_path_factory.mktemp("consumer") / "tuned.db"
-    for family, shape in TUNED.items():
-        result = octune("tune", family, *shape, "--budget", "3", "--confirm", "1",
+    for target, shape in TUNED:
+        result = octune("tune", target, *shape, "--budget", "3", "--confirm", "1",
                         "--seed", "1", db=db)  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr
     return db
@@ -103,6 +106,7 @@ def test_a_c_runtime_builds_launches_and_checks_what_the_header_answers(
     lines = ran.stdout.splitlines()
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert len(lines) == len(CHECKS) and all(": ok " in line for line in lines), ran.stdout
+    assert "exact conv2d_1x1 (gemm, 1 launch)" in lines[4]  # the batched pointwise GEMM
     # `octune lookup` of the header's bundle answers what the header does.
     shown = octune("lookup", str(header), "gemm", "--m", "100", "--n", "37", "--k", "29")
     assert shown.returncode == 0, shown.stderr

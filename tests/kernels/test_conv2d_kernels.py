@@ -25,6 +25,8 @@ LAYERS = {
                                                pad=2, dilation=2, groups=2),
     "7x7 stride 2 on 3 channels": dict(n=1, c=3, h=23, w=21, k=8, r=7, s=7, stride=2, pad=3),
     "3x3 pad 1": dict(n=1, c=16, h=15, w=13, k=24, r=3, s=3, pad=1),
+    # DeepLab's atrous 3x3: output rows 3 apart pair up in Winograd's tiles, some alone.
+    "3x3 dilation 3, batch 2": dict(n=2, c=5, h=13, w=11, k=12, r=3, s=3, pad=3, dilation=3),
     "pointwise": dict(n=1, c=16, h=9, w=11, k=24, r=1, s=1),
     # Wider than any tile in channels and pixels: interior tiles (vector stores) and edges.
     "pointwise, batch 3": dict(n=3, c=12, h=11, w=13, k=136, r=1, s=1),
@@ -79,12 +81,13 @@ def test_every_conv2d_kernel_is_exercised_and_every_layer_has_a_kernel_in_each_l
         "conv2d_depthwise_rows",
     }
     assert nhwc | nchw <= set(kernels_of("conv2d"))
-    # Each kernel takes one layout; the NHWC ones each meet a batch > 1 and a stride 2.
+    # Each kernel takes one layout; the NHWC ones and the batched pointwise one each meet a
+    # batch > 1, and those that take strides a stride 2.
     assert all(("_nhwc" in kernel) == (layout == "NHWC") for kernel, _, layout in covered)
-    for kernel in nhwc:
+    for kernel in nhwc | {"conv2d_1x1"}:
         shapes = [LAYERS[layer] for name, layer, _ in covered if name == kernel]
         assert any(shape["n"] > 1 for shape in shapes), kernel
-        assert kernel == "conv2d_1x1_nhwc" or any(shape.get("stride") == 2 for shape in shapes)
+        assert "1x1" in kernel or any(shape.get("stride") == 2 for shape in shapes)
 
 
 def check_configs(

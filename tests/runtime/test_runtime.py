@@ -138,9 +138,10 @@ def fused_conv(g: GraphBuilder) -> tuple[str, list[int]]:
 
 
 def fused_pointwise(g: GraphBuilder) -> tuple[str, list[int]]:
-    x, other = g.input("input", [1, 8, 10, 10]), g.input("other", [1, 16, 10, 10])
+    # Two images: a batched kernel's second image finds its own channels and residual.
+    x, other = g.input("input", [2, 8, 10, 10]), g.input("other", [2, 16, 10, 10])
     y = g.batch_norm(g.conv(x, "conv", 8, 16, 1, pad=0), "bn", 16)
-    return g.relu6(g.node("Add", [other, y], "add"), "relu6"), [1, 16, 10, 10]
+    return g.relu6(g.node("Add", [other, y], "add"), "relu6"), [2, 16, 10, 10]
 
 
 def fused_depthwise(g: GraphBuilder) -> tuple[str, list[int]]:
