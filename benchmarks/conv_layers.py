@@ -220,6 +220,8 @@ def main() -> None:
     parser.add_argument("--random", action="store_true", help="also tune with random search")
     parser.add_argument("--no-tune", action="store_true", help="only time what --db holds")
     parser.add_argument("--layers", type=int, default=None, help="first N layers of each net")
+    parser.add_argument("--names", nargs="+", default=None,
+                        help="only the layers whose name contains one of these")  # fmt: skip
     parser.add_argument("--kernels", nargs="+", default=None, help="tune only these kernels")
     parser.add_argument("--confirm", type=int, default=2, help="top candidates re-measured")
     parser.add_argument("--device", default=None)
@@ -245,6 +247,7 @@ def main() -> None:
         layers = [
             replace(layer, nhwc=int(args.nhwc), n=args.batch)
             for layer in NETWORKS[net]()[: args.layers]
+            if args.names is None or any(name in layer.name for name in args.names)
         ]
         for layer in layers:
             row: dict[str, object] = {"net": net, **layer.__dict__, "flops": layer.workload().flops}

@@ -127,7 +127,8 @@ class Conv2d(Family):
         def reference(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             geometry = (s["stride"], s["pad"], s["dilation"], s["groups"], nhwc)
             expected = conv2d_reference(x, w, *geometry)
-            magnitude = conv2d_reference(np.abs(x), np.abs(w), *geometry)
+            # A bound, not a result: float32 sums of positive terms, at twice BLAS's speed.
+            magnitude = conv2d_reference(np.abs(x), np.abs(w), *geometry, dtype=np.float32)
             terms = s["c"] // s["groups"] * s["r"] * s["s"]
             return expected, tolerance(terms, magnitude, dtype)
 
@@ -295,33 +296,38 @@ def conv2d_reference(
     dilation: int,
     groups: int,
     nhwc: bool = False,
+    dtype: type[np.floating] = np.float64,
 ) -> np.ndarray:
-    """The float64 convolution, one filter tap at a time (R*S matrix products, through BLAS:
-    an unoptimised einsum took 12 s for one 3x3 conv of 2048 channels at 28x28, which a tuning
-    session's budget paid before its first candidate); NHWC
+    """The convolution in ``dtype`` (float64: the reference), one filter tap at a time: per
+    tap and group one matrix product over the whole batch, through BLAS. An unoptimised einsum
+    took 12 s for one 3x3 conv of 2048 channels at 28x28, and a product per image and tap ran
+    at a fifth of BLAS's speed, which a tuning run paid before a batch-16 layer's first
+    candidate (DeepLab's atrous 3x3 took most of a 25 s share on the H200's host). NHWC
     (x NHWC, w KRSC, y NHWC) as views transposed around the NCHW one, so both layouts compute
     the same sums.
     """
     if nhwc:
         nchw = conv2d_reference(
-            x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), stride, pad, dilation, groups
-        )
+            x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2), stride, pad, dilation, groups,
+            dtype=dtype,
+        )  # fmt: skip
         return nchw.transpose(0, 2, 3, 1)
     n, _, h, width = x.shape
     k, per_group, r, s = w.shape
     oh = (h + 2 * pad - dilation * (r - 1) - 1) // stride + 1
     ow = (width + 2 * pad - dilation * (s - 1) - 1) // stride + 1
-    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    padded = np.pad(x.astype(dtype), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     padded = padded.reshape(n, groups, per_group, h + 2 * pad, width + 2 * pad)
-    filters = w.astype(np.float64).reshape(groups, k // groups, per_group, r, s)
-    out = np.zeros((n, groups, k // groups, oh * ow))
+    filters = w.astype(dtype).reshape(groups, k // groups, per_group, r, s)
+    out = np.zeros((groups, k // groups, n * oh * ow), dtype)
     for i in range(r):
         for j in range(s):
             rows = slice(i * dilation, i * dilation + stride * (oh - 1) + 1, stride)
             cols = slice(j * dilation, j * dilation + stride * (ow - 1) + 1, stride)
-            taps = padded[:, :, :, rows, cols].reshape(n, groups, per_group, oh * ow)
-            out += filters[..., i, j] @ taps  # (g, k/g, c/g) @ (n, g, c/g, oh*ow)
-    return out.reshape(n, k, oh, ow)
+            taps = padded[:, :, :, rows, cols].transpose(1, 2, 0, 3, 4)  # (g, c/g, n, oh, ow)
+            taps = taps.reshape(groups, per_group, n * oh * ow)
+            out += np.ascontiguousarray(filters[..., i, j]) @ taps  # (g, k/g, c/g) @ that
+    return np.ascontiguousarray(out.reshape(k, n, oh, ow).transpose(1, 0, 2, 3))
 
 
 FAMILY = Conv2d()

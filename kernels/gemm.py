@@ -146,9 +146,12 @@ class Gemm(Family):
             return random_normal(rng, shape_a, dtype), random_normal(rng, shape_b, dtype)
 
         def reference(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            op_a, op_b = (x.astype(np.float64) for x in operands(a, b, s))
-            magnitude = abs(ALPHA) * (np.abs(op_a) @ np.abs(op_b))
-            return ALPHA * (op_a @ op_b), tolerance(k, magnitude, dtype)
+            op_a, op_b = operands(a, b, s)
+            # The bound in float32 (sums of positive terms), the reference in float64.
+            bound_a, bound_b = (np.abs(v.astype(np.float32, copy=False)) for v in (op_a, op_b))
+            magnitude = abs(ALPHA) * (bound_a @ bound_b)
+            expected = ALPHA * (op_a.astype(np.float64) @ op_b.astype(np.float64))
+            return expected, tolerance(k, magnitude, dtype)
 
         arguments = gemm_arguments(m, n, k, shape_a[1], shape_b[1])
         return Bound(context, queue, inputs, reference, arguments, FLOAT_TYPES[dtype], recall)
