@@ -35,6 +35,7 @@ from octune.db.store import Store
 from octune.tuner.campaign import Task, for_device, tune_in_turn, tune_one, unverified
 from octune.tuner.device import DeviceInfo, require_compiling
 from octune.tuner.session import Budget, Settings
+from octune.tuner.tuning_store import record_session
 from octune.tuner.workers import default_jobs
 
 #: Seconds between retries of a call that could not reach the server.
@@ -163,20 +164,12 @@ def seed(store: Store, info: DeviceInfo, tasks: list[Task], done: list[DoneSessi
     seeded = 0
     for session in done:
         task = by_version.get((session.kernel_sha256, session.workload_key))
-        if task is None:
-            continue
-        kernel, workload = task.kernel, task.workload
-        session_id = store.start_session(
-            device_id,
-            store.kernel_version_id(kernel.name, kernel.sha256, kernel.source,
-                                    kernel.space.source_text),
-            store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype),
-            strategy=session.strategy, seed=None, settings={"uploaded": True},
-        )  # fmt: skip
-        seeded += store.add_measurements(
-            session_id, [m.measurement() for m in session.measurements]
-        )
-        store.finish_session(session_id, "completed")
+        if task is not None:
+            seeded += record_session(
+                store, device_id, task.kernel, task.workload,
+                [m.measurement() for m in session.measurements],
+                strategy=session.strategy, seed=None, settings={"uploaded": True},
+            )  # fmt: skip
     return seeded
 
 

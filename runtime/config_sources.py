@@ -64,7 +64,7 @@ from octune.lookup.tables import StoreLookup
 from octune.tuner.device import DeviceInfo
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
-from octune.tuner.tuning_store import TuningStore
+from octune.tuner.tuning_store import TuningStore, record_session
 from octune.tuner.workers import build_all
 
 if TYPE_CHECKING:
@@ -533,16 +533,10 @@ def _record(
     measured: Sequence[Measurement],
 ) -> None:
     """A completed session of ``LOAD_STRATEGY`` holding what a confirmation measured."""
-    session = store.start_session(
-        store.device_id(device),
-        store.kernel_version_id(kernel.name, kernel.sha256, kernel.source,
-                                kernel.space.source_text),
-        store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype),
+    record_session(
+        store, store.device_id(device), kernel, workload, measured,
         strategy=LOAD_STRATEGY, seed=0, settings={"candidates": len(measured)},
     )  # fmt: skip
-    for measurement in measured:
-        store.add_measurement(session, measurement)
-    store.finish_session(session, "completed")
 
 
 def _by_kernel(candidates: Sequence[Choice]) -> list[list[Choice]]:

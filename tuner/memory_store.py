@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -120,6 +120,9 @@ class MemoryStore:
         session.rows.append((self._next_measurement, m, time.monotonic()))
         self._next_measurement += 1
         return True
+
+    def add_measurements(self, session_id: int, measurements: Iterable[Measurement]) -> int:
+        return sum(self.add_measurement(session_id, m) for m in measurements)
 
     def session_measurements(self, session_id: int) -> list[Measurement]:
         """A session's measurements in the order stored (as ``Store`` offers them)."""

@@ -7,12 +7,14 @@ The tuner depends on this protocol and not on ``octune.db``, which implements it
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from octune.core.results import BestResult, Failures, HistoryRecord, Measurement, Objective
 
 if TYPE_CHECKING:
+    from octune.catalogue.family import Workload
+    from octune.catalogue.registry import KernelSpec
     from octune.tuner.device import DeviceInfo
 
 #: A workload's measurements on one device and kernel version: (device, kernel version,
@@ -52,6 +54,8 @@ class TuningStore(Protocol):
     def taken(self, scope: Scope) -> int: ...
 
     def add_measurement(self, session_id: int, m: Measurement) -> bool: ...
+
+    def add_measurements(self, session_id: int, measurements: Iterable[Measurement]) -> int: ...
 
     def measured_config_keys(
         self, device_id: int, kernel_version_id: int, workload_id: int
@@ -93,3 +97,30 @@ class TuningStore(Protocol):
     def history(
         self, kernel_name: str, kernel_sha256: str, device_fingerprint: str | None = None
     ) -> list[HistoryRecord]: ...
+
+
+def record_session(
+    store: TuningStore,
+    device_id: int,
+    kernel: KernelSpec,
+    workload: Workload,
+    measurements: Iterable[Measurement],
+    *,
+    strategy: str,
+    seed: int | None,
+    settings: dict[str, Any],
+) -> int:
+    """A completed session of measurements taken outside a search (a runtime's confirmation,
+    a farm's earlier leases), so that searches skip their configs as ``--resume`` skips a
+    killed run's and lookups answer from them; how many it stored.
+    """
+    session_id = store.start_session(
+        device_id,
+        store.kernel_version_id(kernel.name, kernel.sha256, kernel.source,
+                                kernel.space.source_text),
+        store.workload_id(workload.problem, workload.key, workload.shape, workload.dtype),
+        strategy=strategy, seed=seed, settings=settings,
+    )  # fmt: skip
+    added = store.add_measurements(session_id, measurements)
+    store.finish_session(session_id, "completed")
+    return added

@@ -12,14 +12,14 @@ from octune.db.store import Store
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
 from octune.tuner.memory_store import MemoryStore
-from octune.tuner.tuning_store import TuningStore
+from octune.tuner.tuning_store import TuningStore, record_session
 
 WORKLOAD = gemm_workload(64, 64, 64)
 
 
 def _write(store: TuningStore, device: DeviceInfo) -> tuple[int, int, int]:
     """A search (three passing configs, one wrong result, one build failure), a second
-    search that loses a claim, then a confirmation of the top two.
+    search that loses a claim, a confirmation of the top two, then a recorded session.
     """
     kernel = load_kernel("gemm")
     scope = (
@@ -50,6 +50,11 @@ def _write(store: TuningStore, device: DeviceInfo) -> tuple[int, int, int]:
     store.add_measurement(confirm, Measurement({"A": 3}, Status.OK, (0.95e-3,) * 5, flops))
     store.add_measurement(confirm, Measurement({"A": 2}, Status.OK, (1.05e-3,) * 5, flops))
     store.finish_session(confirm, "completed")
+    # Measurements taken outside a search (a runtime's confirmation), stored as a session.
+    taken = Measurement({"A": 7}, Status.OK, (2e-3,) * 3, flops)
+    stored = record_session(store, scope[0], kernel, WORKLOAD, [taken, taken], strategy="load",
+                            seed=0, settings={})  # fmt: skip
+    assert stored == 1  # a session holds a config once
     return scope
 
 
@@ -90,8 +95,8 @@ def test_memory_and_database_answer_alike(tmp_path, device_info: DeviceInfo) -> 
     found = _reads(memory, device_info, _write(memory, device_info))
     assert found == expected
     assert expected["best"][0] == {"A": 3}  # confirmed beats a faster search time
-    assert expected["top"] == [{"A": 2}, {"A": 3}, {"A": 1}]
-    assert len(expected["history"]) == 7  # five searched, two confirmed; a claim is no row
+    assert expected["top"] == [{"A": 2}, {"A": 3}, {"A": 7}]  # the recorded one among them
+    assert len(expected["history"]) == 8  # five searched, two confirmed, one recorded
 
 
 def test_an_all_failed_workload_says_why(device_info: DeviceInfo) -> None:
