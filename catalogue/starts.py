@@ -10,6 +10,7 @@ changing where a search starts changes no result, so it must not orphan what was
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from importlib import resources
@@ -84,13 +85,22 @@ def config_starts(kernel: KernelSpec, device_type: str) -> list[dict[str, int]]:
     is another than the one they were written for (a farm job's older version whose
     parameters differ): where a search starts is a hint, never a reason to stop it.
     """
-    path = resources.files("octune.search_spaces").joinpath("starts", f"{kernel.name}.yaml")
+    parameters = tuple((p.name, tuple(p.values)) for p in kernel.space.parameters)
+    return [dict(config) for config in _shipped(kernel.name, parameters).get(device_type, [])]
+
+
+@functools.cache
+def _shipped(
+    name: str, parameters: tuple[tuple[str, tuple[int, ...]], ...]
+) -> dict[str, list[dict[str, int]]]:
+    """A kernel's shipped starts, read once a process for each space they meet (a network's
+    run opens a session for each of its layers' kernels): copied out, never handed out.
+    """
+    path = resources.files("octune.search_spaces").joinpath("starts", f"{name}.yaml")
     if not path.is_file():
-        return []
-    parameters = {p.name: p.values for p in kernel.space.parameters}
+        return {}
     try:
-        starts = parse_starts(path.read_text(), parameters, f"search_spaces/starts/{path.name}")
+        return parse_starts(path.read_text(), dict(parameters), f"search_spaces/starts/{path.name}")
     except SpaceError as error:
-        log.warning("no starts for %s: %s", kernel.name, error)
-        return []
-    return starts.get(device_type, [])
+        log.warning("no starts for %s: %s", name, error)
+        return {}
