@@ -299,12 +299,12 @@ def conv2d_reference(
     dtype: type[np.floating] = np.float64,
 ) -> np.ndarray:
     """The convolution in ``dtype`` (float64: the reference), one filter tap at a time: per
-    tap and group one matrix product over the whole batch, through BLAS. An unoptimised einsum
-    took 12 s for one 3x3 conv of 2048 channels at 28x28, and a product per image and tap ran
-    at a fifth of BLAS's speed, which a tuning run paid before a batch-16 layer's first
-    candidate (DeepLab's atrous 3x3 took most of a 25 s share on the H200's host). NHWC
-    (x NHWC, w KRSC, y NHWC) as views transposed around the NCHW one, so both layouts compute
-    the same sums.
+    tap and group one matrix product over the whole batch, through BLAS. A tuning run pays it
+    before a layer's first candidate: an unoptimised einsum took 12 s for one 3x3 conv of 2048
+    channels at 28x28, and a product per image and tap, with the magnitudes in float64 too,
+    4.27 s against 2.29 for DeepLab's atrous 3x3 at batch 16 on the H200's host
+    (benchmarks/reference_cost.py). NHWC (x NHWC, w KRSC, y NHWC) as views transposed around
+    the NCHW one, so both layouts compute the same sums.
     """
     if nhwc:
         nchw = conv2d_reference(
