@@ -24,8 +24,10 @@ answers at other batches come to what tuning each batch finds, per network, in o
                 kernel's answer run and verified, the fastest kept;
    ``confirmed-near``  the same, with each kernel's configs of the ``CONFIRM_NEIGHBOURS``
                 nearest tuned shapes beside its answer (the seconds both take are recorded);
-   ``confirmed-model``  the runtime's confirmation as it is: ``confirmed-near`` with each
-                kernel's cost-model pick at the layer's shape beside them;
+   ``confirmed-model``  ``confirmed-near`` with each kernel's cost-model pick at the layer's
+                shape beside them;
+   ``confirmed-starts``  the runtime's confirmation as it is: ``confirmed-model`` with each
+                kernel's shipped starts for the device type beside them;
    ``history``  every config the base verified at each kernel's ``CONFIRM_NEIGHBOURS`` nearest
                 tuned shapes, not only each one's best: what the base holds near the layer at
                 all (per config also its time there, so that rankings of them can be judged
@@ -35,7 +37,8 @@ answers at other batches come to what tuning each batch finds, per network, in o
    the fastest policy's config stands among the distinct legal configs of the tuned shapes
    nearest it in the base (``KernelIndex.neighbours``): how many a confirmation must run.
 4. With ``--tune-seconds``, a copy of the base tuned at B (``tune --model NET --batch B``), its
-   exact answers measured alike: the reference the policies are divided by.
+   exact answers measured alike: the reference the policies are divided by; or, with
+   ``--tuned-dir``, the copy an earlier run tuned (``NET_bB.db[.gz]``), measured in this run.
 """
 
 from __future__ import annotations
@@ -59,15 +62,24 @@ from octune.lookup.predictor import DeviceModel, ModelAnswers
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device, stored_shape
 from octune.networks.workloads import network_layers
-from octune.runtime.config_sources import CONFIRM_NEIGHBOURS, Choice, StoreConfigs, confirm
+from octune.runtime.config_sources import (
+    CONFIRM_NEIGHBOURS,
+    Choice,
+    StoreConfigs,
+    build_ahead,
+    confirm_candidates,
+    fastest,
+)
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
+from octune.tuner.programs import ProgramCache
 
-#: The confirmations compared: (policy, nearest shapes' configs per kernel, model pick).
+#: The confirmations compared: (policy, nearest shapes' configs per kernel, model pick, starts).
 CONFIRMATIONS = (
-    ("confirmed", 0, False),
-    ("confirmed-near", CONFIRM_NEIGHBOURS, False),
-    ("confirmed-model", CONFIRM_NEIGHBOURS, True),
+    ("confirmed", 0, False, False),
+    ("confirmed-near", CONFIRM_NEIGHBOURS, False, False),
+    ("confirmed-model", CONFIRM_NEIGHBOURS, True, False),
+    ("confirmed-starts", CONFIRM_NEIGHBOURS, True, True),
 )
 POLICIES = (
     "nearest",
@@ -76,6 +88,7 @@ POLICIES = (
     "confirmed",
     "confirmed-near",
     "confirmed-model",
+    "confirmed-starts",
     "history",
 )
 
@@ -235,15 +248,23 @@ def measure(
     return cache[key]
 
 
-def confirmed(
-    source: StoreConfigs, device: Any, layer: Any, neighbours: int, predicted: bool
-) -> tuple[tuple[str, dict[str, int]], float]:
-    """What the runtime's confirmed policy runs the layer with, and the seconds it took."""
+def confirmed(source: StoreConfigs, device: Any, cache: ProgramCache, layer: Any,
+              neighbours: int, predicted: bool, starts: bool,
+              ) -> tuple[tuple[str, dict[str, int]], float]:  # fmt: skip
+    """What the runtime's confirmed policy runs the layer with, and the seconds it took: its
+    candidates built ahead in builder processes, then measured, as ``octune run`` confirms
+    (builds an earlier policy made come from ``cache``).
+    """
     started = time.perf_counter()
     (answer,) = source.answers(layer.family, [layer.shape], layer.dtype)
     choice = Choice(source.kernel(answer), dict(answer.config), answer.match)
-    chosen = confirm(source, layer.family, layer.workload(), choice, device,
-                     neighbours=neighbours, predicted=predicted)  # fmt: skip
+    if choice.match == "exact":
+        return (choice.kernel.name, choice.config), time.perf_counter() - started
+    workload, info = layer.workload(), DeviceInfo.from_cl(device) if starts else None
+    candidates = confirm_candidates(source, layer.family, workload, choice, neighbours,
+                                    predicted, info)  # fmt: skip
+    build_ahead([(workload, candidates)], device, cache)
+    chosen = fastest(candidates, workload, device, cache) or choice
     return (chosen.kernel.name, chosen.config), time.perf_counter() - started
 
 
@@ -256,6 +277,7 @@ def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: s
     totals = dict.fromkeys((*chosen_policies, "best", "tuned"), 0.0)
     load_s = dict.fromkeys((policy for policy, *_ in CONFIRMATIONS), 0.0)
     source = StoreConfigs(policies.store, DeviceInfo.from_cl(device))
+    builds = ProgramCache()
     reference = StoreLookup(tuned) if tuned is not None else None
     reference_device = resolve_device(tuned, tuned_fp) if tuned is not None and tuned_fp else None
     for layer in layers:
@@ -264,9 +286,9 @@ def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: s
             for policy, answer in policies.answers(layer.family, layer.shape, layer.dtype).items()
             if policy in chosen_policies
         }
-        for policy, neighbours, predicted in CONFIRMATIONS:
+        for policy, *how in CONFIRMATIONS:
             if policy in chosen_policies:
-                chosen[policy], seconds = confirmed(source, device, layer, neighbours, predicted)
+                chosen[policy], seconds = confirmed(source, device, builds, layer, *how)
                 load_s[policy] += seconds
         times = {p: measure(device, k, c, layer, cache) for p, (k, c) in chosen.items()}
         measured_history = []
@@ -327,6 +349,14 @@ def ranks(run_file: Path, base_dir: Path) -> None:
         print(f"{run['net']} batch {run['batch']}: ranks {found}")
 
 
+def unpack(folder: Path, name: str, to: Path) -> None:
+    """``folder``'s ``name`` (or ``name``.gz, unpacked) copied to ``to``."""
+    packed = folder / f"{name}.gz"
+    with (gzip.open(packed) if packed.exists() else (folder / name).open("rb") as kept,
+          to.open("wb") as copy):  # fmt: skip
+        shutil.copyfileobj(kept, copy)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="NVIDIA")
@@ -337,6 +367,11 @@ def main() -> None:
     parser.add_argument("--tune-seconds", type=float, default=0)
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--base-dir", type=Path, help="bases of an earlier run, NET.db[.gz]")
+    parser.add_argument(
+        "--tuned-dir",
+        type=Path,
+        help="tuned copies of an earlier run, NET_bB.db[.gz], instead of tuning",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
     parser.add_argument("--ranks", type=Path, help="an earlier run's JSON: ranks only")
@@ -355,21 +390,18 @@ def main() -> None:
     for net in args.nets:
         base = args.dir / f"{net}.db"
         if args.base_dir is not None:
-            packed = args.base_dir / f"{net}.db.gz"
-            with (
-                gzip.open(packed)
-                if packed.exists()
-                else (args.base_dir / f"{net}.db").open("rb") as kept,
-                base.open("wb") as copy,
-            ):
-                shutil.copyfileobj(kept, copy)
+            unpack(args.base_dir, base.name, base)
         else:
             print(f"{net}: tuning batch {args.base_batch}", flush=True)
             tune(net, args.base_batch, args.base_seconds, base, args.device)
         policies = Policies(Store(f"sqlite:///{base}"), info.fingerprint, "model" in args.policies)
         for batch in args.batches:
             tuned = None
-            if args.tune_seconds:
+            if args.tuned_dir is not None:
+                copy = args.dir / f"{net}_b{batch}.db"
+                unpack(args.tuned_dir, copy.name, copy)
+                tuned = Store(f"sqlite:///{copy}")
+            elif args.tune_seconds:
                 copy = args.dir / f"{net}_b{batch}.db"
                 shutil.copyfile(base, copy)
                 print(f"{net}: tuning batch {batch}", flush=True)

@@ -12,31 +12,44 @@ shapes, which took no part in choosing them.
 
     python benchmarks/space_starts.py pool /tmp/dbs/*.db --out pool.json
     python benchmarks/space_starts.py pick matrix.json.gz --eval 1500x2048x512 ...
+    python benchmarks/space_starts.py pick b1.json.gz b16.json.gz --eval held_out_2@1 ...
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
-import math
 import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
 from lib.runs import read_run
 
-from octune.catalogue.registry import load_kernel
+from octune.catalogue.registry import family, load_kernel
 from octune.tuner.cost_model import Context
 
 KERNELS = ["gemm", "gemm_splitk_serial", "gemm_splitk"]
+#: conv2d's float32 NCHW kernels for a GPU (``--kernels``).
+CONV_KERNELS = [
+    "conv2d_direct",
+    "conv2d_igemm",
+    "conv2d_1x1",
+    "conv2d_winograd",
+    "conv2d_depthwise",
+    "conv2d_depthwise_rows",
+]
 
 
 def pool(paths: list[Path], kernels: list[str], per_workload: int, min_flops: float,
-         device_type: str) -> dict[str, list[dict[str, int]]]:  # fmt: skip
+         device_type: str, most: int) -> dict[str, list[dict[str, int]]]:  # fmt: skip
     """Each kernel's configs that were among a workload's ``per_workload`` fastest verified
-    ones in any of the databases, legal now on the first database's device.
+    ones in any of the databases, legal now on the first database's device: at most ``most``,
+    taken from each batch size in turn (a conv's tiles at batch 16 are not batch 1's), those
+    fast on the most workloads first.
     """
-    found: dict[str, dict[str, float]] = defaultdict(dict)
+    # kernel: batch: config: workloads it is among the fastest on
+    found: dict[str, dict[int, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
     limits = None
     for path in paths:
         with sqlite3.connect(path) as db:
@@ -49,33 +62,45 @@ def pool(paths: list[Path], kernels: list[str], per_workload: int, min_flops: fl
             if limits is None:  # as the search reads a stored device's
                 limits = Context(dict(device)).limits()
             rows = db.execute(
-                "SELECT kv.name, w.shape, m.config_key, MIN(m.median_s) FROM measurements m "
-                "JOIN tuning_sessions s ON m.session_id = s.id "
+                "SELECT kv.name, w.problem, w.shape, w.dtype, m.config_key, MIN(m.median_s) "
+                "FROM measurements m JOIN tuning_sessions s ON m.session_id = s.id "
                 "JOIN kernel_versions kv ON s.kernel_version_id = kv.id "
                 "JOIN workloads w ON s.workload_id = w.id JOIN devices d ON s.device_id = d.id "
                 "WHERE m.status = 'ok' AND m.median_s > 0 AND d.device_type = ? "
-                "AND w.problem = 'gemm' GROUP BY kv.name, w.key, m.config_key",
+                "GROUP BY kv.name, w.key, m.config_key",
                 (device_type,),
             ).fetchall()
-        by_workload: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
-        for kernel, shape, config, seconds in rows:
-            s = json.loads(shape)
-            if kernel in kernels and 2 * s["m"] * s["n"] * s["k"] >= min_flops:
-                by_workload[kernel, shape].append((seconds, config))
-        for (kernel, _), timed in by_workload.items():
-            for seconds, config in sorted(timed)[:per_workload]:
-                found[kernel][config] = min(seconds, found[kernel].get(config, math.inf))
+        by_workload: dict[tuple[str, int, str], list[tuple[float, str]]] = defaultdict(list)
+        for kernel, problem, shape, dtype, config, seconds in rows:
+            if kernel not in kernels or problem != load_kernel(kernel).space.problem:
+                continue
+            sizes = json.loads(shape)
+            try:
+                flops = family(problem).workload(sizes, dtype).flops
+            except Exception:  # a shape an older version of the family took
+                continue
+            if flops >= min_flops:
+                by_workload[kernel, sizes.get("n", 1), shape].append((seconds, config))
+        for (kernel, batch, _), timed in by_workload.items():
+            for _, config in sorted(timed)[:per_workload]:
+                counts = found[kernel][batch]
+                counts[config] = counts.get(config, 0) + 1
     if limits is None:
         raise SystemExit(f"no {device_type} device in the databases: name databases tuned on one")
     chosen = {}
     for name in kernels:
         kernel = load_kernel(name)
         table = kernel.space.enumerate(limits)
-        own = set(kernel.space.parameter_names)
-        chosen[name] = [
-            json.loads(key) for key in sorted(found[name])
-            if set(json.loads(key)) == own and table.index_json(key) is not None
-        ]  # fmt: skip
+        first = {p.name: p.values[0] for p in kernel.space.parameters}
+        ranked = [sorted(counts, key=lambda key: -counts[key])
+                  for counts in found[name].values()]  # fmt: skip
+        chosen[name] = []
+        for key in itertools.chain.from_iterable(itertools.zip_longest(*ranked)):
+            # a parameter added since at its first value
+            config = {**first, **json.loads(key)} if key else {}
+            fresh = config.keys() == first.keys() and config not in chosen[name]
+            if len(chosen[name]) < most and fresh and table.index(config) is not None:
+                chosen[name].append(config)
     return chosen
 
 
@@ -113,6 +138,13 @@ def reach(times: dict[str, list[float | None]], chosen: list[int]) -> dict[str, 
     return found
 
 
+def held_out(key: str, named: list[str]) -> bool:
+    """Whether a matrix's shape is one of ``named``: a GEMM shape, or a conv layer set
+    (``NET@BATCH``, the start of its layers' keys).
+    """
+    return key in named or key.split(" ")[0] in named
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     steps = parser.add_subparsers(dest="step", required=True)
@@ -122,22 +154,34 @@ def main() -> None:
     make.add_argument("--per-workload", type=int, default=2)
     make.add_argument("--min-flops", type=float, default=1e8)
     make.add_argument("--device-type", default="gpu")
+    make.add_argument("--most", type=int, default=1000, help="configs per kernel at most")
     make.add_argument("--out", type=Path, required=True)
     choose = steps.add_parser("pick")
-    choose.add_argument("matrix", type=Path, help="starts_pool.py's --out")
+    choose.add_argument("matrix", type=Path, nargs="+", help="starts_pool.py's --out files")
     choose.add_argument("--count", type=int, default=6)
-    choose.add_argument("--eval", nargs="*", default=[], help="held-out shapes: not for picking")
+    choose.add_argument(
+        "--eval",
+        nargs="*",
+        default=[],
+        help="held-out shapes or conv layer sets (NET@BATCH): not for picking",
+    )
     args = parser.parse_args()
     if args.step == "pool":
         chosen = pool(args.databases, args.kernels, args.per_workload, args.min_flops,
-                      args.device_type)  # fmt: skip
+                      args.device_type, args.most)  # fmt: skip
         args.out.write_text(json.dumps(chosen))
         print({name: len(configs) for name, configs in chosen.items()})
         return
-    run = json.loads(read_run(args.matrix))
-    for name, measured in run["kernels"].items():
-        train = {s: t for s, t in measured["times"].items() if s not in args.eval}
-        held = {s: t for s, t in measured["times"].items() if s in args.eval}
+    kernels: dict[str, dict] = {}  # matrices of one pool on several shape sets, merged
+    for path in args.matrix:
+        for name, measured in json.loads(read_run(path))["kernels"].items():
+            merged = kernels.setdefault(name, {"configs": measured["configs"], "times": {}})
+            if merged["configs"] != measured["configs"]:
+                raise SystemExit(f"{path}: {name}'s configs are another pool's")
+            merged["times"].update(measured["times"])
+    for name, measured in kernels.items():
+        held = {s: t for s, t in measured["times"].items() if held_out(s, args.eval)}
+        train = {s: t for s, t in measured["times"].items() if s not in held}
         chosen = pick(train, args.count)
         on_train, on_held = reach(train, chosen), reach(held, chosen)
         print(f"# {name}: {len(measured['configs'])} configs, {len(train)} training shapes; "

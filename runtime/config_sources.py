@@ -27,7 +27,10 @@ The config policies compared in benchmarks:
     range too, where a lookup trusts no estimate: measured here, it needs no trust, and at a
     batch nobody tuned it is the one candidate whose work per tile was weighed at that batch
     (ResNet-50's strided convs at batch 32 from a batch-1 database: 2-3 x faster than the
-    nearest shapes' configs, benchmarks/results/networks.md). Given a store to record into
+    nearest shapes' configs, benchmarks/results/networks.md). Last come each kernel's shipped
+    starts for the device's type (``catalogue.starts``), which were picked over batch 1 and
+    16 alike: a database tuned at batch 1 holds no tile that suits batch 16, and a model
+    trained on it only chooses among those. Given a store to record into
     (``octune run`` gives its database), a confirmation keeps what it measured there, passed
     and rejected alike, as a session of ``LOAD_STRATEGY``: the next load answers the layer as
     tuned at its shape and confirms nothing (ResNet-50 at batch 32 on the H200 took 134 s to
@@ -53,6 +56,7 @@ from octune.catalogue.registry import (
     resolve_kernels,
     retired_versions,
 )
+from octune.catalogue.starts import config_starts
 from octune.core.errors import OctuneError, SpaceError
 from octune.core.results import Measurement
 from octune.db.queries import StoredDevice
@@ -418,6 +422,17 @@ def _runs(choice: Choice, workload: Workload, limits: Mapping[str, int]) -> bool
     return True
 
 
+def _legal(
+    kernel: KernelSpec, config: Mapping[str, int], workload: Workload, limits: Mapping[str, int]
+) -> bool:
+    """Whether ``config`` is one of the kernel's on a device of ``limits`` and runs there."""
+    try:
+        kernel.space.check(config, limits)
+    except SpaceError:
+        return False
+    return _runs(Choice(kernel, dict(config), "start"), workload, limits)
+
+
 def confirm(
     source: ConfigSource,
     family: str,
@@ -428,6 +443,7 @@ def confirm(
     neighbours: int = CONFIRM_NEIGHBOURS,
     predicted: bool = True,
     record: TuningStore | None = None,
+    starts: bool = True,
 ) -> Choice:
     """The ``confirmed`` policy for one layer: ``choice`` if it was measured at this shape
     (exact), else the fastest verified of its ``confirm_candidates`` (recorded in ``record``);
@@ -435,7 +451,8 @@ def confirm(
     """
     if choice.match == "exact":
         return choice
-    candidates = confirm_candidates(source, family, workload, choice, neighbours, predicted)
+    info = DeviceInfo.from_cl(device) if starts else None
+    candidates = confirm_candidates(source, family, workload, choice, neighbours, predicted, info)
     return fastest(candidates, workload, device, cache, record) or choice
 
 
@@ -446,11 +463,14 @@ def confirm_candidates(
     choice: Choice,
     neighbours: int = CONFIRM_NEIGHBOURS,
     predicted: bool = True,
+    device: DeviceInfo | None = None,
 ) -> list[Choice]:
     """What a confirmation runs, distinct, ``choice`` first: the answers of every kernel of
     ``family`` that takes the layer and (with ``neighbours``) each one's configs of the
     ``neighbours`` nearest tuned shapes and (with ``predicted``) its cost model's pick, where
-    the source has one.
+    the source has one; then (given the ``device``) each kernel's shipped starts for its type
+    that are legal there (``catalogue.starts``): tiles measured on many shapes and batches of
+    devices of the type, where a database tuned at one batch holds only that batch's tiles.
     """
     candidates = [choice]
     for kernel in resolve_kernels(family):
@@ -460,8 +480,9 @@ def confirm_candidates(
         if kernel.name != choice.kernel.name:
             try:
                 (answer,) = source.answers(kernel.name, [workload.shape], workload.dtype)
-            except OctuneError:
-                continue  # a source without that kernel: nothing to compare
+            except OctuneError:  # a source without that kernel: the installed one's starts
+                candidates += _starts(kernel, workload, device)
+                continue
             candidates.append(Choice(_kernel(source, answer), dict(answer.config), answer.match))
             spec = candidates[-1].kernel
         if neighbours:
@@ -470,12 +491,26 @@ def confirm_candidates(
             pick = source.predicted(spec, workload.shape, workload.dtype) if predicted else None
             if pick is not None:
                 candidates.append(Choice(spec, pick, "predicted"))
+        candidates += _starts(spec, workload, device)
     distinct: dict[tuple[str, tuple[tuple[str, int], ...]], Choice] = {}
     for candidate in candidates:  # the first of equal ones keeps its match
         distinct.setdefault(
             (candidate.kernel.sha256, tuple(sorted(candidate.config.items()))), candidate
         )
     return list(distinct.values())
+
+
+def _starts(kernel: KernelSpec, workload: Workload, device: DeviceInfo | None) -> list[Choice]:
+    """The kernel's shipped starts for the device's type that are legal there and run the
+    workload; none without a device.
+    """
+    if device is None:
+        return []
+    return [
+        Choice(kernel, config, "start")
+        for config in config_starts(kernel, device.device_type)
+        if _legal(kernel, config, workload, device.limits)
+    ]
 
 
 def build_ahead(

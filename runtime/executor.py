@@ -188,7 +188,8 @@ class Runtime(Products):
         built ahead at once.
         """
         pending = [i for i, choice in enumerate(chosen) if choice.match != "exact"]
-        layers = [(workloads[i], confirm_candidates(source, family, workloads[i], chosen[i]))
+        layers = [(workloads[i], confirm_candidates(source, family, workloads[i], chosen[i],
+                                                    device=self.info))
                   for i in pending]  # fmt: skip
         build_ahead(layers, self.device, self.cache)
         confirmed = list(chosen)

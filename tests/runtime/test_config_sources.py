@@ -7,6 +7,7 @@ kept.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,10 @@ import pytest
 
 from octune.catalogue.family import Workload
 from octune.catalogue.registry import KernelSpec, load_kernel
+from octune.catalogue.starts import config_starts
 from octune.core.results import Measurement, Status
 from octune.db.store import Store
+from octune.kernels.conv2d import FAMILY as CONV2D
 from octune.kernels.gemm import gemm_workload
 from octune.runtime.config_sources import (
     LOAD_STRATEGY,
@@ -23,6 +26,7 @@ from octune.runtime.config_sources import (
     StoreConfigs,
     build_ahead,
     confirm,
+    confirm_candidates,
     fastest,
 )
 from octune.tuner.device import DeviceInfo
@@ -131,6 +135,33 @@ def test_a_confirmation_also_runs_the_cost_models_pick_beyond_the_tuned_range(
     assert predicted in measured and kernel.space.launches(predicted, query.shape_vars(),
                                                             device_info.limits)  # fmt: skip
     assert chosen.match.endswith(", timed") and chosen.config in [*candidates, predicted]
+
+
+def test_a_confirmation_also_runs_each_kernels_shipped_starts_legal_on_the_device(
+    tmp_path: Path, cl_device, device_info: DeviceInfo
+) -> None:
+    """Given the device, every kernel that takes the layer adds its shipped starts for the
+    device's type, those legal under its limits: tiles picked over batches 1 and 16, where a
+    database holds one batch's. The GPU starts are asked here under this CPU's limits, which
+    leave out a start needing asynchronous copies (NVIDIA's); a start verifies when run.
+    """
+    gpu = replace(device_info, device_type="gpu")
+    shape = {"n": 2, "c": 32, "h": 8, "w": 8, "k": 64, "r": 1, "s": 1, "stride": 1, "pad": 0,
+             "dilation": 1, "groups": 1, "nhwc": 0}  # fmt: skip
+    workload = CONV2D.workload(shape, "float32")
+    with Store(f"sqlite:///{tmp_path / 'starts.db'}") as store:
+        source = StoreConfigs(store, device_info)
+        (answer,) = source.answers("conv2d", [shape])
+        choice = Choice(source.kernel(answer), dict(answer.config), answer.match)
+        candidates = confirm_candidates(source, "conv2d", workload, choice, device=gpu)
+        without = confirm_candidates(source, "conv2d", workload, choice)
+    starts = [c for c in candidates if c.match == "start"]
+    pointwise = config_starts(load_kernel("conv2d_1x1"), "gpu")
+    assert {c.kernel.name for c in starts} >= {"conv2d_1x1", "conv2d_igemm", "conv2d_direct"}
+    assert pointwise[0]["ASYNC"] == 2 and pointwise[0] not in [c.config for c in starts]
+    assert [c for c in candidates if c.match != "start"] == without
+    chosen = fastest([starts[0]], workload, cl_device)
+    assert chosen is not None and chosen.match == "start, timed"
 
 
 def test_a_confirmation_builds_its_candidates_ahead_in_builder_processes(
