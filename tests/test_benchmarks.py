@@ -112,6 +112,30 @@ def test_small_cpu_runs_of_the_benchmarks_that_need_no_gpu(tmp_path: Path) -> No
     assert "resnet50 batch 16: ranks [" in ranks
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("kernel", "call", "held_out"),
+    [(kernel, 1, "held_out_2") for kernel in ("conv2d_igemm", "conv2d_1x1")]
+    + [("conv2d_depthwise", 4, "mobilenet_v2")],
+)
+def test_the_shipped_conv_starts_are_what_the_kept_matrices_pick(
+    kernel: str, call: int, held_out: str
+) -> None:
+    """``space_starts.py pick`` on the matrices the H200 measured (kept in
+    data/h200_session23), with the same layers held out, gives the starts octune ships, in
+    their order: they can be made again, and a pick that changes is noticed.
+    """
+    data = BENCHMARKS / "data" / "h200_session23"
+    matrices = [data / f"call{call}_pool_{kernel}_b{batch}.json.gz" for batch in (1, 16)]
+    picked = _run(BENCHMARKS / "space_starts.py", "pick", *matrices, "--count", "6", "--eval",
+                  f"{held_out}@1", f"{held_out}@16")  # fmt: skip
+    shipped = (BENCHMARKS.parent / "search_spaces" / "starts" / f"{kernel}.yaml").read_text()
+    entries = [line for line in picked.splitlines() if line.startswith("    - ")]
+    assert len(entries) == 6 and entries == [
+        line for line in shipped.splitlines() if line.startswith("    - ")
+    ]
+
+
 def test_the_benchmarks_tune_the_kernels_octune_tune_tunes_on_the_device_type() -> None:
     """A GPU's per-shape tuning spent a share of its seconds on gemm_panel (a CPU template that
     ran 2-5 x slower than gemm.cl's tiles there) until the harness took campaign.for_device.
