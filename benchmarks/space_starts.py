@@ -2,7 +2,10 @@
 chosen from measurements, in two steps:
 
 ``pool``: from stored tuning databases of devices of that type, each workload's fastest few
-configs of each kernel (workloads of at least ``--min-flops``), legal as the spaces stand now.
+configs of each kernel (workloads of at least ``--min-flops``), legal as the spaces stand now,
+at most ``--most``, taken from each batch size in turn (GEMM: one).
+
+``starts_pool.py`` measures the pool on GEMM shapes or conv layers (``NET@BATCH``).
 
 ``pick``: from a matrix of the pool measured on shapes of every kind (``starts_pool.py``, on
 the device), a greedy facility location on the training shapes: each pick adds the most to
@@ -11,6 +14,8 @@ prints the picks as a space's ``starts:`` entry, and what the picks reach on the
 shapes, which took no part in choosing them.
 
     python benchmarks/space_starts.py pool /tmp/dbs/*.db --out pool.json
+    python benchmarks/space_starts.py pool /tmp/dbs/*.db --kernels conv2d_igemm conv2d_1x1 \
+        --per-workload 1 --min-flops 1e7 --most 24 --out conv_pool.json
     python benchmarks/space_starts.py pick matrix.json.gz --eval 1500x2048x512 ...
     python benchmarks/space_starts.py pick b1.json.gz b16.json.gz --eval held_out_2@1 ...
 """
@@ -27,18 +32,10 @@ from pathlib import Path
 from lib.runs import read_run
 
 from octune.catalogue.registry import family, load_kernel
+from octune.core.errors import WorkloadError
 from octune.tuner.cost_model import Context
 
 KERNELS = ["gemm", "gemm_splitk_serial", "gemm_splitk"]
-#: conv2d's float32 NCHW kernels for a GPU (``--kernels``).
-CONV_KERNELS = [
-    "conv2d_direct",
-    "conv2d_igemm",
-    "conv2d_1x1",
-    "conv2d_winograd",
-    "conv2d_depthwise",
-    "conv2d_depthwise_rows",
-]
 
 
 def pool(paths: list[Path], kernels: list[str], per_workload: int, min_flops: float,
@@ -77,7 +74,7 @@ def pool(paths: list[Path], kernels: list[str], per_workload: int, min_flops: fl
             sizes = json.loads(shape)
             try:
                 flops = family(problem).workload(sizes, dtype).flops
-            except Exception:  # a shape an older version of the family took
+            except WorkloadError:  # a shape an older version of the family took
                 continue
             if flops >= min_flops:
                 by_workload[kernel, sizes.get("n", 1), shape].append((seconds, config))
