@@ -3,6 +3,10 @@
 # GPU conv workload's fastest config per kernel, batch sizes in turn; .gpu_jobs/conv_pool.json)
 # measured on ResNet-50's distinct conv layers (training) and the second held-out set (not for
 # picking), GPU 0 at batch 16, GPU 1 at batch 1: the matrix conv starts are picked from.
+# The pool (kept as call1_conv_pool.json.gz): `space_starts.py pool DBS --kernels conv2d_igemm
+# conv2d_1x1 conv2d_winograd conv2d_direct --per-workload 1 --min-flops 1e7 --most 40`, DBS the
+# H100/H200 databases of data/gpu_tuned3, gpu_tuned7, h100_conv, h100_networks,
+# h200_cross_batch, h200_session22, h200_zoo unpacked; each kernel's first 24 kept (direct 16).
 deadline=$((SECONDS + ${DEADLINE:-520}))
 rm -rf /tmp/logs "$OUT"/*
 mkdir -p /tmp/logs

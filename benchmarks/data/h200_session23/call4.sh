@@ -3,7 +3,9 @@
 # --min-flops 1: each stored GPU depthwise workload's two fastest, batch sizes in turn, call 2's
 # MobileNet v2 at batch 16 among them; .gpu_jobs/dw_pool.json) measured on MobileNet v1's and the
 # second held-out set's depthwise layers (training) and MobileNet v2's (not for picking), GPU 0 at
-# batch 16, GPU 1 at batch 1.
+# batch 16, GPU 1 at batch 1. The pool (call4_dw_pool.json.gz): `space_starts.py pool DBS
+# call2_tuned_mobilenet_v2_b16.db --kernels conv2d_depthwise --per-workload 2 --min-flops 1
+# --most 40`, DBS as in call1.sh.
 deadline=$((SECONDS + ${DEADLINE:-200}))
 rm -rf /tmp/logs "$OUT"/*
 mkdir -p /tmp/logs
