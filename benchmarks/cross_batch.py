@@ -275,7 +275,7 @@ def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: s
     cache: dict = {}
     rows = []
     totals = dict.fromkeys((*chosen_policies, "best", "tuned"), 0.0)
-    load_s = dict.fromkeys((policy for policy, *_ in CONFIRMATIONS), 0.0)
+    load_s = dict.fromkeys((p for p, *_ in CONFIRMATIONS if p in chosen_policies), 0.0)
     source = StoreConfigs(policies.store, DeviceInfo.from_cl(device))
     builds = ProgramCache()
     reference = StoreLookup(tuned) if tuned is not None else None
