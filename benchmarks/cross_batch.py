@@ -62,14 +62,7 @@ from octune.lookup.predictor import DeviceModel, ModelAnswers
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup, build_table, resolve_device, stored_shape
 from octune.networks.workloads import network_layers
-from octune.runtime.config_sources import (
-    CONFIRM_NEIGHBOURS,
-    Choice,
-    StoreConfigs,
-    build_ahead,
-    confirm_candidates,
-    fastest,
-)
+from octune.runtime.config_sources import CONFIRM_NEIGHBOURS, Choice, StoreConfigs, confirm
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.programs import ProgramCache
@@ -258,13 +251,8 @@ def confirmed(source: StoreConfigs, device: Any, cache: ProgramCache, layer: Any
     started = time.perf_counter()
     (answer,) = source.answers(layer.family, [layer.shape], layer.dtype)
     choice = Choice(source.kernel(answer), dict(answer.config), answer.match)
-    if choice.match == "exact":
-        return (choice.kernel.name, choice.config), time.perf_counter() - started
-    workload, info = layer.workload(), DeviceInfo.from_cl(device) if starts else None
-    candidates = confirm_candidates(source, layer.family, workload, choice, neighbours,
-                                    predicted, info)  # fmt: skip
-    build_ahead([(workload, candidates)], device, cache)
-    chosen = fastest(candidates, workload, device, cache) or choice
+    chosen = confirm(source, layer.family, layer.workload(), choice, device, cache,
+                     neighbours=neighbours, predicted=predicted, starts=starts)  # fmt: skip
     return (chosen.kernel.name, chosen.config), time.perf_counter() - started
 
 

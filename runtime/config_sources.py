@@ -446,13 +446,15 @@ def confirm(
     starts: bool = True,
 ) -> Choice:
     """The ``confirmed`` policy for one layer: ``choice`` if it was measured at this shape
-    (exact), else the fastest verified of its ``confirm_candidates`` (recorded in ``record``);
-    ``choice`` itself when none verifies.
+    (exact), else the fastest verified of its ``confirm_candidates`` (recorded in ``record``),
+    each built ahead into ``cache`` (``build_ahead``); ``choice`` itself when none verifies.
     """
     if choice.match == "exact":
         return choice
     info = DeviceInfo.from_cl(device) if starts else None
     candidates = confirm_candidates(source, family, workload, choice, neighbours, predicted, info)
+    cache = ProgramCache() if cache is None else cache
+    build_ahead([(workload, candidates)], device, cache)
     return fastest(candidates, workload, device, cache, record) or choice
 
 
