@@ -188,3 +188,33 @@ def test_a_confirmation_builds_its_candidates_ahead_in_builder_processes(
     assert all(path.is_file() and path.stat().st_size > 0 for path in paths)
     chosen = fastest(candidates, workload, cl_device, ProgramCache(tmp_path / "ahead"))
     assert chosen is not None and chosen.match == "nearest, timed" and chosen.config in configs
+
+
+def test_a_confirmations_kernels_share_one_draw_of_the_layers_operands(
+    monkeypatch: pytest.MonkeyPatch, cl_device, device_info: DeviceInfo
+) -> None:
+    """The kernels a confirmation runs on one layer bind the same inputs and float64
+    reference, drawn once (a batch-16 layer's draw took 1.3 s on the H200's host), and each
+    still verifies against it.
+    """
+    import octune.kernels.conv2d as conv2d
+
+    calls: list[tuple[int, ...]] = []
+    real = conv2d.conv2d_reference
+
+    def counted(x: np.ndarray, *rest: object, **options: object) -> np.ndarray:
+        calls.append(x.shape)
+        return real(x, *rest, **options)
+
+    monkeypatch.setattr(conv2d, "conv2d_reference", counted)
+    shape = {"n": 2, "c": 16, "h": 8, "w": 8, "k": 16, "r": 1, "s": 1, "stride": 1, "pad": 0,
+             "dilation": 1, "groups": 1, "nhwc": 0}  # fmt: skip
+    workload = CONV2D.workload(shape, "float32")
+    candidates = []
+    for name in ("conv2d_igemm", "conv2d_1x1", "conv2d_direct"):
+        kernel = load_kernel(name)
+        config = kernel.space.enumerate(device_info.limits).config(0)
+        candidates.append(Choice(kernel, config, "nearest"))
+    chosen = fastest(candidates, workload, cl_device)
+    assert chosen is not None and chosen.match == "nearest, timed"
+    assert len(calls) == 2  # the reference and its magnitudes' bound, for all three kernels
