@@ -129,9 +129,12 @@ def run(
     # must choose at load: a confirmation runs candidates for each layer nobody tuned.
     doing = "confirming configs of untuned layers, " if policy == "confirmed" else ""
     started = time.perf_counter()
-    with console.status(f"Loading {model}: {doing}building and timing its kernels"):
+    with console.status(f"Loading {model}: {doing}building and timing its kernels") as status:
         store = source.store if record and isinstance(source, StoreConfigs) else None
-        runtime = Runtime(network, cl_device, source, policy, fuse=fuse, dtype=dtype, record=store)
+        runtime = Runtime(
+            network, cl_device, source, policy, fuse=fuse, dtype=dtype, record=store,
+            progress=lambda now: status.update(f"Loading {model}: {now}"),
+        )  # fmt: skip
     console.print(
         f"Running {model} in {runtime.dtype} on [bold]{info.name}[/] with {policy} configs "
         f"from {where} (loaded in {time.perf_counter() - started:.1f} s)"

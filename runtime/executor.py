@@ -9,7 +9,7 @@ enqueues launches, back to back.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -18,6 +18,7 @@ import onnx
 import pyopencl as cl
 
 from octune.catalogue.family import Workload
+from octune.catalogue.registry import describe_shape
 from octune.core.errors import OctuneError
 from octune.core.precision import STORAGE, check_dtype
 from octune.core.results import one_line_reason
@@ -106,10 +107,14 @@ class Runtime(Products):
         batched: str | None = None,
         attention: str | None = None,
         record: TuningStore | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         self.model = model
         #: Where a first-use confirmation keeps what it measured (``config_sources``).
         self.record = record
+        #: Told, as a load goes, what it is doing: a first-use confirmation at batch 16 can
+        #: take minutes (``octune run`` shows it on its status line).
+        self.progress = progress or (lambda _: None)
         self.fuse = fuse
         if batched not in (None, *bmm.BATCHED_PLANS):
             raise OctuneError(f"batched is one of {', '.join(bmm.BATCHED_PLANS)} or None")
@@ -191,9 +196,16 @@ class Runtime(Products):
         layers = [(workloads[i], confirm_candidates(source, family, workloads[i], chosen[i],
                                                     device=self.info))
                   for i in pending]  # fmt: skip
+        if not layers:
+            return list(chosen)
+        count = sum(len(candidates) for _, candidates in layers)
+        self.progress(f"building {count} candidates for {len(layers)} untuned {family} layers")
         build_ahead(layers, self.device, self.cache)
         confirmed = list(chosen)
-        for i, (workload, candidates) in zip(pending, layers, strict=True):
+        for done, (i, (workload, candidates)) in enumerate(zip(pending, layers, strict=True)):
+            shape = describe_shape(family, workload.shape, family)
+            self.progress(f"confirming {family} layer {done + 1} of {len(layers)} ({shape}): "
+                          f"{len(candidates)} candidates")  # fmt: skip
             found = fastest(candidates, workload, self.device, self.cache, self.record)
             confirmed[i] = found or chosen[i]
         return confirmed

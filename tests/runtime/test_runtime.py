@@ -253,6 +253,31 @@ def test_by_default_the_faster_placement_of_an_epilogue_is_timed_once_per_shape(
     assert len(placements) == 1 and placements <= {1, 2}  # the same for all three
 
 
+def test_a_confirming_load_says_what_it_is_doing_as_it_goes(cl_device, tmp_path: Path) -> None:
+    """A first-use confirmation can take minutes: the runtime tells its ``progress`` callback
+    about the builds, then each layer it confirms, by count and shape (``octune run``'s status
+    line); a layer tuned at its shape is not confirmed, so the next load says nothing of it.
+    """
+    g = GraphBuilder("two_convs", seed=2)
+    x = g.relu(g.conv(g.input("input", [1, 4, 8, 8]), "conv1", 4, 8, 3), "relu1")
+    x = g.relu(g.conv(x, "conv2", 8, 8, 1), "relu2")
+    onnx.save(g.model(x, [1, 8, 8, 8]), tmp_path / "model.onnx")
+    model = load_model(tmp_path / "model.onnx")
+    told: list[str] = []
+    with Store(f"sqlite:///{tmp_path / 'configs.db'}") as store:
+        source = StoreConfigs(store, DeviceInfo.from_cl(cl_device))
+        Runtime(model, cl_device, source, "confirmed", record=store, progress=told.append)
+        again: list[str] = []
+        Runtime(model, cl_device, source, "confirmed", record=store, progress=again.append)
+    assert told[0].startswith("building ") and told[0].endswith(" untuned conv2d layers")
+    assert [text.split(" (")[0] for text in told[1:]] == [
+        "confirming conv2d layer 1 of 2",
+        "confirming conv2d layer 2 of 2",
+    ]
+    assert "conv2d 4→8 3x3 8x8" in told[1] and told[2].endswith(" candidates")
+    assert again == []
+
+
 def test_a_bert_layer_agrees_with_onnxruntime(cl_device) -> None:
     """Attention (its products, the transposes around them and the softmax: one step), layer
     norm, and GELU by Erf in the epilogue of the GEMM before it.
