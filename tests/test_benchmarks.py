@@ -112,23 +112,31 @@ def test_small_cpu_runs_of_the_benchmarks_that_need_no_gpu(tmp_path: Path) -> No
     assert "resnet50 batch 16: ranks [" in ranks
 
 
+def _kept(folder: str, kernel: str, batches: tuple[int, ...], call: str = "") -> list[str]:
+    return [f"{folder}/{call}pool_{kernel}_b{batch}.json.gz" for batch in batches]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("kernel", "call", "held_out"),
-    [(kernel, 1, "held_out_2") for kernel in ("conv2d_igemm", "conv2d_1x1")]
-    + [("conv2d_depthwise", 4, "mobilenet_v2")],
-)
+    ("kernel", "matrices", "held_out"),
+    [(kernel, _kept("h200_session23", kernel, (1, 16), "call1_"), "held_out_2@1 held_out_2@16")
+     for kernel in ("conv2d_igemm", "conv2d_1x1")]
+    + [("conv2d_depthwise", _kept("h200_session23", "conv2d_depthwise", (1, 16), "call4_"),
+        "mobilenet_v2@1 mobilenet_v2@16"),
+       ("conv2d_panel", _kept("cpu_session24", "conv2d_panel", (1, 8)),
+        "mobilenet_v2@1 mobilenet_v2@8")],
+)  # fmt: skip
 def test_the_shipped_conv_starts_are_what_the_kept_matrices_pick(
-    kernel: str, call: int, held_out: str
+    kernel: str, matrices: list[str], held_out: str
 ) -> None:
-    """``space_starts.py pick`` on the matrices the H200 measured (kept in
-    data/h200_session23), with the same layers held out, gives the starts octune ships, in
-    their order: they can be made again, and a pick that changes is noticed.
+    """``space_starts.py pick`` on the matrices measured for the starts (the H200's in
+    data/h200_session23, a Xeon's in data/cpu_session24), with the same layers held out, gives
+    the starts octune ships, in their order: they can be made again, and a pick that changes is
+    noticed.
     """
-    data = BENCHMARKS / "data" / "h200_session23"
-    matrices = [data / f"call{call}_pool_{kernel}_b{batch}.json.gz" for batch in (1, 16)]
-    picked = _run(BENCHMARKS / "space_starts.py", "pick", *matrices, "--count", "6", "--eval",
-                  f"{held_out}@1", f"{held_out}@16")  # fmt: skip
+    data = BENCHMARKS / "data"
+    picked = _run(BENCHMARKS / "space_starts.py", "pick", *(data / m for m in matrices),
+                  "--count", "6", "--eval", *held_out.split())  # fmt: skip
     shipped = (BENCHMARKS.parent / "search_spaces" / "starts" / f"{kernel}.yaml").read_text()
     entries = [line for line in picked.splitlines() if line.startswith("    - ")]
     assert len(entries) == 6 and entries == [
