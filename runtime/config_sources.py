@@ -582,8 +582,8 @@ def _record(
 
 
 def _by_kernel(candidates: Sequence[Choice]) -> list[list[Choice]]:
-    """Candidates grouped by kernel version, in order: one runner (context, inputs and
-    reference) serves each group.
+    """Candidates grouped by kernel version, in order: one runner (its programs) serves each
+    group.
     """
     groups: dict[str, list[Choice]] = {}
     for candidate in candidates:
