@@ -512,9 +512,10 @@ def test_a_wrong_kernel_is_named_as_the_first_layer_that_diverged(tmp_path: Path
 
 def test_a_confirmed_run_drops_a_wrong_kernel_and_keeps_what_it_measured(tmp_path: Path) -> None:
     """With nothing tuned, every answer is a default: the confirmed policy runs and verifies
-    each kernel that takes a layer, so the broken kernel is dropped, though it would be the
-    fastest (storing zeros, it computes nothing). What it measured, the rejections too, stays
-    in the database, where the next load finds the layers tuned at their shapes.
+    each kernel that takes a layer (and the CPU starts of conv2d_panel), so the broken kernel
+    is dropped, though it would be the fastest (storing zeros, it computes nothing). What it
+    measured, the rejections too, stays in the database, where the next load finds the layers
+    tuned at their shapes.
     """
     folder, model = _broken_kernel_model(tmp_path, "EPILOGUE(0.0f, at);")
     out = tmp_path / "run.json"
@@ -527,13 +528,14 @@ def test_a_confirmed_run_drops_a_wrong_kernel_and_keeps_what_it_measured(tmp_pat
         assert "Output agrees with onnxruntime" in result.stdout
         return [layer for layer in json.loads(out.read_text())["layers"] if "Conv" in layer["op"]]
 
+    timed = {"default, timed", "start, timed"}  # an answer or a CPU start of conv2d_panel
     layers = confirmed("--no-record")
-    assert [layer["match"] for layer in layers] == ["default, timed", "default, timed"]
+    assert len(layers) == 2 and {layer["match"] for layer in layers} <= timed
     assert "conv2d_broken" not in {layer["kernel"] for layer in layers}
     with Store(db) as store:
         assert not store.stored_devices()  # --no-record: the database as it was
     first = confirmed()
-    assert [layer["match"] for layer in first] == ["default, timed", "default, timed"]
+    assert len(first) == 2 and {layer["match"] for layer in first} <= timed
     broken = kernel_from_texts("conv2d_broken", (folder / "conv2d_broken.cl").read_text(),
                                (folder / "conv2d_broken.yaml").read_text())  # fmt: skip
     with Store(db) as store:  # kept, the broken kernel's rejected results too
