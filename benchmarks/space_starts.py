@@ -11,13 +11,18 @@ at most ``--most``, taken from each batch size in turn (GEMM: one).
 the device), a greedy facility location on the training shapes: each pick adds the most to
 the sum, over those shapes, of the best ``fastest in the pool / its time`` among the picks. It
 prints the picks as a space's ``starts:`` entry, and what the picks reach on the held-out
-shapes, which took no part in choosing them.
+shapes, which took no part in choosing them; with ``--against``, what a shipped starts file
+reaches beside them, set by set.
 
     python benchmarks/space_starts.py pool /tmp/dbs/*.db --out pool.json
     python benchmarks/space_starts.py pool /tmp/dbs/*.db --kernels conv2d_igemm conv2d_1x1 \
         --per-workload 1 --min-flops 1e7 --most 24 --out conv_pool.json
+    python benchmarks/space_starts.py pool /tmp/dbs/*.db --kernels conv2d_direct --grouped \
+        --extend conv_pool.json --out grouped_pool.json
     python benchmarks/space_starts.py pick matrix.json.gz --eval 1500x2048x512 ...
     python benchmarks/space_starts.py pick b1.json.gz b16.json.gz --eval held_out_2@1 ...
+    python benchmarks/space_starts.py pick b1.json.gz b16.json.gz --count 8 \
+        --eval grouped_held@1 grouped_held@16 --against search_spaces/starts/conv2d_direct.yaml
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
+import yaml
 from lib.runs import read_run
 
 from octune.catalogue.registry import family, load_kernel
@@ -39,11 +45,15 @@ KERNELS = ["gemm", "gemm_splitk_serial", "gemm_splitk"]
 
 
 def pool(paths: list[Path], kernels: list[str], per_workload: int, min_flops: float,
-         device_type: str, most: int) -> dict[str, list[dict[str, int]]]:  # fmt: skip
+         device_type: str, most: int, grouped: bool = False,
+         extend: dict[str, list[dict[str, int]]] | None = None,
+         ) -> dict[str, list[dict[str, int]]]:  # fmt: skip
     """Each kernel's configs that were among a workload's ``per_workload`` fastest verified
     ones in any of the databases, legal now on the first database's device: at most ``most``,
     taken from each batch size in turn (a conv's tiles at batch 16 are not batch 1's), those
-    fast on the most workloads first.
+    fast on the most workloads first. ``grouped``: grouped convs' workloads only (neither one
+    group nor depthwise). ``extend``: an earlier pool, whose configs come first and stay, so
+    that its picks can be picked again beside the new ones.
     """
     # kernel: batch: config: workloads it is among the fastest on
     found: dict[str, dict[int, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
@@ -72,6 +82,8 @@ def pool(paths: list[Path], kernels: list[str], per_workload: int, min_flops: fl
             if kernel not in kernels or problem != load_kernel(kernel).space.problem:
                 continue
             sizes = json.loads(shape)
+            if grouped and not 1 < sizes.get("groups", 1) < sizes.get("c", 0):
+                continue
             try:
                 flops = family(problem).workload(sizes, dtype).flops
             except WorkloadError:  # a shape an older version of the family took
@@ -91,12 +103,13 @@ def pool(paths: list[Path], kernels: list[str], per_workload: int, min_flops: fl
         first = {p.name: p.values[0] for p in kernel.space.parameters}
         ranked = [sorted(counts, key=lambda key: -counts[key])
                   for counts in found[name].values()]  # fmt: skip
-        chosen[name] = []
+        earlier = (extend or {}).get(name, [])
+        chosen[name], room = list(earlier), len(earlier) + most
         for key in itertools.chain.from_iterable(itertools.zip_longest(*ranked)):
             # a parameter added since at its first value
             config = {**first, **json.loads(key)} if key else {}
             fresh = config.keys() == first.keys() and config not in chosen[name]
-            if len(chosen[name]) < most and fresh and table.index(config) is not None:
+            if len(chosen[name]) < room and fresh and table.index(config) is not None:
                 chosen[name].append(config)
     return chosen
 
@@ -135,6 +148,24 @@ def reach(times: dict[str, list[float | None]], chosen: list[int]) -> dict[str, 
     return found
 
 
+def compare(measured: dict, chosen: list[int], shipped: list[dict[str, int]]) -> None:
+    """Per shape set (a conv layer set, ``NET@BATCH``; a GEMM shape alone), the median and
+    worst of what the picks and the ``shipped`` starts (those in the pool) reach.
+    """
+    configs = measured["configs"]
+    others = [configs.index(c) for c in shipped if c in configs]
+    print(f"#   against: {len(others)} of {len(shipped)} starts in the pool")
+    sets: dict[str, dict[str, list[float | None]]] = defaultdict(dict)
+    for shape, row in measured["times"].items():
+        sets[shape.split(" ")[0]][shape] = row
+    for name, times in sorted(sets.items()):
+        line = [f"#   {name} ({len(times)}):"]
+        for label, indices in (("picks", chosen), ("against", others)):
+            found = sorted(reach(times, indices).values())
+            line.append(f"{label} median {found[len(found) // 2]:.2f}, worst {found[0]:.2f}")
+        print(" ".join(line[:1]) + " " + "; ".join(line[1:]))
+
+
 def held_out(key: str, named: list[str]) -> bool:
     """Whether a matrix's shape is one of ``named``: a GEMM shape, or a conv layer set
     (``NET@BATCH``, the start of its layers' keys).
@@ -152,6 +183,8 @@ def main() -> None:
     make.add_argument("--min-flops", type=float, default=1e8)
     make.add_argument("--device-type", default="gpu")
     make.add_argument("--most", type=int, default=1000, help="configs per kernel at most")
+    make.add_argument("--grouped", action="store_true", help="grouped convs' workloads only")
+    make.add_argument("--extend", type=Path, help="an earlier pool: its configs first")
     make.add_argument("--out", type=Path, required=True)
     choose = steps.add_parser("pick")
     choose.add_argument("matrix", type=Path, nargs="+", help="starts_pool.py's --out files")
@@ -162,10 +195,17 @@ def main() -> None:
         default=[],
         help="held-out shapes or conv layer sets (NET@BATCH): not for picking",
     )
+    choose.add_argument(
+        "--against", type=Path,
+        help="a starts file (search_spaces/starts/K.yaml): what its --device-type list reaches, "
+             "set by set, beside the picks",
+    )  # fmt: skip
+    choose.add_argument("--device-type", default="gpu")
     args = parser.parse_args()
     if args.step == "pool":
+        earlier = json.loads(read_run(args.extend)) if args.extend else None
         chosen = pool(args.databases, args.kernels, args.per_workload, args.min_flops,
-                      args.device_type, args.most)  # fmt: skip
+                      args.device_type, args.most, args.grouped, earlier)  # fmt: skip
         args.out.write_text(json.dumps(chosen))
         print({name: len(configs) for name, configs in chosen.items()})
         return
@@ -186,6 +226,9 @@ def main() -> None:
               "of the pool's fastest there")  # fmt: skip
         for shape, ratio in sorted(on_held.items()):
             print(f"#   held out {shape}: {ratio:.2f}")
+        if args.against is not None:
+            shipped = yaml.safe_load(args.against.read_text()).get(args.device_type, [])
+            compare(measured, chosen, shipped)
         for index in chosen:
             flow = ", ".join(f"{k}: {v}" for k, v in measured["configs"][index].items())
             print(f"    - {{{flow}}}")

@@ -6,6 +6,7 @@ device-limits change, and service_load.py's figures could not be made again).
 from __future__ import annotations
 
 import ast
+import gzip
 import json
 import shutil
 import subprocess
@@ -118,30 +119,57 @@ def _kept(folder: str, kernel: str, batches: tuple[int, ...], call: str = "") ->
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("kernel", "matrices", "held_out"),
-    [(kernel, _kept("h200_session23", kernel, (1, 16), "call1_"), "held_out_2@1 held_out_2@16")
+    ("kernel", "matrices", "held_out", "count"),
+    [(kernel, _kept("h200_session23", kernel, (1, 16), "call1_"), "held_out_2@1 held_out_2@16", 6)
      for kernel in ("conv2d_igemm", "conv2d_1x1")]
     + [("conv2d_depthwise", _kept("h200_session23", "conv2d_depthwise", (1, 16), "call4_"),
-        "mobilenet_v2@1 mobilenet_v2@16"),
+        "mobilenet_v2@1 mobilenet_v2@16", 6),
+       ("conv2d_direct", _kept("h200_session25", "conv2d_direct", (1, 16), "call1_"),
+        "grouped_held@1 grouped_held@16", 8),
        ("conv2d_panel", _kept("cpu_session24", "conv2d_panel", (1, 8)),
-        "mobilenet_v2@1 mobilenet_v2@8")],
+        "mobilenet_v2@1 mobilenet_v2@8", 6)],
 )  # fmt: skip
 def test_the_shipped_conv_starts_are_what_the_kept_matrices_pick(
-    kernel: str, matrices: list[str], held_out: str
+    kernel: str, matrices: list[str], held_out: str, count: int
 ) -> None:
     """``space_starts.py pick`` on the matrices measured for the starts (the H200's in
-    data/h200_session23, a Xeon's in data/cpu_session24), with the same layers held out, gives
-    the starts octune ships, in their order: they can be made again, and a pick that changes is
-    noticed.
+    data/h200_session23 and h200_session25, a Xeon's in data/cpu_session24), with the same
+    layers held out, gives the starts octune ships, in their order: they can be made again, and
+    a pick that changes is noticed.
     """
     data = BENCHMARKS / "data"
+    starts = BENCHMARKS.parent / "search_spaces" / "starts" / f"{kernel}.yaml"
+    device_type = "cpu" if "cpu_" in matrices[0] else "gpu"
     picked = _run(BENCHMARKS / "space_starts.py", "pick", *(data / m for m in matrices),
-                  "--count", "6", "--eval", *held_out.split())  # fmt: skip
-    shipped = (BENCHMARKS.parent / "search_spaces" / "starts" / f"{kernel}.yaml").read_text()
+                  "--count", str(count), "--eval", *held_out.split(), "--against", starts,
+                  "--device-type", device_type)  # fmt: skip
     entries = [line for line in picked.splitlines() if line.startswith("    - ")]
-    assert len(entries) == 6 and entries == [
-        line for line in shipped.splitlines() if line.startswith("    - ")
+    assert len(entries) == count and entries == [
+        line for line in starts.read_text().splitlines() if line.startswith("    - ")
     ]
+    assert f"against: {count} of {count} starts in the pool" in picked
+    for line in picked.splitlines():  # the shipped starts are the picks: they reach the same
+        if " median " in line and "; against " in line:
+            ours, theirs = line.split(": ", 1)[1].split("; against ")
+            assert ours.removeprefix("picks ") == theirs, line
+
+
+@pytest.mark.slow
+def test_the_grouped_direct_pool_is_made_again_from_the_kept_databases(tmp_path: Path) -> None:
+    """``space_starts.py pool --grouped --extend``: session 23's pool, then the grouped convs'
+    fastest configs of RegNetY-400MF's kept databases, is the pool session 25 measured.
+    """
+    data = BENCHMARKS / "data"
+    databases = []
+    for name in ("call1_base_regnet_y_400mf.db.gz", "call2_tuned_regnet_y_400mf_b16.db.gz"):
+        databases.append(tmp_path / name.removesuffix(".gz"))
+        databases[-1].write_bytes(gzip.decompress((data / "h200_session24" / name).read_bytes()))
+    made = tmp_path / "pool.json"
+    _run(BENCHMARKS / "space_starts.py", "pool", *databases, "--kernels", "conv2d_direct",
+         "conv2d_igemm", "--per-workload", "2", "--min-flops", "1e7", "--grouped", "--extend",
+         data / "h200_session23" / "call1_conv_pool.json.gz", "--out", made)  # fmt: skip
+    kept = data / "h200_session25" / "call1_grouped_pool.json.gz"
+    assert json.loads(made.read_text()) == json.loads(gzip.decompress(kept.read_bytes()))
 
 
 def test_the_benchmarks_tune_the_kernels_octune_tune_tunes_on_the_device_type() -> None:
