@@ -65,7 +65,7 @@ from octune.lookup.tables import StoreLookup, build_table, resolve_device, store
 from octune.networks.workloads import network_layers
 from octune.runtime.config_sources import CONFIRM_NEIGHBOURS, Choice, StoreConfigs, confirm
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.measure import DeviceRunner
+from octune.tuner.measure import RunnerChain
 from octune.tuner.programs import ProgramCache
 
 #: The confirmations compared: (policy, nearest shapes' configs per kernel, model pick, starts).
@@ -230,24 +230,20 @@ class Policies:
 
 class Timings:
     """Each config's median seconds on a layer (None where it fails), measured once per run.
-    Its runners share one OpenCL context and the layer's operands: a fresh context and a
-    batch-16 layer's inputs and float64 reference cost each runner 1.3 s on the H200's host.
+    Its runners share one OpenCL context and the layer's operands (``RunnerChain``).
     """
 
     def __init__(self, device: Any) -> None:
         self.device = device
-        self.memo = OperandMemo(size=1)
-        self.context: Any = None
+        self.chain = RunnerChain(OperandMemo(size=1))
         self.seconds: dict[tuple[str, str, str], float | None] = {}
 
     def measure(self, kernel: str, config: dict[str, int], layer: Any) -> float | None:
         key = (kernel, json.dumps(layer.shape, sort_keys=True), json.dumps(config, sort_keys=True))
         if key not in self.seconds:
-            runner = DeviceRunner(self.device, load_kernel(kernel), layer.workload(), seed=7,
-                                  repeats=20, max_seconds=0.3, memo=self.memo,
-                                  context=self.context)  # fmt: skip
+            runner = self.chain.runner(self.device, load_kernel(kernel), layer.workload(),
+                                       seed=7, repeats=20, max_seconds=0.3)  # fmt: skip
             result = runner.measure(config)
-            self.context = runner.context  # a fresh one where a failed launch spoiled the last
             self.seconds[key] = result.median_s if result.ok and result.median_s else None
             if self.seconds[key] is None:
                 print(f"  {kernel} {config}: {result.status}", flush=True)

@@ -66,7 +66,7 @@ from octune.lookup.data import Answer, FollowUpSizes, Query, QueryError
 from octune.lookup.semantics import KernelIndex
 from octune.lookup.tables import StoreLookup
 from octune.tuner.device import DeviceInfo
-from octune.tuner.measure import DeviceRunner
+from octune.tuner.measure import RunnerChain
 from octune.tuner.programs import ProgramCache
 from octune.tuner.tuning_store import TuningStore, record_session
 from octune.tuner.workers import build_all
@@ -546,16 +546,14 @@ def fastest(
     """
     timed = []
     info = DeviceInfo.from_cl(device) if record is not None else None
-    memo, context = OperandMemo(size=1), None
+    chain = RunnerChain(OperandMemo(size=1))
     for kernel_candidates in _by_kernel(candidates):
         kernel = kernel_candidates[0].kernel
-        runner = DeviceRunner(
+        runner = chain.runner(
             device, kernel, workload, seed=0, repeats=CONFIRM_MOST_RUNS,
-            min_repeats=CONFIRM_RUNS, max_seconds=CONFIRM_SECONDS, cache=cache, memo=memo,
-            context=context,
+            min_repeats=CONFIRM_RUNS, max_seconds=CONFIRM_SECONDS, cache=cache,
         )  # fmt: skip
         measured = [runner.measure(candidate.config) for candidate in kernel_candidates]
-        context = runner.context  # a fresh one where a failed launch spoiled the last
         if record is not None and info is not None:
             _record(record, info, kernel, workload, measured)
         for candidate, measurement in zip(kernel_candidates, measured, strict=True):

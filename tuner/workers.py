@@ -32,7 +32,7 @@ from octune.core.errors import DeviceError
 from octune.core.results import Config, Measurement, Status
 from octune.tuner.device import DeviceInfo, list_devices
 from octune.tuner.energy import sensor_for
-from octune.tuner.measure import DeviceRunner
+from octune.tuner.measure import DeviceRunner, RunnerChain
 from octune.tuner.programs import ProgramCache
 
 # Spawned, not forked: a forked child would share the parent's OpenCL driver state.
@@ -178,17 +178,16 @@ def build_all(
 # ---- the measurer ---------------------------------------------------------------------
 
 
-def _runner(
-    context: MeasuringContext, memo: OperandMemo, previous: DeviceRunner | None = None
-) -> DeviceRunner:
-    """A runner for ``context``, with host operands from ``memo``; on the ``previous`` runner's
-    device it reuses its OpenCL context, which that runner replaced after any failed launch.
+def _runner(context: MeasuringContext, chain: RunnerChain) -> DeviceRunner:
+    """A runner for ``context``, the next of ``chain`` (its OpenCL context and host operands):
+    on the last runner's device when ``context`` names it, else on the device found for it.
     """
-    if previous is not None and previous.info.fingerprint == context.device_fingerprint:
-        device, cl_context = previous.device, previous.context
+    last = chain.last
+    if last is not None and last.info.fingerprint == context.device_fingerprint:
+        device = last.device
     else:
-        device, cl_context = find_device(context.device_fingerprint), None
-    return DeviceRunner(
+        device = find_device(context.device_fingerprint)
+    return chain.runner(
         device,
         context.kernel,
         context.workload,
@@ -198,8 +197,6 @@ def _runner(
         max_seconds=context.max_seconds,
         cache=context.cache,
         energy=sensor_for(device) if context.energy else None,
-        memo=memo,
-        context=cl_context,
     )
 
 
@@ -209,8 +206,8 @@ def _measurer_main(connection: Connection, context: MeasuringContext) -> None:
     took 1.3 s on the H200's host at batch 16, 67 of a 90 s ResNet-50 run's seconds).
     """
     _detach()
-    memo = OperandMemo()
-    runner = _runner(context, memo)
+    chain = RunnerChain(OperandMemo())
+    runner = _runner(context, chain)
     connection.send("ready")
     while True:
         try:
@@ -220,7 +217,7 @@ def _measurer_main(connection: Connection, context: MeasuringContext) -> None:
         if message is None:
             return
         if isinstance(message, MeasuringContext):
-            runner = _runner(message, memo, runner)
+            runner = _runner(message, chain)
             connection.send("ready")
         else:
             connection.send(runner.measure(message))

@@ -14,7 +14,7 @@ from octune.catalogue.space import ConfigTable
 from octune.core.results import Status
 from octune.kernels.gemm import gemm_workload
 from octune.tuner.device import DeviceInfo
-from octune.tuner.measure import DeviceRunner, fastest_fifth
+from octune.tuner.measure import DeviceRunner, RunnerChain, fastest_fifth
 
 WORKLOAD = gemm_workload(45, 37, 29)
 
@@ -191,6 +191,25 @@ def test_a_memo_binds_a_workloads_inputs_once_for_its_kernels(
     again = DeviceRunner(cl_device, gemm_kernel, WORKLOAD, seed=5, memo=memo)
     assert again.data.expected is not first.data.expected  # type: ignore[attr-defined]
     assert (again.data.expected == first.data.expected).all()  # type: ignore[attr-defined]
+
+
+def test_a_chains_runners_hand_on_the_context_each_last_held(
+    cl_device: cl.Device, gemm_kernel: KernelSpec, gemm_table: ConfigTable
+) -> None:
+    """The next runner of a chain takes the context its last runner holds when it is made: the
+    fresh one that runner opened after a failed launch, not the one it was given.
+    """
+    chain = RunnerChain(OperandMemo(size=1))
+    first = chain.runner(cl_device, gemm_kernel, WORKLOAD, seed=5)
+    second = chain.runner(cl_device, gemm_kernel, WORKLOAD, seed=5)
+    assert second.context is first.context
+    assert second.data.expected is first.data.expected  # type: ignore[attr-defined]
+    given = second.context
+    second._open()  # as measure() does after a failed launch
+    third = chain.runner(cl_device, gemm_kernel, WORKLOAD, seed=5, repeats=3)
+    assert third.context is second.context and third.context is not given
+    assert chain.last is third
+    assert third.measure(small_config(gemm_table, MWG=16, NWG=16)).status is Status.OK
 
 
 def test_without_a_seed_a_memo_keeps_one_for_the_runners_life(
