@@ -122,40 +122,41 @@ HELD_OUT_2 = [
     Layer("resnet152 1x1", 1024, 14, 256, 1),
 ]  # fmt: skip
 
+
+def _grouped(networks: dict[str, list[tuple[int, int, int, int, int]]]) -> list[Layer]:
+    """Grouped 3x3 convs, channels kept, from (channels, size, stride, groups, count) a network."""
+    return [
+        Layer(f"{net} g{c}/{groups} {hw}px s{stride}", c, hw, c, 3, stride=stride,
+              groups=groups, count=count)
+        for net, layers in networks.items()
+        for c, hw, stride, groups, count in layers
+    ]  # fmt: skip
+
+
 # Grouped 3x3 convs (neither one group nor depthwise), every distinct one of five networks
 # (torchvision, 224 px, read by forward hooks; 2026-12-01, issue 63): the direct kernel's starts
 # were picked with none. ``grouped`` to pick from: ResNeXt-50 32x4d (4 channels a group),
 # RegNetX-400MF and RegNetY-800MF (16); ``grouped_held``, not for picking: RegNetY-400MF (8)
 # and RegNetX-1.6GF (24).
-GROUPED = [
-    Layer(f"{net} g{c}/{groups} {hw}px s{stride}", c, hw, c, 3, stride=stride, groups=groups,
-          count=count)
-    for net, layers in {
-        "resnext50": [(128, 56, 1, 32, 3), (256, 56, 2, 32, 1), (256, 28, 1, 32, 3),
-                      (512, 28, 2, 32, 1), (512, 14, 1, 32, 5), (1024, 14, 2, 32, 1),
-                      (1024, 7, 1, 32, 2)],
-        "regnetx_400mf": [(32, 112, 2, 2, 1), (64, 56, 2, 4, 1), (64, 28, 1, 4, 1),
-                          (160, 28, 2, 10, 1), (160, 14, 1, 10, 6), (400, 14, 2, 25, 1),
-                          (400, 7, 1, 25, 11)],
-        "regnety_800mf": [(64, 112, 2, 4, 1), (144, 56, 2, 9, 1), (144, 28, 1, 9, 2),
-                          (320, 28, 2, 20, 1), (320, 14, 1, 20, 7), (784, 14, 2, 49, 1),
-                          (784, 7, 1, 49, 1)],
-    }.items()
-    for c, hw, stride, groups, count in layers
-]  # fmt: skip
-GROUPED_HELD = [
-    Layer(f"{net} g{c}/{groups} {hw}px s{stride}", c, hw, c, 3, stride=stride, groups=groups,
-          count=count)
-    for net, layers in {
-        "regnety_400mf": [(48, 112, 2, 6, 1), (104, 56, 2, 13, 1), (104, 28, 1, 13, 2),
-                          (208, 28, 2, 26, 1), (208, 14, 1, 26, 5), (440, 14, 2, 55, 1),
-                          (440, 7, 1, 55, 5)],
-        "regnetx_1_6gf": [(72, 112, 2, 3, 1), (72, 56, 1, 3, 1), (168, 56, 2, 7, 1),
-                          (168, 28, 1, 7, 3), (408, 28, 2, 17, 1), (408, 14, 1, 17, 9),
-                          (912, 14, 2, 38, 1), (912, 7, 1, 38, 1)],
-    }.items()
-    for c, hw, stride, groups, count in layers
-]  # fmt: skip
+GROUPED = _grouped({
+    "resnext50": [(128, 56, 1, 32, 3), (256, 56, 2, 32, 1), (256, 28, 1, 32, 3),
+                  (512, 28, 2, 32, 1), (512, 14, 1, 32, 5), (1024, 14, 2, 32, 1),
+                  (1024, 7, 1, 32, 2)],
+    "regnetx_400mf": [(32, 112, 2, 2, 1), (64, 56, 2, 4, 1), (64, 28, 1, 4, 1),
+                      (160, 28, 2, 10, 1), (160, 14, 1, 10, 6), (400, 14, 2, 25, 1),
+                      (400, 7, 1, 25, 11)],
+    "regnety_800mf": [(64, 112, 2, 4, 1), (144, 56, 2, 9, 1), (144, 28, 1, 9, 2),
+                      (320, 28, 2, 20, 1), (320, 14, 1, 20, 7), (784, 14, 2, 49, 1),
+                      (784, 7, 1, 49, 1)],
+})  # fmt: skip
+GROUPED_HELD = _grouped({
+    "regnety_400mf": [(48, 112, 2, 6, 1), (104, 56, 2, 13, 1), (104, 28, 1, 13, 2),
+                      (208, 28, 2, 26, 1), (208, 14, 1, 26, 5), (440, 14, 2, 55, 1),
+                      (440, 7, 1, 55, 5)],
+    "regnetx_1_6gf": [(72, 112, 2, 3, 1), (72, 56, 1, 3, 1), (168, 56, 2, 7, 1),
+                      (168, 28, 1, 7, 3), (408, 28, 2, 17, 1), (408, 14, 1, 17, 9),
+                      (912, 14, 2, 38, 1), (912, 7, 1, 38, 1)],
+})  # fmt: skip
 
 NETWORKS = {name: partial(_network, name) for name in ("resnet50", "mobilenet_v1")}
 NETWORKS["held_out"] = lambda: HELD_OUT
