@@ -159,11 +159,11 @@ def compare(measured: dict, chosen: list[int], shipped: list[dict[str, int]]) ->
     for shape, row in measured["times"].items():
         sets[shape.split(" ")[0]][shape] = row
     for name, times in sorted(sets.items()):
-        line = [f"#   {name} ({len(times)}):"]
+        parts = []
         for label, indices in (("picks", chosen), ("against", others)):
             found = sorted(reach(times, indices).values())
-            line.append(f"{label} median {found[len(found) // 2]:.2f}, worst {found[0]:.2f}")
-        print(" ".join(line[:1]) + " " + "; ".join(line[1:]))
+            parts.append(f"{label} median {found[len(found) // 2]:.2f}, worst {found[0]:.2f}")
+        print(f"#   {name} ({len(times)}): " + "; ".join(parts))
 
 
 def held_out(key: str, named: list[str]) -> bool:
