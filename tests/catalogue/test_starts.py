@@ -4,11 +4,12 @@ that names what the space lacks is a one-line error that says what."""
 from __future__ import annotations
 
 from importlib import resources
+from typing import get_args
 
 import pytest
 
 from octune.catalogue.registry import available_kernels, kernel_from_texts, load_kernel
-from octune.catalogue.starts import config_starts, parse_starts
+from octune.catalogue.starts import DeviceType, config_starts, parse_starts
 from octune.core.errors import SpaceError
 
 PARAMETERS = {"MWG": (16, 32, 64), "KWG": (8, 16), "SA": (0, 1)}
@@ -23,7 +24,7 @@ def test_every_shipped_start_is_a_whole_config_of_its_space():
     for name in shipped:
         assert name in available_kernels(), f"starts/{name}.yaml names no kernel"
         kernel = load_kernel(name)
-        listed = [config_starts(kernel, kind) for kind in ("cpu", "gpu", "accelerator")]
+        listed = [config_starts(kernel, kind) for kind in get_args(DeviceType)]
         assert any(listed), f"starts/{name}.yaml lists nothing for any device type"
         for starts in listed:
             for config in starts:
