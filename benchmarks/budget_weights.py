@@ -1,20 +1,29 @@
-"""A network's tuning budget by estimated or by measured time (issue 63, item 3), side by side
-in one run: the same network, batch and budget tuned into fresh databases with the second
-round weighted by the estimate (each layer's flops or traffic) or by what the first round
-measured (``tuner.campaign.measured_weights``), alternating A B A B; then each layer's best
-stored config re-run (``DeviceRunner``, verified), times its launches per pass, summed.
+"""A network's tuning budget by estimated or by measured time (issue 63, item 3): the same
+network, batch and budget tuned into fresh databases with the second round weighted by the
+estimate (each layer's flops or traffic) or by what the first round measured
+(``tuner.campaign.measured_weights``); then, in one process on one device, each layer's best
+stored config of every database re-run (``DeviceRunner``, verified), its launches per pass
+times the fastest, summed, the databases taken in turn A B A B.
 
-    .venv/bin/python benchmarks/budget_weights.py --device 0 --net squeezenet1.1 --batch 8 \\
-        --seconds 60 --rounds 2 --out /tmp/weights.json
-    benchmarks/device_run.sh python3 benchmarks/budget_weights.py --device NVIDIA \\
-        --net resnet50 --batch 32 --seconds 120 --rounds 1 --out $OUT/weights.json
+Tuning and comparing are two steps, so the arms can be tuned at once on two cards of one host
+and compared on one of them:
+
+    .venv/bin/python benchmarks/budget_weights.py tune --device 0 --net squeezenet1.1 \\
+        --batch 8 --seconds 60 --weights measured --db /tmp/w/measured.db
+    .venv/bin/python benchmarks/budget_weights.py compare --device 0 --net squeezenet1.1 \\
+        --batch 8 --dbs /tmp/w/estimated.db /tmp/w/measured.db --repeat 2 --out /tmp/w.json
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import shutil
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,6 +36,34 @@ from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.measure import DeviceRunner
 from octune.tuner.session import Budget, SessionReport, Settings, run_session
 from octune.tuner.workers import Workers
+
+WEIGHTS = ("estimated", "measured")
+
+
+def network_tasks_for(net: str, batch: int, device_type: str) -> list[Task]:
+    layers, _ = network_layers(net, batch, {})
+    tasks, _ = for_device(network_tasks(layers), device_type)
+    return tasks
+
+
+@contextmanager
+def kept_stores(paths: list[Path]) -> Iterator[dict[Path, Store]]:
+    """Kept databases, open; a gzipped one (``benchmarks/data``) is unpacked to a temporary
+    file first.
+    """
+    with tempfile.TemporaryDirectory() as folder:
+        stores = {}
+        for path in paths:
+            if path.suffix == ".gz":
+                unpacked = Path(folder) / f"{len(stores)}.db"
+                with gzip.open(path) as packed, unpacked.open("wb") as out:
+                    shutil.copyfileobj(packed, out)
+            stores[path] = Store(f"sqlite:///{unpacked if path.suffix == '.gz' else path}")
+        try:
+            yield stores
+        finally:
+            for store in stores.values():
+                store.close()
 
 
 def tune(store: Store, info: DeviceInfo, tasks: list[Task], seconds: float) -> None:
@@ -63,39 +100,93 @@ def network_seconds(
                 fastest.get(key, float("inf")), result.median_s * (task.launches or 1)
             )
     missing = {task.workload.key for task in tasks} - set(fastest)
-    if missing:
-        print(f"  {len(missing)} layers without a verified config", flush=True)
     return sum(fastest.values()), len(missing)
+
+
+def tune_arm(args: argparse.Namespace) -> None:
+    """One arm into a fresh database: ``estimated`` drops the layers' launches, so the second
+    round keeps the estimate (``measured_weights`` weighs only where every task has them).
+    """
+    info = DeviceInfo.from_cl(select_device(args.device))
+    tasks = network_tasks_for(args.net, args.batch, info.device_type)
+    if args.weights == "estimated":
+        tasks = [replace(task, launches=None) for task in tasks]
+    if args.db.exists():
+        raise SystemExit(f"{args.db} exists: each arm tunes into a fresh database")
+    args.db.parent.mkdir(parents=True, exist_ok=True)
+    store = Store(f"sqlite:///{args.db}")
+    started = time.monotonic()
+    tune(store, info, tasks, args.seconds)
+    store.close()
+    print(f"{args.weights}: tuned {args.seconds:g} s in {time.monotonic() - started:.0f} s")
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Kept databases' network times, re-run in turn in this one process."""
+    device = select_device(args.device)
+    info = DeviceInfo.from_cl(device)
+    tasks = network_tasks_for(args.net, args.batch, info.device_type)
+    runs = []
+    with kept_stores(args.dbs) as stores:
+        for turn in range(args.repeat):
+            for path, store in stores.items():
+                seconds, missing = network_seconds(store, device, info, tasks)
+                runs.append({"turn": turn, "db": path.name, "network_ms": 1e3 * seconds,
+                             "layers_without_config": missing})  # fmt: skip
+                print(f"turn {turn} {path.name}: {1e3 * seconds:.3f} ms, {missing} layers "
+                      "without a verified config", flush=True)  # fmt: skip
+                record = {"device": info.name, "net": args.net, "batch": args.batch, "runs": runs}
+                args.out.write_text(json.dumps(record, indent=1))
+
+
+def spent(args: argparse.Namespace) -> None:
+    """Where each database's budget went, layer by layer, read from the databases alone: the
+    configs measured (all kernels) and launches x the stored best, beside each layer's
+    estimated share of the network.
+    """
+    with kept_stores(args.dbs) as stores:
+        device = next(iter(stores.values())).stored_devices()[0]
+        tasks = network_tasks_for(args.net, args.batch, device.device_type)
+        layers: dict[str, list[Task]] = {}
+        for task in tasks:
+            layers.setdefault(task.workload.key, []).append(task)
+        total = sum(task.weight for task in tasks)
+        print(f"| layer | launches | estimated share | "
+              f"{' | '.join(f'{path.name}: configs, ms' for path in stores)} |")  # fmt: skip
+        sums = dict.fromkeys(stores, 0.0)
+        by_weight = sorted(layers.items(), key=lambda item: -sum(t.weight for t in item[1]))
+        for key, of_layer in by_weight:
+            row = [key.split("|")[0], str(of_layer[0].launches),
+                   f"{sum(task.weight for task in of_layer) / total:.3f}"]  # fmt: skip
+            for path, store in stores.items():
+                found = [best for task in of_layer
+                         if (best := store.best(device.fingerprint, task.kernel.name, key,
+                                                task.kernel.sha256)) is not None]  # fmt: skip
+                fastest = min((best.median_s or 0.0) for best in found) if found else 0.0
+                ms = 1e3 * fastest * (of_layer[0].launches or 1)
+                sums[path] += ms
+                row.append(f"{sum(best.measured for best in found)}, {ms:.3f}")
+            print(f"| {' | '.join(row)} |")
+        print(f"| sum | | | {' | '.join(f'{ms:.3f}' for ms in sums.values())} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--net", default="squeezenet1.1")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--out", type=Path, required=True)
+    steps = parser.add_subparsers(dest="step", required=True)
+    for name, step_of in (("tune", tune_arm), ("compare", compare), ("spent", spent)):
+        step = steps.add_parser(name, help=(step_of.__doc__ or "").splitlines()[0])
+        step.add_argument("--device", default=None)
+        step.add_argument("--net", default="squeezenet1.1")
+        step.add_argument("--batch", type=int, default=8)
+    steps.choices["tune"].add_argument("--weights", choices=WEIGHTS, required=True)
+    steps.choices["tune"].add_argument("--seconds", type=float, default=60)
+    steps.choices["tune"].add_argument("--db", type=Path, required=True)
+    for name in ("compare", "spent"):
+        steps.choices[name].add_argument("--dbs", type=Path, nargs="+", required=True)
+    steps.choices["compare"].add_argument("--repeat", type=int, default=2)
+    steps.choices["compare"].add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    device = select_device(args.device)
-    info = DeviceInfo.from_cl(device)
-    layers, _ = network_layers(args.net, args.batch, {})
-    measured, _ = for_device(network_tasks(layers), info.device_type)
-    arms = {"estimated": [replace(task, launches=None) for task in measured], "measured": measured}
-    runs = []
-    for turn in range(args.rounds):
-        for arm, tasks in arms.items():
-            with tempfile.TemporaryDirectory() as folder:
-                store = Store(f"sqlite:///{folder}/tuned.db")
-                tune(store, info, tasks, args.seconds)
-                seconds, missing = network_seconds(store, device, info, measured)
-                store.close()
-            runs.append({"round": turn, "weights": arm, "network_ms": 1e3 * seconds,
-                         "layers_without_config": missing})  # fmt: skip
-            print(f"round {turn} {arm}: {1e3 * seconds:.3f} ms", flush=True)
-            args.out.write_text(json.dumps({"device": info.name, "net": args.net,
-                                            "batch": args.batch, "seconds": args.seconds,
-                                            "runs": runs}, indent=1))  # fmt: skip
+    {"tune": tune_arm, "compare": compare, "spent": spent}[args.step](args)
 
 
 if __name__ == "__main__":

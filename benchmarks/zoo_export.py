@@ -66,8 +66,8 @@ DYNAMO = [
 ]
 OPSET11 = ["resnet18", "mobilenet_v2"]
 # Models whose default export has a fixed batch, also exported with a dynamic one
-# (``NAME.dynamic.onnx``): the throughput batches of ``zoo.py --batch``.
-DYNAMIC_TOO = ["resnet50", "vit_b_16"]
+# (``NAME.dynamic.onnx``): the throughput batches of ``zoo.py --batch`` and ``cross_batch.py``.
+DYNAMIC_TOO = ["resnet50", "vit_b_16", "regnet_x_400mf"]
 
 
 def all_jobs() -> list[Job]:

@@ -112,6 +112,16 @@ def test_small_cpu_runs_of_the_benchmarks_that_need_no_gpu(tmp_path: Path) -> No
     ranks = _run(BENCHMARKS / "cross_batch.py", "--ranks", data / "call_a.json", "--base-dir",
                  data, "--dir", tmp_path, "--out", tmp_path / "unused.json")  # fmt: skip
     assert "resnet50 batch 16: ranks [" in ranks
+    # Item 3's kept databases read back as what call 3 re-ran on the H200 (within 3 %).
+    kept = BENCHMARKS / "data" / "h200_session26"
+    dbs = ["call1_estimated_300s", "call2_measured_300s", "call3_estimated_150s",
+           "call3_measured_150s"]  # fmt: skip
+    spent = _run(BENCHMARKS / "budget_weights.py", "spent", "--net", "resnet50", "--batch", "32",
+                 "--dbs", *[kept / f"{db}.db.gz" for db in dbs])  # fmt: skip
+    sums = [float(ms) for ms in spent.splitlines()[-1].strip("| ").split("|")[-4:]]
+    rerun = json.loads((kept / "call3_weights.json").read_text())["runs"][:4]
+    assert [run["db"] for run in rerun] == [f"{db.split('_', 1)[1]}.db" for db in dbs]
+    assert sums == pytest.approx([run["network_ms"] for run in rerun], rel=0.03)
 
 
 def _kept(folder: str, kernel: str, batches: tuple[int, ...], call: str = "") -> list[str]:
@@ -222,6 +232,15 @@ def test_small_cpu_runs_of_the_device_benchmarks(tmp_path: Path) -> None:
     rows = json.loads((tmp_path / "attention.json").read_text())
     assert [row["plan"] for row in rows] == [*ATTENTION_PLANS, "measured at load"]
     assert all(row["agrees"] for row in rows)
+    arms = [tmp_path / f"{weights}.db" for weights in ("estimated", "measured")]
+    for arm in arms:
+        _run(BENCHMARKS / "budget_weights.py", "tune", "--net", "squeezenet1.1", "--batch", "1",
+             "--seconds", "3", "--weights", arm.stem, "--db", arm)  # fmt: skip
+    _run(BENCHMARKS / "budget_weights.py", "compare", "--net", "squeezenet1.1", "--batch", "1",
+         "--dbs", *arms, "--repeat", "1", "--out", tmp_path / "weights.json")  # fmt: skip
+    runs = json.loads((tmp_path / "weights.json").read_text())["runs"]
+    assert [run["db"] for run in runs] == ["estimated.db", "measured.db"]
+    assert all(run["network_ms"] > 0 for run in runs)
 
 
 @pytest.mark.slow
