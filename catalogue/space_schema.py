@@ -16,6 +16,7 @@ from octune.core.errors import SpaceError, validation_message
 from octune.core.expressions import INT64_MAX, INT64_MIN
 from octune.core.precision import check_dtype
 
+DeviceType = Literal["cpu", "gpu", "accelerator"]  # a space's `devices:`, a starts file's keys
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FILE_STEM = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -102,7 +103,7 @@ class SpaceModel(BaseModel):
     problem: Annotated[str, BeforeValidator(_file_stem)]
     entry: Annotated[str, BeforeValidator(_identifier)]
     description: Annotated[str, _none_to(str)] = ""
-    devices: list[Literal["cpu", "gpu", "accelerator"]] | None = Field(default=None, min_length=1)
+    devices: list[DeviceType] | None = Field(default=None, min_length=1)
     parameters: dict[str, ParameterModel]
     dtype: Annotated[str, BeforeValidator(_dtype)] = "float32"
     derived: Annotated[dict[str, _ExpressionText], _none_to(dict)] = Field(default_factory=dict)

@@ -14,16 +14,16 @@ import functools
 import logging
 from collections.abc import Mapping
 from importlib import resources
-from typing import Annotated, Literal
+from typing import Annotated
 
 import yaml
 from pydantic import BeforeValidator, RootModel, ValidationError
 
 from octune.catalogue.registry import KernelSpec
 from octune.catalogue.safe_yaml import YamlLimitError, safe_load
+from octune.catalogue.space_schema import DeviceType
 from octune.core.errors import SpaceError, validation_message
 
-DeviceType = Literal["cpu", "gpu", "accelerator"]
 log = logging.getLogger(__name__)
 HINT = "write 'gpu: [{NAME: value, ...}, ...]'"
 

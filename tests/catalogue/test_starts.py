@@ -9,7 +9,8 @@ from typing import get_args
 import pytest
 
 from octune.catalogue.registry import available_kernels, kernel_from_texts, load_kernel
-from octune.catalogue.starts import DeviceType, config_starts, parse_starts
+from octune.catalogue.space_schema import DeviceType
+from octune.catalogue.starts import config_starts, parse_starts
 from octune.core.errors import SpaceError
 
 PARAMETERS = {"MWG": (16, 32, 64), "KWG": (8, 16), "SA": (0, 1)}
