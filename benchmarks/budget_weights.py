@@ -6,7 +6,7 @@ stored config of every database re-run (``DeviceRunner``, verified), its launche
 times the fastest, summed, the databases taken in turn A B A B.
 
 Tuning and comparing are two steps, so the arms can be tuned at once on two cards of one host
-and compared on one of them:
+and compared on one of them; a third, ``spent``, reads where each database's budget went:
 
     .venv/bin/python benchmarks/budget_weights.py tune --device 0 --net squeezenet1.1 \\
         --batch 8 --seconds 60 --weights measured --db /tmp/w/measured.db
@@ -172,21 +172,23 @@ def spent(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    steps = parser.add_subparsers(dest="step", required=True)
-    for name, step_of in (("tune", tune_arm), ("compare", compare), ("spent", spent)):
-        step = steps.add_parser(name, help=(step_of.__doc__ or "").splitlines()[0])
-        step.add_argument("--device", default=None)
+    steps = {"tune": tune_arm, "compare": compare, "spent": spent}
+    parsers = parser.add_subparsers(dest="step", required=True)
+    for name, step_of in steps.items():
+        step = parsers.add_parser(name, help=(step_of.__doc__ or "").splitlines()[0])
+        if name != "spent":  # it reads the device from the databases
+            step.add_argument("--device", default=None)
         step.add_argument("--net", default="squeezenet1.1")
         step.add_argument("--batch", type=int, default=8)
-    steps.choices["tune"].add_argument("--weights", choices=WEIGHTS, required=True)
-    steps.choices["tune"].add_argument("--seconds", type=float, default=60)
-    steps.choices["tune"].add_argument("--db", type=Path, required=True)
+    parsers.choices["tune"].add_argument("--weights", choices=WEIGHTS, required=True)
+    parsers.choices["tune"].add_argument("--seconds", type=float, default=60)
+    parsers.choices["tune"].add_argument("--db", type=Path, required=True)
     for name in ("compare", "spent"):
-        steps.choices[name].add_argument("--dbs", type=Path, nargs="+", required=True)
-    steps.choices["compare"].add_argument("--repeat", type=int, default=2)
-    steps.choices["compare"].add_argument("--out", type=Path, required=True)
+        parsers.choices[name].add_argument("--dbs", type=Path, nargs="+", required=True)
+    parsers.choices["compare"].add_argument("--repeat", type=int, default=2)
+    parsers.choices["compare"].add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    {"tune": tune_arm, "compare": compare, "spent": spent}[args.step](args)
+    steps[args.step](args)
 
 
 if __name__ == "__main__":
