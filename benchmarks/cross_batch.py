@@ -50,6 +50,7 @@ import math
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -321,8 +322,9 @@ def evaluate(policies: Policies, chosen_policies: list[str], device: Any, net: s
 def ranks(run_file: Path, base_dir: Path) -> None:
     """Print each conv/GEMM layer's winning config's rank among its nearest shapes' configs."""
     for run in json.loads(run_file.read_text())["runs"]:
-        with gzip.open(base_dir / f"{run['net']}.db.gz") as packed:
-            base = Path(f"/tmp/{run['net']}_ranks.db")
+        name = Path(run["net"]).name
+        with gzip.open(base_dir / f"{name}.db.gz") as packed:
+            base = Path(tempfile.gettempdir()) / f"{name}_ranks.db"
             base.write_bytes(packed.read())
         store = Store(f"sqlite:///{base}")
         (fingerprint,) = {device.fingerprint for device in store.stored_devices()}
@@ -385,7 +387,8 @@ def main() -> None:
     info = DeviceInfo.from_cl(device)
     runs = []
     for net in args.nets:
-        base = args.dir / f"{net}.db"
+        name = Path(net).name  # a file's databases go in --dir, whatever folder it is in
+        base = args.dir / f"{name}.db"
         if args.base_dir is not None:
             unpack(args.base_dir, base.name, base)
         else:
@@ -395,11 +398,11 @@ def main() -> None:
         for batch in args.batches:
             tuned = None
             if args.tuned_dir is not None:
-                copy = args.dir / f"{net}_b{batch}.db"
+                copy = args.dir / f"{name}_b{batch}.db"
                 unpack(args.tuned_dir, copy.name, copy)
                 tuned = Store(f"sqlite:///{copy}")
             elif args.tune_seconds:
-                copy = args.dir / f"{net}_b{batch}.db"
+                copy = args.dir / f"{name}_b{batch}.db"
                 shutil.copyfile(base, copy)
                 print(f"{net}: tuning batch {batch}", flush=True)
                 tune(net, batch, args.tune_seconds, copy, args.device)
