@@ -54,11 +54,12 @@ def kept_stores(paths: list[Path]) -> Iterator[dict[Path, Store]]:
     with tempfile.TemporaryDirectory() as folder:
         stores = {}
         for path in paths:
+            file = path
             if path.suffix == ".gz":
-                unpacked = Path(folder) / f"{len(stores)}.db"
-                with gzip.open(path) as packed, unpacked.open("wb") as out:
+                file = Path(folder) / f"{len(stores)}.db"
+                with gzip.open(path) as packed, file.open("wb") as out:
                     shutil.copyfileobj(packed, out)
-            stores[path] = Store(f"sqlite:///{unpacked if path.suffix == '.gz' else path}")
+            stores[path] = Store(f"sqlite:///{file}")
         try:
             yield stores
         finally:
@@ -162,7 +163,7 @@ def spent(args: argparse.Namespace) -> None:
                 found = [best for task in of_layer
                          if (best := store.best(device.fingerprint, task.kernel.name, key,
                                                 task.kernel.sha256)) is not None]  # fmt: skip
-                fastest = min((best.median_s or 0.0) for best in found) if found else 0.0
+                fastest = min((best.median_s for best in found if best.median_s), default=0.0)
                 ms = 1e3 * fastest * (of_layer[0].launches or 1)
                 sums[path] += ms
                 row.append(f"{sum(best.measured for best in found)}, {ms:.3f}")
