@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from octune.db.store import Store
+from octune.networks.graph import GraphBuilder
 from octune.runtime.attention import ATTENTION_PLANS
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -232,6 +233,20 @@ def test_small_cpu_runs_of_the_device_benchmarks(tmp_path: Path) -> None:
     rows = json.loads((tmp_path / "attention.json").read_text())
     assert [row["plan"] for row in rows] == [*ATTENTION_PLANS, "measured at load"]
     assert all(row["agrees"] for row in rows)
+    # A model named by an absolute path: its databases go in --dir, not beside the file
+    # (where a second run once resumed the first one's base).
+    g = GraphBuilder("one_conv", seed=0)
+    x = g.input("input", ["batch", 8, 10, 10])
+    (tmp_path / "models").mkdir()
+    model = tmp_path / "models" / "one_conv.onnx"
+    model.write_bytes(g.model(g.conv(x, "conv", 8, 8, 3), ["batch", 8, 10, 10]).SerializeToString())
+    _run(BENCHMARKS / "cross_batch.py", "--device", "0", "--nets", model, "--base-seconds", "2",
+         "--batches", "2", "--policies", "confirmed-starts", "--dir", tmp_path / "run",
+         "--out", tmp_path / "cross_batch.json")  # fmt: skip
+    assert (tmp_path / "run" / "one_conv.onnx.db").exists()
+    assert list((tmp_path / "models").iterdir()) == [model]
+    (run,) = json.loads((tmp_path / "cross_batch.json").read_text())["runs"]
+    assert run["batch"] == 2 and run["totals_s"]["confirmed-starts"] > 0
     arms = [tmp_path / f"{weights}.db" for weights in ("estimated", "measured")]
     for arm in arms:
         _run(BENCHMARKS / "budget_weights.py", "tune", "--net", "squeezenet1.1", "--batch", "1",
