@@ -17,9 +17,7 @@ and compared on one of them; a third, ``spent``, reads where each database's bud
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -28,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pyopencl as cl
+from lib.runs import read_run
 
 from octune.db.store import Store
 from octune.networks.workloads import network_layers, network_tasks
@@ -48,18 +47,13 @@ def network_tasks_for(net: str, batch: int, device_type: str) -> list[Task]:
 
 @contextmanager
 def kept_stores(paths: list[Path]) -> Iterator[dict[Path, Store]]:
-    """Kept databases, open; a gzipped one (``benchmarks/data``) is unpacked to a temporary
-    file first.
-    """
+    """Kept databases, open: each a temporary copy, unpacked where gzipped (``benchmarks/data``)."""
     with tempfile.TemporaryDirectory() as folder:
         stores = {}
-        for path in paths:
-            file = path
-            if path.suffix == ".gz":
-                file = Path(folder) / f"{len(stores)}.db"
-                with gzip.open(path) as packed, file.open("wb") as out:
-                    shutil.copyfileobj(packed, out)
-            stores[path] = Store(f"sqlite:///{file}")
+        for index, path in enumerate(paths):
+            copy = Path(folder) / f"{index}.db"
+            copy.write_bytes(read_run(path))
+            stores[path] = Store(f"sqlite:///{copy}")
         try:
             yield stores
         finally:

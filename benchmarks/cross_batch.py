@@ -44,7 +44,6 @@ answers at other batches come to what tuning each batch finds, per network, in o
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import shutil
@@ -55,6 +54,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from lib.runs import read_run
 
 from octune.catalogue.family import OperandMemo
 from octune.catalogue.registry import family, load_kernel
@@ -323,9 +324,8 @@ def ranks(run_file: Path, base_dir: Path) -> None:
     """Print each conv/GEMM layer's winning config's rank among its nearest shapes' configs."""
     for run in json.loads(run_file.read_text())["runs"]:
         name = Path(run["net"]).name
-        with gzip.open(base_dir / f"{name}.db.gz") as packed:
-            base = Path(tempfile.gettempdir()) / f"{name}_ranks.db"
-            base.write_bytes(packed.read())
+        base = Path(tempfile.gettempdir()) / f"{name}_ranks.db"
+        base.write_bytes(read_run(base_dir / f"{name}.db.gz"))
         store = Store(f"sqlite:///{base}")
         (fingerprint,) = {device.fingerprint for device in store.stored_devices()}
         device = resolve_device(store, fingerprint)
@@ -351,9 +351,7 @@ def ranks(run_file: Path, base_dir: Path) -> None:
 def unpack(folder: Path, name: str, to: Path) -> None:
     """``folder``'s ``name`` (or ``name``.gz, unpacked) copied to ``to``."""
     packed = folder / f"{name}.gz"
-    with (gzip.open(packed) if packed.exists() else (folder / name).open("rb") as kept,
-          to.open("wb") as copy):  # fmt: skip
-        shutil.copyfileobj(kept, copy)
+    to.write_bytes(read_run(packed if packed.exists() else folder / name))
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 def read_run(path: Path) -> bytes:
-    """An earlier run's ``--out`` file, gzipped as the kept ones are, or not."""
+    """An earlier run's ``--out`` file or database, gzipped as the kept ones are, or not."""
     return gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
 
 
