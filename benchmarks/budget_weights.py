@@ -2,8 +2,8 @@
 network, batch and budget tuned into fresh databases with the second round weighted by the
 estimate (each layer's flops or traffic) or by what the first round measured
 (``tuner.campaign.measured_weights``); then, in one process on one device, each layer's best
-stored config of every database re-run (``DeviceRunner``, verified), its launches per pass
-times the fastest, summed, the databases taken in turn A B A B.
+stored config of every database re-run (verified, by one ``RunnerChain``), its launches per
+pass times the fastest, summed, the databases taken in turn A B A B.
 
 Tuning and comparing are two steps, so the arms can be tuned at once on two cards of one host
 and compared on one of them; a third, ``spent``, reads where each database's budget went:
@@ -28,11 +28,12 @@ from pathlib import Path
 import pyopencl as cl
 from lib.runs import read_run
 
+from octune.catalogue.family import OperandMemo
 from octune.db.store import Store
 from octune.networks.workloads import network_layers, network_tasks
 from octune.tuner.campaign import Task, for_device, tune_in_turn
 from octune.tuner.device import DeviceInfo, select_device
-from octune.tuner.measure import DeviceRunner
+from octune.tuner.measure import RunnerChain
 from octune.tuner.session import Budget, SessionReport, Settings, run_session
 from octune.tuner.workers import Workers
 
@@ -75,18 +76,19 @@ def tune(store: Store, info: DeviceInfo, tasks: list[Task], seconds: float) -> N
 
 
 def network_seconds(
-    store: Store, device: cl.Device, info: DeviceInfo, tasks: list[Task]
+    store: Store, device: cl.Device, info: DeviceInfo, tasks: list[Task], chain: RunnerChain
 ) -> tuple[float, int]:
     """Sum over layers of launches x the fastest re-run best config of any of its kernels,
     and how many layers had none verified (their time is not in the sum: compare runs only
-    where that is 0).
+    where that is 0). The runners come from ``chain``: one OpenCL context, a layer's operands
+    made once for its kernels.
     """
     fastest: dict[str, float] = {}
     for task in tasks:
         best = store.best(info.fingerprint, task.kernel.name, task.workload.key, task.kernel.sha256)
         if best is None:
             continue
-        runner = DeviceRunner(device, task.kernel, task.workload, seed=7, repeats=20,
+        runner = chain.runner(device, task.kernel, task.workload, seed=7, repeats=20,
                               max_seconds=0.3)  # fmt: skip
         result = runner.measure(best.config)
         if result.ok and result.median_s:
@@ -121,11 +123,11 @@ def compare(args: argparse.Namespace) -> None:
     device = select_device(args.device)
     info = DeviceInfo.from_cl(device)
     tasks = network_tasks_for(args.net, args.batch, info.device_type)
-    runs = []
+    runs, chain = [], RunnerChain(OperandMemo(size=1))
     with kept_stores(args.dbs) as stores:
         for turn in range(args.repeat):
             for path, store in stores.items():
-                seconds, missing = network_seconds(store, device, info, tasks)
+                seconds, missing = network_seconds(store, device, info, tasks, chain)
                 runs.append({"turn": turn, "db": path.name, "network_ms": 1e3 * seconds,
                              "layers_without_config": missing})  # fmt: skip
                 print(f"turn {turn} {path.name}: {1e3 * seconds:.3f} ms, {missing} layers "
