@@ -26,51 +26,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-import numpy as np
-import pyopencl as cl
-from lib.cuda import cuda_graph_seconds
+from lib.baselines import vendor_anchor
+from lib.conv_shapes import Layer
 from lib.tuning import fastest_stored, stored_timings, tune_workload
 
-from octune.catalogue.family import Workload
 from octune.db.store import Store
-from octune.kernels.conv2d import FAMILY as CONV2D
 from octune.networks.workloads import network_layers
 from octune.tuner.device import DeviceInfo, select_device
 from octune.tuner.session import Settings, open_workers
 from octune.tuner.workers import default_jobs
-
-
-@dataclass(frozen=True)
-class Layer:
-    name: str
-    c: int
-    hw: int  # input height = width
-    k: int
-    rs: int  # filter height = width
-    stride: int = 1
-    groups: int = 1
-    count: int = 1  # how many times the network runs this layer
-    nhwc: int = 0  # 1: NHWC tensors (KRSC filters), the nhwc kernels; cuDNN in channels_last
-    dilation: int = 1
-    n: int = 1  # batch
-
-    @property
-    def pad(self) -> int:
-        """'Same' padding: the output keeps the size (divided by the stride)."""
-        return self.dilation * (self.rs - 1) // 2
-
-    def workload(self) -> Workload:
-        return CONV2D.workload(
-            {"n": self.n, "c": self.c, "h": self.hw, "w": self.hw, "k": self.k, "r": self.rs,
-             "s": self.rs, "stride": self.stride, "pad": self.pad, "dilation": self.dilation,
-             "groups": self.groups, "nhwc": self.nhwc}
-        )  # fmt: skip
 
 
 def _network(name: str) -> list[Layer]:
@@ -186,67 +155,6 @@ def to_reach(traces: list[dict[str, object]], target_s: float) -> tuple[int | No
     return None, None
 
 
-# --- timing ------------------------------------------------------------------------------------
-
-
-def cudnn_time(layer: Layer, calls: int = 20, repeats: int = 10) -> float:
-    """Seconds per call of PyTorch's conv2d (cuDNN, TF32 off, benchmark mode), timed as a CUDA
-    graph of ``calls`` back-to-back calls.
-    """
-    import torch
-
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    x = torch.randn(layer.n, layer.c, layer.hw, layer.hw, device="cuda")
-    w = torch.randn(layer.k, layer.c // layer.groups, layer.rs, layer.rs, device="cuda")
-    if layer.nhwc:
-        x, w = (t.to(memory_format=torch.channels_last) for t in (x, w))
-
-    def conv() -> torch.Tensor:
-        return torch.nn.functional.conv2d(
-            x, w, stride=layer.stride, padding=layer.pad, dilation=layer.dilation,
-            groups=layer.groups,
-        )  # fmt: skip
-
-    return cuda_graph_seconds(conv, calls, repeats)
-
-
-def onnxruntime_time(layer: Layer, min_seconds: float = 0.5) -> float:
-    """Median seconds of one Conv through onnxruntime's CPU provider (all cores)."""
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    weight = rng.standard_normal((layer.k, layer.c // layer.groups, layer.rs, layer.rs))
-    out = layer.workload().shape_vars()["OH"]  # the family's own rule, as the tuner uses
-    node = helper.make_node(
-        "Conv", ["x", "w"], ["y"], kernel_shape=[layer.rs, layer.rs],
-        strides=[layer.stride] * 2, pads=[layer.pad] * 4, dilations=[layer.dilation] * 2,
-        group=layer.groups,
-    )  # fmt: skip
-    graph = helper.make_graph(
-        [node], layer.name,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [layer.n, layer.c, layer.hw,
-                                                               layer.hw])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [layer.n, layer.k, out, out])],
-        [numpy_helper.from_array(weight.astype(np.float32), "w")],
-    )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    x = rng.standard_normal((layer.n, layer.c, layer.hw, layer.hw)).astype(np.float32)
-    onnx.checker.check_model(model)
-    for _ in range(3):
-        session.run(None, {"x": x})
-    times: list[float] = []
-    while len(times) < 10 or sum(times) < min_seconds:
-        started = time.perf_counter()
-        session.run(None, {"x": x})
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
 # --- the run -----------------------------------------------------------------------------------
 
 
@@ -271,9 +179,7 @@ def main() -> None:
 
     device = select_device(args.device)
     info = DeviceInfo.from_cl(device)
-    gpu = bool(device.type & cl.device_type.GPU)
-    anchor_name = "cuDNN" if gpu else "onnxruntime"
-    anchor = cudnn_time if gpu else onnxruntime_time
+    anchor_name, anchor = vendor_anchor(device, "conv2d")
     settings = Settings(jobs=default_jobs(device), confirm=args.confirm)
     store = Store(args.db)
     random_store = Store(args.db.replace(".db", "_random.db")) if args.random else None
@@ -313,7 +219,7 @@ def main() -> None:
             if random_store is not None:
                 other = fastest_stored(random_store, device, info, layer.workload())
                 row["random_s"] = other.seconds if other else None
-            row["anchor_s"] = anchor(layer)
+            row["anchor_s"] = anchor(layer.workload())
             rows.append(row)
             print(
                 f"{net:13s} {layer.name:22s} x{layer.count} {kernel.name:17s} "

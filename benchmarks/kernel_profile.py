@@ -7,11 +7,13 @@ the vendor library's call on the same shape:
     python benchmarks/kernel_profile.py --shape 1000x999x997 --kernel gemm \\
         --config MWG=64,NWG=128,... --ptx out/gemm.ptx
     ptxas -arch=sm_90 -v out/gemm.ptx -o out/gemm.cubin && cuobjdump -sass out/gemm.cubin
-    ncu --set full -k regex:'^gemm' --launch-skip 2 -c 1 --cache-control none --csv \\
+    ncu --set full --profile-from-start off -c 1 --cache-control none --csv \\
         --page details python benchmarks/kernel_profile.py --shape 1000x999x997 --kernel gemm \\
         --config MWG=64,NWG=128,... --cuda 3
     ncu --set full -k regex:xmma --launch-skip 3 -c 1 --csv --page details \\
         python benchmarks/kernel_profile.py --shape 1000x999x997 --cublas
+
+Many configs beside the vendor's kernels in one profile: ``vendor_profile.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lib.baselines import cublas_seconds
+from lib.baselines import cuda_vendor_seconds
 from lib.cuda import cuda_driver_for, graph_seconds, program_ptx
 from lib.gemm_shapes import parse_shape
 from lib.runs import assignments
@@ -48,7 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     workload = parse_shape(args.shape)
     if args.cublas:
-        print(f"cuBLAS {args.shape}: {cublas_seconds(workload) * 1e6:.1f} us", flush=True)
+        print(f"cuBLAS {args.shape}: {cuda_vendor_seconds(workload) * 1e6:.1f} us", flush=True)
         return
     kernel = load_kernel(args.kernel)
     runner = DeviceRunner(select_device(args.device), kernel, workload, seed=7, repeats=20)

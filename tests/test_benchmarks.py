@@ -123,6 +123,13 @@ def test_small_cpu_runs_of_the_benchmarks_that_need_no_gpu(tmp_path: Path) -> No
     rerun = json.loads((kept / "call3_weights.json").read_text())["runs"][:4]
     assert [run["db"] for run in rerun] == [f"{db.split('_', 1)[1]}.db" for db in dbs]
     assert sums == pytest.approx([run["network_ms"] for run in rerun], rel=0.03)
+    # Nsight Compute's raw page of session 27's conv picks, matched to what the run launched,
+    # gives the table the H200 printed from it.
+    kept = BENCHMARKS / "data" / "h200_session27"
+    raw, sequence = kept / "call3_raw_conv.csv.gz", kept / "call3_sequence_conv.json"
+    table = _run(BENCHMARKS / "vendor_profile.py", "report", "--raw", raw, "--sequence", sequence)
+    assert table == (kept / "call3_report_conv.md").read_text()
+    assert table.count("| octune |") == table.count("| vendor |") == 12
 
 
 def _kept(folder: str, kernel: str, batches: tuple[int, ...], call: str = "") -> list[str]:
@@ -247,6 +254,15 @@ def test_small_cpu_runs_of_the_device_benchmarks(tmp_path: Path) -> None:
     assert list((tmp_path / "models").iterdir()) == [model]
     (run,) = json.loads((tmp_path / "cross_batch.json").read_text())["runs"]
     assert run["batch"] == 2 and run["totals_s"]["confirmed-starts"] > 0
+    # A conv layer's pick re-timed by every clock beside onnxruntime; the GEMM parameters that
+    # --missing fills by default are left off the conv kernels, whose spaces lack them.
+    conv_run = tmp_path / "conv_run.json"
+    conv_run.write_text(json.dumps({"rows": [row]}))
+    _run(BENCHMARKS / "launch_cost.py", "--device", "0", "--runs", conv_run,
+         "--out", tmp_path / "clocks.json")  # fmt: skip
+    (clocked,) = json.loads((tmp_path / "clocks.json").read_text())["rows"]
+    assert clocked["group"] == "depthwise" and clocked["label"] == "effnet_b3 dw5x5 s2 @1"
+    assert clocked["event_s"] > 0 and clocked["anchor_s"] > 0
     arms = [tmp_path / f"{weights}.db" for weights in ("estimated", "measured")]
     for arm in arms:
         _run(BENCHMARKS / "budget_weights.py", "tune", "--net", "squeezenet1.1", "--batch", "1",

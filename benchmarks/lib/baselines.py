@@ -1,5 +1,6 @@
-"""What octune's times are read against: the vendor library (cuBLAS through PyTorch on a GPU,
-NumPy's BLAS elsewhere) on the same GEMM, the device's copy bandwidth, and an empty kernel's time.
+"""What octune's times are read against: the vendor library (cuBLAS and cuDNN through PyTorch on
+a GPU, NumPy's BLAS and onnxruntime elsewhere) on the same GEMM or conv, the device's copy
+bandwidth, and an empty kernel's time.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -72,13 +74,32 @@ def launch_floor(device: cl.Device, runs: int = 50, stream: int = 20) -> dict[st
             "empty_kernel_unprofiled_us": unprofiled * 1e6}  # fmt: skip
 
 
-def cublas_seconds(workload: Workload) -> float:
-    """torch.matmul on the operands as they lie (transposed views: cuBLAS's op flags)."""
+def vendor_call(workload: Workload) -> Callable[[], Any]:
+    """The vendor library's call on the workload's operands through PyTorch on the GPU: cuBLAS's
+    matmul on them as they lie (transposed views: its op flags), or cuDNN's conv2d (benchmark
+    mode, channels_last for an NHWC layer). TF32 off for both.
+    """
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    op_a, op_b = operands(workload, lambda shape: torch.randn(*shape, device="cuda"))
-    return cuda_graph_seconds(lambda: torch.matmul(op_a, op_b))
+    torch.backends.cudnn.allow_tf32 = False
+    if workload.problem == "gemm":
+        op_a, op_b = operands(workload, lambda shape: torch.randn(*shape, device="cuda"))
+        return lambda: torch.matmul(op_a, op_b)
+    s = workload.shape
+    torch.backends.cudnn.benchmark = True
+    x = torch.randn(s["n"], s["c"], s["h"], s["w"], device="cuda")
+    w = torch.randn(s["k"], s["c"] // s["groups"], s["r"], s["s"], device="cuda")
+    if s["nhwc"]:
+        x, w = (t.to(memory_format=torch.channels_last) for t in (x, w))
+    return lambda: torch.nn.functional.conv2d(
+        x, w, stride=s["stride"], padding=s["pad"], dilation=s["dilation"], groups=s["groups"]
+    )
+
+
+def cuda_vendor_seconds(workload: Workload) -> float:
+    """Seconds per call of ``vendor_call``, timed as a CUDA graph of back-to-back calls."""
+    return cuda_graph_seconds(vendor_call(workload))
 
 
 def numpy_seconds(workload: Workload, min_seconds: float = 0.5) -> float:
@@ -93,8 +114,52 @@ def numpy_seconds(workload: Workload, min_seconds: float = 0.5) -> float:
     return statistics.median(times)
 
 
-def vendor_anchor(device: cl.Device) -> tuple[str, Callable[[Workload], float]]:
-    """What octune is compared with: cuBLAS on a GPU, NumPy's BLAS elsewhere."""
-    if device.type & cl.device_type.GPU:
-        return "cuBLAS", cublas_seconds
-    return "NumPy", numpy_seconds
+def onnxruntime_seconds(workload: Workload, min_seconds: float = 0.5) -> float:
+    """Median seconds of one Conv through onnxruntime's CPU provider (all cores)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    s, out = workload.shape, workload.shape_vars()  # the family's own output rule, as tuned
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((s["k"], s["c"] // s["groups"], s["r"], s["s"]))
+    node = helper.make_node(
+        "Conv", ["x", "w"], ["y"], kernel_shape=[s["r"], s["s"]], strides=[s["stride"]] * 2,
+        pads=[s["pad"]] * 4, dilations=[s["dilation"]] * 2, group=s["groups"],
+    )  # fmt: skip
+    graph = helper.make_graph(
+        [node], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [s["n"], s["c"], s["h"], s["w"]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                       [s["n"], s["k"], out["OH"], out["OW"]])],
+        [numpy_helper.from_array(weight.astype(np.float32), "w")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((s["n"], s["c"], s["h"], s["w"])).astype(np.float32)
+    for _ in range(3):
+        session.run(None, {"x": x})
+    times: list[float] = []
+    while len(times) < 10 or sum(times) < min_seconds:
+        started = time.perf_counter()
+        session.run(None, {"x": x})
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+#: What octune is compared with, by device type and problem: the vendor library on a GPU (through
+#: PyTorch), NumPy's BLAS or onnxruntime on a CPU.
+VENDORS: dict[tuple[bool, str], tuple[str, Callable[[Workload], float]]] = {
+    (True, "gemm"): ("cuBLAS", cuda_vendor_seconds),
+    (True, "conv2d"): ("cuDNN", cuda_vendor_seconds),
+    (False, "gemm"): ("NumPy", numpy_seconds),
+    (False, "conv2d"): ("onnxruntime", onnxruntime_seconds),
+}
+
+
+def vendor_anchor(
+    device: cl.Device, problem: str = "gemm"
+) -> tuple[str, Callable[[Workload], float]]:
+    """The name and the timing of what octune is compared with on ``device`` for ``problem``."""
+    return VENDORS[bool(device.type & cl.device_type.GPU), problem]

@@ -147,6 +147,19 @@ class CudaDriver:
         finally:
             self.lib.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
 
+    @contextmanager
+    def profiled(self) -> Iterator[None]:
+        """Work a profiler started with ``--profile-from-start off`` sees (Nsight Compute's
+        ``ncu``), and only that: the CUDA profiler's start and stop around it, synchronised.
+        """
+        with self.current():
+            self.check(self.lib.cuProfilerStart(), "cuProfilerStart")
+            try:
+                yield
+                self.check(self.lib.cuCtxSynchronize(), "cuCtxSynchronize")
+            finally:
+                self.lib.cuProfilerStop()
+
     def check(self, status: int, what: str) -> None:
         if status != 0:
             name = ctypes.c_char_p()
@@ -284,7 +297,8 @@ def graph_seconds(
 ) -> float:
     """Seconds per run of ``config``'s launches (``runner``'s kernel and workload) through CUDA,
     as a CUDA graph of 20 back-to-back runs; a run from a NaN output is held to the reference
-    before the timed runs and after them. ``eager`` launches more, one by one, for a profiler.
+    before the timed runs and after them. ``eager`` launches more, one by one, the only ones a
+    profiler started with ``--profile-from-start off`` sees (``CudaDriver.profiled``).
     """
     import torch
 
@@ -305,9 +319,10 @@ def graph_seconds(
 
     try:
         checked_run("first run")
-        with driver.current():
+        with driver.profiled():
             for _ in range(eager):
                 launches()
+        with driver.current():
             seconds = cuda_graph_seconds(launches)
         # As measure does: a race between work-groups that the first run won can lose later.
         checked_run("after the timed runs")

@@ -8,7 +8,14 @@ import argparse
 import gzip
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
+
+from octune.catalogue.family import Workload
+from octune.catalogue.registry import load_kernel
+
+from .conv_shapes import Layer
+from .gemm_shapes import class_of, parse_shape
 
 
 def read_run(path: Path) -> bytes:
@@ -35,6 +42,42 @@ def chosen_configs(
         for row in json.loads(read_run(path))["rows"]
         if row.get("config") and row["kernel"].startswith(prefix)
     ]
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A config an earlier run chose for one workload: a ``gemm_classes.py`` row (a shape) or a
+    ``conv_layers.py`` row (a layer), named and grouped as that script reports it.
+    """
+
+    label: str
+    group: str  # GEMM: the shape's class; conv: the layer's kind
+    workload: Workload
+    kernel: str
+    config: dict[str, int]
+
+
+def chosen_picks(paths: list[Path], missing: Mapping[str, int] | None = None) -> list[Pick]:
+    """Every row of earlier GEMM or conv runs that chose a config, first run first;
+    ``missing`` as in ``chosen_configs``, for the kernels whose space has those parameters.
+    """
+    picks = []
+    for path in paths:
+        for row in json.loads(read_run(path))["rows"]:
+            if not row.get("config"):
+                continue
+            known = load_kernel(row["kernel"]).space.parameter_names
+            filled = {name: value for name, value in (missing or {}).items() if name in known}
+            config = {**filled, **row["config"]}
+            if "shape" in row:
+                shape = row["shape"]
+                workload, label, group = parse_shape(shape), shape, class_of(shape)
+            else:
+                layer = Layer(**{f.name: row[f.name] for f in fields(Layer) if f.name in row})
+                workload, group = layer.workload(), layer.kind
+                label = f"{layer.name} @{layer.n}"
+            picks.append(Pick(label, group, workload, row["kernel"], config))
+    return picks
 
 
 def add_missing_argument(parser: argparse.ArgumentParser, *default: str) -> None:
