@@ -8,7 +8,7 @@ import argparse
 import gzip
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 from octune.catalogue.family import Workload
@@ -29,19 +29,8 @@ def write_run(path: Path, run: dict[str, object]) -> None:
     path.write_bytes(gzip.compress(text) if path.suffix == ".gz" else text)
 
 
-def chosen_configs(
-    paths: list[Path], prefix: str = "gemm", missing: Mapping[str, int] | None = None
-) -> list[tuple[str, str, dict[str, int]]]:
-    """(shape, kernel, config) of each row of earlier runs whose kernel's name starts with
-    ``prefix`` (by default gemm.cl's kernels, whose tiles the A/B scripts vary), first run first;
-    ``missing`` (``--missing``) fills the parameters a run's configs lack.
-    """
-    return [
-        (row["shape"], row["kernel"], {**(missing or {}), **row["config"]})
-        for path in paths
-        for row in json.loads(read_run(path))["rows"]
-        if row.get("config") and row["kernel"].startswith(prefix)
-    ]
+#: The fields a conv_layers.py row must have to name its layer.
+LAYER_KEYS = {f.name for f in fields(Layer) if f.default is MISSING}
 
 
 @dataclass(frozen=True)
@@ -59,7 +48,8 @@ class Pick:
 
 def chosen_picks(paths: list[Path], missing: Mapping[str, int] | None = None) -> list[Pick]:
     """Every row of earlier GEMM or conv runs that chose a config, first run first;
-    ``missing`` as in ``chosen_configs``, for the kernels whose space has those parameters.
+    ``missing`` (``--missing``) fills the parameters a run's configs lack, where the kernel's
+    space has them.
     """
     picks = []
     for path in paths:
@@ -72,12 +62,29 @@ def chosen_picks(paths: list[Path], missing: Mapping[str, int] | None = None) ->
             if "shape" in row:
                 shape = row["shape"]
                 workload, label, group = parse_shape(shape), shape, class_of(shape)
-            else:
+            elif row.keys() >= LAYER_KEYS:
                 layer = Layer(**{f.name: row[f.name] for f in fields(Layer) if f.name in row})
                 workload, group = layer.workload(), layer.kind
                 label = f"{layer.name} @{layer.n}"
+            else:
+                raise SystemExit(f"{path}: a row with neither a shape (gemm_classes.py) nor "
+                                 "a layer (conv_layers.py): give those scripts' --out")  # fmt: skip
             picks.append(Pick(label, group, workload, row["kernel"], config))
     return picks
+
+
+def chosen_configs(
+    paths: list[Path], prefix: str = "gemm", missing: Mapping[str, int] | None = None
+) -> list[tuple[str, str, dict[str, int]]]:
+    """(shape, kernel, config) of each GEMM row of earlier runs whose kernel's name starts with
+    ``prefix`` (by default gemm.cl's kernels, whose tiles the A/B scripts vary), first run first;
+    ``missing`` as in ``chosen_picks``.
+    """
+    return [
+        (pick.label, pick.kernel, pick.config)
+        for pick in chosen_picks(paths, missing)
+        if pick.workload.problem == "gemm" and pick.kernel.startswith(prefix)
+    ]
 
 
 def add_missing_argument(parser: argparse.ArgumentParser, *default: str) -> None:
