@@ -6,8 +6,10 @@ instructions per FMA, what the warps wait on).
 ``run`` launches each pick's PTX through CUDA once (held to the float64 reference before and
 after its timed runs, ``lib/cuda.py``), then the vendor's call once (after five calls outside the
 profile, where cuDNN's benchmark mode chooses), each alone between the CUDA profiler's start and
-stop, and writes after each pick which kernels it launched, in order (``--sequence``). ``report``
-matches the profile's kernels to them, from ncu's raw page:
+stop, and writes after each pick which kernels it launched, in order (``--sequence``). Times
+taken under ncu are not timings (its hooks slow every launch, profiled or not): the four clocks
+are ``launch_cost.py``'s, in a run of their own. ``report`` matches the profile's kernels to the
+sequence, from ncu's raw page:
 
     ncu --profile-from-start off --set full --clock-control none --cache-control none \\
         -o /tmp/picks python benchmarks/vendor_profile.py run --device NVIDIA --latest \\
@@ -26,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lib.baselines import vendor_call
-from lib.cuda import PtxOffReference, cuda_driver_for, cuda_graph_seconds, graph_seconds
+from lib.cuda import PtxOffReference, cuda_driver_for, graph_seconds
 from lib.runs import add_missing_argument, assignments, chosen_picks, read_run
 
 from octune.catalogue.registry import load_kernel
@@ -48,7 +50,7 @@ COLUMNS = {
 DURATION = "gpu__time_duration.sum"
 INSTRUCTIONS = "smsp__inst_executed.sum"  # warp instructions, every kernel of a side
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio")
-TO_US = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+PREFIXES = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "K": 1e3, "M": 1e6, "G": 1e9}
 
 
 def run(args: argparse.Namespace) -> None:
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> None:
         try:
             launches = runner.kernel.space.launches(pick.config, pick.workload.shape_vars(),
                                                     runner.info.limits)  # fmt: skip
-            ours = graph_seconds(driver, runner, pick.config, eager=1)
+            graph_seconds(driver, runner, pick.config, eager=1)  # its timing: not under ncu
         except (OctuneError, PtxOffReference) as error:  # outlawed since, or off the reference
             print(f"{pick.label}: {error}", flush=True)
             continue
@@ -75,16 +77,12 @@ def run(args: argparse.Namespace) -> None:
                 call()
         with driver.profiled():
             call()
-        with driver.current():
-            theirs = cuda_graph_seconds(call)
         sequence.append({
             "label": pick.label, "group": pick.group, "kernel": pick.kernel, "config": pick.config,
             "entries": [step.entry for step in launches], "flops": pick.workload.flops,
-            "graph_s": ours, "vendor_graph_s": theirs,
         })  # fmt: skip
         args.sequence.write_text(json.dumps(sequence, indent=1))
-        print(f"{pick.label:>26} {pick.kernel:>18} {ours * 1e6:8.1f} us, vendor "
-              f"{theirs * 1e6:8.1f} us (CUDA graphs, under the profiler)", flush=True)  # fmt: skip
+        print(f"{pick.label:>26} {pick.kernel:>18} profiled", flush=True)
 
 
 def raw_kernels(path: Path) -> list[dict[str, str]]:
@@ -107,6 +105,17 @@ def number(kernel: dict[str, str], metric: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def in_base_unit(kernel: dict[str, str], metric: str, base: str) -> float:
+    """A metric in ``base`` units (``s``, ``inst``): the raw page scales each column's unit to
+    its values (``us`` in one profile, ``ms`` in another).
+    """
+    unit = kernel.get(f"<unit>{metric}", base)
+    prefix = unit.removesuffix(base)
+    if not unit.endswith(base) or prefix not in PREFIXES:
+        raise SystemExit(f"{metric}: unit {unit!r} is not {base} with an SI prefix")
+    return (number(kernel, metric) or 0.0) * PREFIXES[prefix]
 
 
 def sides(
@@ -133,14 +142,13 @@ def sides(
 
 def side_summary(kernels: list[dict[str, str]], flops: int) -> dict[str, str]:
     """One side's figures: time and instructions over its kernels, the rest from its longest."""
-    times = [(number(k, DURATION) or 0.0) * TO_US.get(k.get(f"<unit>{DURATION}", ""), 1.0)
-             for k in kernels]  # fmt: skip
+    times = [in_base_unit(k, DURATION, "s") * 1e6 for k in kernels]
     longest = kernels[times.index(max(times))]
     summary = {"kernels": str(len(kernels)), "us": f"{sum(times):.1f}"}
     for heading, metric in COLUMNS.items():
         value = number(longest, metric)
         summary[heading] = "-" if value is None else f"{value:.3g}"
-    instructions = sum(number(k, INSTRUCTIONS) or 0.0 for k in kernels)
+    instructions = sum(in_base_unit(k, INSTRUCTIONS, "inst") for k in kernels)
     # An FMA is two flops on 32 lanes: the share of warp instructions that do the arithmetic.
     summary["FFMA share"] = f"{flops / 64 / instructions:.2f}" if instructions else "-"
     stalls = sorted(((number(longest, name) or 0.0, match.group(1)) for name in longest

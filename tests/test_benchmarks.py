@@ -130,6 +130,16 @@ def test_small_cpu_runs_of_the_benchmarks_that_need_no_gpu(tmp_path: Path) -> No
     table = _run(BENCHMARKS / "vendor_profile.py", "report", "--raw", raw, "--sequence", sequence)
     assert table == (kept / "call3_report_conv.md").read_text()
     assert table.count("| octune |") == table.count("| vendor |") == 12
+    # At batch 16 the raw page gave durations in ms: each pick's time under the profiler is its
+    # time by launch_cost.py's PTX-graph clock, in a run of its own, within a factor of 2.
+    raw, sequence = kept / "call6_raw_conv16.csv.gz", kept / "call6_sequence_conv16.json"
+    table = _run(BENCHMARKS / "vendor_profile.py", "report", "--raw", raw, "--sequence", sequence)
+    rows = [[cell.strip() for cell in line.split("|")] for line in table.splitlines()]
+    profiled = {cells[1]: float(cells[5]) for cells in rows if cells[3:4] == ["octune"]}
+    clocks = json.loads(gzip.decompress((kept / "call6_clocks_conv16.json.gz").read_bytes()))
+    graph = {row["label"]: row["ptx_graph_s"] * 1e6 for row in clocks["rows"]}
+    assert profiled.keys() == graph.keys() and len(graph) == 12
+    assert all(0.5 < profiled[label] / graph[label] < 2 for label in graph), (profiled, graph)
 
 
 def _kept(folder: str, kernel: str, batches: tuple[int, ...], call: str = "") -> list[str]:
