@@ -141,10 +141,13 @@ def sides(
 
 
 def side_summary(kernels: list[dict[str, str]], flops: int) -> dict[str, str]:
-    """One side's figures: time and instructions over its kernels, the rest from its longest."""
+    """One side's figures: time and instructions over its kernels, the rest (and the name) from
+    its longest kernel.
+    """
     times = [in_base_unit(k, DURATION, "s") * 1e6 for k in kernels]
     longest = kernels[times.index(max(times))]
-    summary = {"kernels": str(len(kernels)), "us": f"{sum(times):.1f}"}
+    summary = {"name": longest.get("Kernel Name", "")[:40], "kernels": str(len(kernels)),
+               "us": f"{sum(times):.1f}"}  # fmt: skip
     for heading, metric in COLUMNS.items():
         value = number(longest, metric)
         summary[heading] = "-" if value is None else f"{value:.3g}"
@@ -169,8 +172,8 @@ def report(args: argparse.Namespace) -> None:
         for side, found in (("octune", ours), ("vendor", theirs)):
             if not found:
                 continue
-            name = pick["kernel"] if side == "octune" else found[-1].get("Kernel Name", "")[:40]
             row = side_summary(found, flops)
+            name = pick["kernel"] if side == "octune" else row["name"]
             print(f"| {pick['label']} | {pick['group']} | {side} | {name} | "
                   + " | ".join(row[h] for h in headings) + " |")  # fmt: skip
 
@@ -189,7 +192,10 @@ def main() -> None:
     table.add_argument("--raw", type=Path, required=True, help="ncu --csv --page raw (or .gz)")
     table.add_argument("--sequence", type=Path, required=True, help="run's --sequence")
     args = parser.parse_args()
-    run(args) if args.step == "run" else report(args)
+    if args.step == "run":
+        run(args)
+    else:
+        report(args)
 
 
 if __name__ == "__main__":
