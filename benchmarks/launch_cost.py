@@ -74,9 +74,7 @@ def main() -> None:
         parser.error("--runs is required (or --report)")
     device = select_device(args.device)
     cuda = cuda_driver_for(device)
-    picks = chosen_picks(args.runs, missing=assignments(args.missing))
-    if args.latest:
-        picks = list({pick.label: pick for pick in picks}.values())
+    picks = chosen_picks(args.runs, missing=assignments(args.missing), latest=args.latest)
     floor = {**launch_floor(device, stream=STREAM), "cuda_empty_graph_us": cuda_empty_us()}
     print(f"an empty kernel (us): {floor}", flush=True)
     print(f"{'workload':>26} {'kernel':>18} {'event':>8} {'stream':>8} {'unprof.':>8} "

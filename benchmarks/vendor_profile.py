@@ -3,12 +3,12 @@ the same workload (cuBLAS or cuDNN through PyTorch), in one profile: what a kern
 that ``launch_cost.py``'s PTX-graph clock measures is made of (waves, occupancy, issue rate,
 instructions per FMA, what the warps wait on).
 
-``run`` launches each pick's PTX through CUDA once (held to the float64 reference before and
-after its timed runs, ``lib/cuda.py``), then the vendor's call once (after five calls outside the
-profile, where cuDNN's benchmark mode chooses), each alone between the CUDA profiler's start and
-stop, and writes after each pick which kernels it launched, in order (``--sequence``). Times
-taken under ncu are not timings (its hooks slow every launch, profiled or not): the four clocks
-are ``launch_cost.py``'s, in a run of their own. ``report`` matches the profile's kernels to the
+``run`` launches each pick's PTX through CUDA once (a run before and one after held to the float64
+reference, ``lib/cuda.checked_launches``), then the vendor's call once (after five calls outside
+the profile, where cuDNN's benchmark mode chooses), each alone between the CUDA profiler's start
+and stop, and writes after each pick which kernels it launched, in order (``--sequence``). Times
+taken under ncu are not timings (its hooks slow every launch, profiled or not): the four clocks are
+``launch_cost.py``'s, in a run of their own. ``report`` matches the profile's kernels to the
 sequence, from ncu's raw page:
 
     ncu --profile-from-start off --set full --clock-control none --cache-control none \\
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lib.baselines import vendor_call
-from lib.cuda import PtxOffReference, cuda_driver_for, graph_seconds
+from lib.cuda import PtxOffReference, checked_launches, cuda_driver_for
 from lib.runs import add_missing_argument, assignments, chosen_picks, read_run
 
 from octune.catalogue.registry import load_kernel
@@ -58,16 +58,15 @@ def run(args: argparse.Namespace) -> None:
     driver = cuda_driver_for(device)
     if driver is None:
         raise SystemExit("run needs NVIDIA's OpenCL and a GPU PyTorch can reach")
-    picks = chosen_picks(args.runs, missing=assignments(args.missing))
-    if args.latest:
-        picks = list({pick.label: pick for pick in picks}.values())
+    picks = chosen_picks(args.runs, missing=assignments(args.missing), latest=args.latest)
     sequence: list[dict[str, object]] = []
     for pick in picks:
         runner = DeviceRunner(device, load_kernel(pick.kernel), pick.workload, seed=7)
         try:
-            launches = runner.kernel.space.launches(pick.config, pick.workload.shape_vars(),
-                                                    runner.info.limits)  # fmt: skip
-            graph_seconds(driver, runner, pick.config, eager=1)  # its timing: not under ncu
+            steps = runner.kernel.space.launches(pick.config, pick.workload.shape_vars(),
+                                                 runner.info.limits)  # fmt: skip
+            with checked_launches(driver, runner, pick.config) as launches, driver.profiled():
+                launches()
         except (OctuneError, PtxOffReference) as error:  # outlawed since, or off the reference
             print(f"{pick.label}: {error}", flush=True)
             continue
@@ -79,7 +78,7 @@ def run(args: argparse.Namespace) -> None:
             call()
         sequence.append({
             "label": pick.label, "group": pick.group, "kernel": pick.kernel, "config": pick.config,
-            "entries": [step.entry for step in launches], "flops": pick.workload.flops,
+            "entries": [step.entry for step in steps], "flops": pick.workload.flops,
         })  # fmt: skip
         args.sequence.write_text(json.dumps(sequence, indent=1))
         print(f"{pick.label:>26} {pick.kernel:>18} profiled", flush=True)

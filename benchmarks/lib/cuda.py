@@ -292,13 +292,12 @@ class PtxOffReference(Exception):
     """The CUDA launch of a config's PTX gave a result the float64 reference rejects."""
 
 
-def graph_seconds(
-    driver: CudaDriver, runner: DeviceRunner, config: dict[str, int], eager: int = 0
-) -> float:
-    """Seconds per run of ``config``'s launches (``runner``'s kernel and workload) through CUDA,
-    as a CUDA graph of 20 back-to-back runs; a run from a NaN output is held to the reference
-    before the timed runs and after them. ``eager`` launches more, one by one, the only ones a
-    profiler started with ``--profile-from-start off`` sees (``CudaDriver.profiled``).
+@contextmanager
+def checked_launches(
+    driver: CudaDriver, runner: DeviceRunner, config: dict[str, int]
+) -> Iterator[CudaLaunches]:
+    """``config``'s launches (``runner``'s kernel and workload) through CUDA, for the body to
+    run: a run from a NaN output is held to the reference before the body and after it.
     """
     import torch
 
@@ -319,17 +318,28 @@ def graph_seconds(
 
     try:
         checked_run("first run")
+        yield launches
+        # As measure does: a race between work-groups that the first run won can lose later.
+        checked_run("after the timed runs")
+    finally:
+        with driver.current():
+            driver.unload(launches.module)
+
+
+def graph_seconds(
+    driver: CudaDriver, runner: DeviceRunner, config: dict[str, int], eager: int = 0
+) -> float:
+    """Seconds per run of ``config``'s launches through CUDA, as a CUDA graph of 20 back-to-back
+    runs, held to the reference before and after (``checked_launches``). ``eager`` launches
+    more, one by one, the only ones a profiler started with ``--profile-from-start off`` sees
+    (``CudaDriver.profiled``).
+    """
+    with checked_launches(driver, runner, config) as launches:
         with driver.profiled():
             for _ in range(eager):
                 launches()
         with driver.current():
-            seconds = cuda_graph_seconds(launches)
-        # As measure does: a race between work-groups that the first run won can lose later.
-        checked_run("after the timed runs")
-        return seconds
-    finally:
-        with driver.current():
-            driver.unload(launches.module)
+            return cuda_graph_seconds(launches)
 
 
 def cuda_driver_for(device: cl.Device) -> CudaDriver | None:

@@ -46,10 +46,12 @@ class Pick:
     config: dict[str, int]
 
 
-def chosen_picks(paths: list[Path], missing: Mapping[str, int] | None = None) -> list[Pick]:
-    """Every row of earlier GEMM or conv runs that chose a config, first run first;
-    ``missing`` (``--missing``) fills the parameters a run's configs lack, where the kernel's
-    space has them.
+def chosen_picks(
+    paths: list[Path], missing: Mapping[str, int] | None = None, latest: bool = False
+) -> list[Pick]:
+    """Every row of earlier GEMM or conv runs that chose a config, first run first (with
+    ``latest``, each workload's last one only); ``missing`` (``--missing``) fills the
+    parameters a run's configs lack, where the kernel's space has them.
     """
     picks = []
     for path in paths:
@@ -70,7 +72,7 @@ def chosen_picks(paths: list[Path], missing: Mapping[str, int] | None = None) ->
                 raise SystemExit(f"{path}: a row with neither a shape (gemm_classes.py) nor "
                                  "a layer (conv_layers.py): give those scripts' --out")  # fmt: skip
             picks.append(Pick(label, group, workload, row["kernel"], config))
-    return picks
+    return list({pick.label: pick for pick in picks}.values()) if latest else picks
 
 
 def chosen_configs(
